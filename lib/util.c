@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+#include "util.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+static const char *log_ident = "mlmon";
+static int log_max_level = LOG_INFO;
+static bool log_prefix_prio;
+
+void log_setup(const char *ident) {
+        log_ident = ident;
+        /* systemd sets JOURNAL_STREAM when stderr is connected to the journal;
+         * then "<N>" at the start of a line sets its priority. */
+        log_prefix_prio = getenv("JOURNAL_STREAM") != NULL;
+        const char *lvl = getenv("MLMON_LOG_LEVEL");
+        if (lvl && streq(lvl, "debug"))
+                log_max_level = LOG_DEBUG;
+}
+
+void log_set_max_level(int prio) { log_max_level = prio; }
+
+int log_internal(int prio, int error, const char *fmt, ...) {
+        int e = error < 0 ? -error : error;
+
+        if (prio <= log_max_level) {
+                char msg[1024];
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(msg, sizeof msg, fmt, ap);
+                va_end(ap);
+                if (log_prefix_prio)
+                        fprintf(stderr, "<%d>%s\n", prio, msg);
+                else
+                        fprintf(stderr, "%s: %s\n", log_ident, msg);
+        }
+        return e ? -e : -EIO;
+}
+
+usec_t now_usec(int clock_id) {
+        struct timespec ts;
+        clock_gettime(clock_id, &ts);
+        return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
+}
+
+int64_t now_realtime_ms(void) { return (int64_t)(now_usec(CLOCK_REALTIME) / USEC_PER_MSEC); }
+
+int parse_duration(const char *s, usec_t *ret) {
+        static const struct {
+                const char *suffix;
+                usec_t mult;
+        } units[] = {
+                { "us", 1 }, { "ms", USEC_PER_MSEC }, { "s", USEC_PER_SEC },
+                { "m", USEC_PER_MINUTE }, { "h", USEC_PER_HOUR }, { "d", USEC_PER_DAY },
+        };
+        if (!s || !*s)
+                return -EINVAL;
+        /* digits, optionally one '.', then a unit; nothing else */
+        const char *p = s;
+        size_t ndigits = 0;
+        bool dot = false;
+        for (; *p; p++) {
+                if (*p >= '0' && *p <= '9')
+                        ndigits++;
+                else if (*p == '.' && !dot)
+                        dot = true;
+                else
+                        break;
+        }
+        if (ndigits == 0 || p - s > 20)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                if (!streq(p, units[i].suffix))
+                        continue;
+                char num[24];
+                memcpy(num, s, (size_t)(p - s));
+                num[p - s] = 0;
+                char *end;
+                errno = 0;
+                double v = strtod(num, &end);
+                if (errno || *end || !isfinite(v) || v < 0)
+                        return -EINVAL;
+                double u = v * (double)units[i].mult;
+                /* cap at 100 years: nothing we accept needs more */
+                if (u > (double)(36500 * USEC_PER_DAY))
+                        return -ERANGE;
+                *ret = (usec_t)llround(u);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+void format_duration(usec_t u, char *buf, size_t size) {
+        static const struct {
+                const char *suffix;
+                usec_t mult;
+        } units[] = {
+                { "d", USEC_PER_DAY }, { "h", USEC_PER_HOUR }, { "m", USEC_PER_MINUTE },
+                { "s", USEC_PER_SEC }, { "ms", USEC_PER_MSEC },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (u >= units[i].mult && u % units[i].mult == 0) {
+                        snprintf(buf, size, "%llu%s", (unsigned long long)(u / units[i].mult), units[i].suffix);
+                        return;
+                }
+        snprintf(buf, size, "%lluus", (unsigned long long)u);
+}
+
+int safe_atou64(const char *s, uint64_t *ret) {
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (errno || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int safe_atoi64(const char *s, int64_t *ret) {
+        if (!s || !((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')))
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (errno || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int safe_atou(const char *s, unsigned *ret) {
+        uint64_t v;
+        int r = safe_atou64(s, &v);
+        if (r < 0)
+                return r;
+        if (v > UINT32_MAX)
+                return -ERANGE;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+int safe_atod(const char *s, double *ret) {
+        if (!s || !*s)
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || *end || !isfinite(v))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+bool startswith(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        size_t cap = max < 4096 ? max + 1 : 4096, len = 0;
+        _cleanup_free_ char *buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (len + 1 >= cap) {
+                        if (cap > max)
+                                break;
+                        size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                        char *n = realloc(buf, ncap);
+                        if (!n)
+                                return -ENOMEM;
+                        buf = n;
+                        cap = ncap;
+                        if (len + 1 >= cap)
+                                break;
+                }
+                ssize_t k = read(fd, buf + len, cap - 1 - len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+        }
+        buf[len] = 0;
+        if (ret_len)
+                *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+ssize_t pread_text(int fd, char *buf, size_t size) {
+        ssize_t k;
+        do
+                k = pread(fd, buf, size - 1, 0);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return -errno;
+        buf[k] = 0;
+        return k;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers shared by mlmond and mlmonctl: cleanup attributes, logging,
+ * time, strict number and duration parsing. */
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- ownership ---------------------------------------------------------- */
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Hand ownership on: returns the value and leaves NULL (or -1) behind. */
+#define TAKE_PTR(p)                          \
+        ({                                   \
+                __typeof__(p) _tmp_ = (p);   \
+                (p) = NULL;                  \
+                _tmp_;                       \
+        })
+#define TAKE_FD(fd)                          \
+        ({                                   \
+                int _tmp_ = (fd);            \
+                (fd) = -1;                   \
+                _tmp_;                       \
+        })
+
+static inline int safe_close(int fd) {
+        if (fd >= 0)
+                closep(&fd);
+        return -1;
+}
+
+/* ---- logging ------------------------------------------------------------ */
+
+/* Writes one line to stderr. Under systemd (JOURNAL_STREAM set) each line
+ * carries a "<N>" syslog priority prefix so the journal keeps the level. */
+void log_setup(const char *ident);
+void log_set_max_level(int prio);
+int log_internal(int prio, int error, const char *fmt, ...) _printf_(3, 4);
+
+/* All return -abs(error) (or -EIO for error==0 on the _errno forms) so a
+ * caller can `return log_error_errno(r, "...")`. */
+#define log_error(...) log_internal(LOG_ERR, 0, __VA_ARGS__)
+#define log_warning(...) log_internal(LOG_WARNING, 0, __VA_ARGS__)
+#define log_notice(...) log_internal(LOG_NOTICE, 0, __VA_ARGS__)
+#define log_info(...) log_internal(LOG_INFO, 0, __VA_ARGS__)
+#define log_debug(...) log_internal(LOG_DEBUG, 0, __VA_ARGS__)
+#define log_error_errno(e, ...) log_internal(LOG_ERR, (e), __VA_ARGS__)
+#define log_warning_errno(e, ...) log_internal(LOG_WARNING, (e), __VA_ARGS__)
+#define log_debug_errno(e, ...) log_internal(LOG_DEBUG, (e), __VA_ARGS__)
+
+/* ---- time --------------------------------------------------------------- */
+
+/* One time type: microseconds. Monotonic for intervals, realtime only for
+ * stored timestamps (which are in milliseconds, see DESIGN.md). */
+typedef uint64_t usec_t;
+#define USEC_INFINITY ((usec_t)UINT64_MAX)
+#define USEC_PER_MSEC ((usec_t)1000)
+#define USEC_PER_SEC ((usec_t)1000000)
+#define USEC_PER_MINUTE (60 * USEC_PER_SEC)
+#define USEC_PER_HOUR (60 * USEC_PER_MINUTE)
+#define USEC_PER_DAY (24 * USEC_PER_HOUR)
+
+usec_t now_usec(int clock_id);
+int64_t now_realtime_ms(void);
+
+/* "500ms", "10s", "1.5m", "2h", "7d", "250us". A unit is required: a bare
+ * number is ambiguous and rejected. Returns 0 or -EINVAL / -ERANGE. */
+int parse_duration(const char *s, usec_t *ret);
+/* Writes the shortest exact form ("500ms", "10s", "90s" -> "90s"). */
+void format_duration(usec_t u, char *buf, size_t size);
+
+/* Whole-string decimal parses; reject sign (for unsigned), junk, overflow. */
+int safe_atou64(const char *s, uint64_t *ret);
+int safe_atoi64(const char *s, int64_t *ret);
+int safe_atou(const char *s, unsigned *ret);
+/* Finite double, whole string. */
+int safe_atod(const char *s, double *ret);
+
+/* Saturating subtraction for kernel counters that may reset. */
+static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* ---- strings ------------------------------------------------------------ */
+
+static inline bool streq(const char *a, const char *b) { return a && b && __builtin_strcmp(a, b) == 0; }
+bool startswith(const char *s, const char *prefix);
+/* Reads at most max bytes of a file (relative to dirfd, or AT_FDCWD) into a
+ * NUL-terminated malloc'ed buffer. -errno on failure. */
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* pread(fd, 0) into buf (size includes the NUL). Returns length or -errno. */
+ssize_t pread_text(int fd, char *buf, size_t size);
