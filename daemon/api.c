@@ -1,0 +1,970 @@
+/* SPDX-License-Identifier: MIT */
+#include "api.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "json-util.h"
+#include "manager.h"
+#include "query.h"
+#include "render.h"
+
+#define MAX_QUERY_ARGS 16
+#define MAX_WINDOWS 16
+#define MAX_TAGS 32
+/* Windows and ranges longer than the raw retention cannot be answered from
+ * raw samples anyway; cap what a client can ask for. */
+#define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
+#define DEFAULT_SAMPLES_LIMIT 1000
+
+struct listener {
+        struct api *api;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io_source, *timer_source;
+        bool unix_socket; /* read-write, SO_PEERCRED */
+        char *unlink_path;
+};
+
+struct api {
+        struct manager *m;
+        struct listener tcp, unx;
+};
+
+/* Per-request state, from the first access-handler call to completion. */
+struct request {
+        struct listener *l;
+        struct MHD_Connection *conn;
+        const char *method;
+        char *body;
+        size_t body_len;
+        bool too_large;
+        bool started;
+        struct {
+                const char *key, *value;
+        } args[MAX_QUERY_ARGS];
+        size_t n_args;
+        bool args_overflow, args_duplicate;
+        /* the response being built */
+        unsigned status;
+        json_object *json;
+        const char *allow;
+};
+
+typedef void (*handler_fn)(struct request *rq, const char *const *parts, size_t nparts);
+
+/* ---- responses ---------------------------------------------------------- */
+
+static void respond_json(struct request *rq, unsigned status, json_object *j) {
+        if (rq->json)
+                json_object_put(rq->json);
+        rq->status = status;
+        rq->json = j;
+}
+
+static void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        json_object *root = json_object_new_object(), *err = json_object_new_object();
+        json_add_string(err, "code", code);
+        json_add_string(err, "message", msg);
+        json_object_object_add(root, "error", err);
+        respond_json(rq, status, root);
+}
+
+static void respond_method_not_allowed(struct request *rq, const char *allow) {
+        rq->allow = allow;
+        respond_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed", "%s is not allowed here (allowed: %s)",
+                      rq->method, allow);
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j, const char *allow) {
+        const char *text = j ? json_to_string(j) : "{}";
+        size_t len = strlen(text);
+        char *copy = malloc(len + 2);
+        if (!copy)
+                return MHD_NO;
+        memcpy(copy, text, len);
+        copy[len] = '\n';
+        copy[len + 1] = 0;
+        struct MHD_Response *resp = MHD_create_response_from_buffer(len + 1, copy, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(copy);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (allow)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        enum MHD_Result r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status, const char *code, const char *msg,
+                                      const char *allow) {
+        _cleanup_json_ json_object *root = json_object_new_object();
+        json_object *err = json_object_new_object();
+        json_add_string(err, "code", code);
+        json_add_string(err, "message", msg);
+        json_object_object_add(root, "error", err);
+        return send_response(c, status, root, allow);
+}
+
+/* ---- query arguments ---------------------------------------------------- */
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        struct request *rq = cls;
+        for (size_t i = 0; i < rq->n_args; i++)
+                if (streq(rq->args[i].key, key))
+                        rq->args_duplicate = true;
+        if (rq->n_args == MAX_QUERY_ARGS) {
+                rq->args_overflow = true;
+                return MHD_NO;
+        }
+        rq->args[rq->n_args].key = key;
+        rq->args[rq->n_args].value = value ? value : "";
+        rq->n_args++;
+        return MHD_YES;
+}
+
+static const char *arg(struct request *rq, const char *key) {
+        for (size_t i = 0; i < rq->n_args; i++)
+                if (streq(rq->args[i].key, key))
+                        return rq->args[i].value;
+        return NULL;
+}
+
+/* Rejects unknown and repeated parameters: a typo must not silently give a
+ * different answer. allowed is NULL-terminated. */
+static bool check_args(struct request *rq, const char *const *allowed) {
+        if (rq->args_overflow) {
+                respond_error(rq, 400, "bad_request", "too many query parameters (at most %d)", MAX_QUERY_ARGS);
+                return false;
+        }
+        if (rq->args_duplicate) {
+                respond_error(rq, 400, "bad_request", "a query parameter is repeated");
+                return false;
+        }
+        for (size_t i = 0; i < rq->n_args; i++) {
+                bool ok = false;
+                for (const char *const *a = allowed; a && *a; a++)
+                        if (streq(*a, rq->args[i].key))
+                                ok = true;
+                if (!ok) {
+                        char shown[64];
+                        snprintf(shown, sizeof shown, "%s", rq->args[i].key);
+                        _cleanup_free_ char *clean = utf8_sanitize(shown, strlen(shown));
+                        respond_error(rq, 400, "bad_request", "unknown query parameter '%s'", clean ? clean : "?");
+                        return false;
+                }
+        }
+        return true;
+}
+
+/* A timestamp (Unix ms) or a duration meaning "that long ago". */
+static bool parse_time_arg(struct request *rq, const char *key, int64_t now_ms, int64_t *ret) {
+        const char *v = arg(rq, key);
+        if (!v)
+                return true;
+        int64_t t;
+        usec_t ago;
+        if (safe_atoi64(v, &t) == 0 && t >= 0) {
+                *ret = t;
+                return true;
+        }
+        if (parse_duration(v, &ago) == 0 && ago <= MAX_WINDOW_USEC) {
+                *ret = now_ms - (int64_t)(ago / USEC_PER_MSEC);
+                return true;
+        }
+        _cleanup_free_ char *clean = utf8_sanitize(v, strnlen(v, 64));
+        respond_error(rq, 400, "bad_request", "%s: '%s' is neither a Unix time in ms nor a duration", key,
+                      clean ? clean : "?");
+        return false;
+}
+
+static bool parse_id(struct request *rq, const char *s, int64_t *ret) {
+        int64_t id;
+        if (safe_atoi64(s, &id) < 0 || id <= 0) {
+                _cleanup_free_ char *clean = utf8_sanitize(s, strnlen(s, 64));
+                respond_error(rq, 400, "bad_request", "run id: '%s' is not a positive integer", clean ? clean : "?");
+                return false;
+        }
+        *ret = id;
+        return true;
+}
+
+static struct query_limits limits(struct request *rq) {
+        const struct config *c = &rq->l->api->m->config;
+        return (struct query_limits){ .timeout_usec = c->http_query_timeout_usec, .max_rows = c->http_max_rows };
+}
+
+static void respond_query_error(struct request *rq, int r) {
+        if (r == -ETIMEDOUT)
+                respond_error(rq, 503, "unavailable", "the query took longer than query_timeout; ask for less");
+        else if (r == -ENOMEM)
+                respond_error(rq, 503, "unavailable", "out of memory");
+        else
+                respond_error(rq, 500, "internal", "database error");
+}
+
+/* ---- caller identity ---------------------------------------------------- */
+
+static bool peer_cred(struct request *rq, struct ucred *ret) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        socklen_t len = sizeof *ret;
+        return ci && getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, ret, &len) == 0;
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        respond_json(rq, 200, render_health(rq->l->api->m));
+}
+
+static void h_system(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        respond_json(rq, 200, render_system(rq->l->api->m));
+}
+
+/* Latest sample: from memory for a running run, else the stored last one. */
+static bool latest_sample(struct request *rq, const struct run_info *ri, struct sample *ret) {
+        struct run *r = manager_find_run(rq->l->api->m, ri->id);
+        if (r && r->has_last) {
+                *ret = r->last;
+                return true;
+        }
+        struct query_limits lim = limits(rq);
+        return ri->totals.last_ts_ms &&
+               query_sample_at(rq->l->api->m->store, &lim, ri->id, ri->totals.last_ts_ms, ret) == 0;
+}
+
+static json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+        struct sample s;
+        bool has = latest_sample(rq, ri, &s);
+        return render_run(ri, has ? &s : NULL);
+}
+
+static void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "state", "name", "pid", NULL };
+        if (!check_args(rq, allowed))
+                return;
+        struct runs_filter f = { .state = RUN_RUNNING };
+        const char *state = arg(rq, "state"), *pid = arg(rq, "pid");
+        if (state) {
+                if (streq(state, "all"))
+                        f.state = -1;
+                else if ((f.state = run_state_from_string(state)) < 0) {
+                        respond_error(rq, 400, "bad_request", "state: must be running, exited, unregistered or all");
+                        return;
+                }
+        }
+        f.name = arg(rq, "name");
+        if (pid) {
+                unsigned p;
+                if (safe_atou(pid, &p) < 0 || p == 0 || p > INT32_MAX) {
+                        respond_error(rq, 400, "bad_request", "pid: must be a positive integer");
+                        return;
+                }
+                f.pid = (int)p;
+        }
+        struct query_limits lim = limits(rq);
+        struct run_info *v = NULL;
+        size_t n = 0;
+        bool truncated;
+        int r = query_runs(rq->l->api->m->store, &lim, &f, &v, &n, &truncated);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(arr, run_with_latest(rq, &v[i]));
+        json_object_object_add(root, "runs", arr);
+        json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
+        run_infos_free(v, n);
+        respond_json(rq, 200, root);
+}
+
+/* Looks the run up; on failure the response is already set. */
+static bool load_run(struct request *rq, const char *idtext, struct run_info *ri) {
+        int64_t id;
+        if (!parse_id(rq, idtext, &id))
+                return false;
+        struct query_limits lim = limits(rq);
+        int r = query_run(rq->l->api->m->store, &lim, id, ri);
+        if (r == -ENOENT) {
+                respond_error(rq, 404, "not_found", "no run %lld", (long long)id);
+                return false;
+        }
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return false;
+        }
+        return true;
+}
+
+static json_object *run_full(struct request *rq, const struct run_info *ri) {
+        json_object *o = run_with_latest(rq, ri);
+        json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms()));
+        json_object_object_add(o, "leak", NULL);
+        return o;
+}
+
+static void h_run_get(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        respond_json(rq, 200, run_full(rq, &ri));
+        run_info_done(&ri);
+}
+
+static bool json_tags_valid(json_object *tags, struct request *rq) {
+        if (!json_object_is_type(tags, json_type_object)) {
+                respond_error(rq, 400, "bad_request", "tags: must be an object of strings");
+                return false;
+        }
+        if (json_object_object_length(tags) > MAX_TAGS) {
+                respond_error(rq, 400, "bad_request", "tags: at most %d", MAX_TAGS);
+                return false;
+        }
+        json_object_object_foreach(tags, k, v) {
+                if (!json_object_is_type(v, json_type_string) || strlen(k) == 0 || strlen(k) > 64 ||
+                    json_object_get_string_len(v) > 256) {
+                        respond_error(rq, 400, "bad_request",
+                                      "tags: keys of 1-64 bytes, string values of at most 256 bytes");
+                        return false;
+                }
+        }
+        return true;
+}
+
+static bool check_unknown_keys(struct request *rq, json_object *o, const char *const *allowed) {
+        json_object_object_foreach(o, k, v) {
+                (void)v;
+                bool ok = false;
+                for (const char *const *a = allowed; *a; a++)
+                        if (streq(*a, k))
+                                ok = true;
+                if (!ok) {
+                        _cleanup_free_ char *clean = utf8_sanitize(k, strnlen(k, 64));
+                        respond_error(rq, 400, "bad_request", "unknown field '%s'", clean ? clean : "?");
+                        return false;
+                }
+        }
+        return true;
+}
+
+static json_object *parse_body(struct request *rq) {
+        if (!rq->body || rq->body_len == 0) {
+                respond_error(rq, 400, "bad_request", "a JSON body is required");
+                return NULL;
+        }
+        json_tokener *tok = json_tokener_new_ex(32);
+        if (!tok) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return NULL;
+        }
+        json_object *o = json_tokener_parse_ex(tok, rq->body, (int)rq->body_len);
+        enum json_tokener_error e = json_tokener_get_error(tok);
+        size_t used = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+        if (!o || e != json_tokener_success || used != rq->body_len) {
+                /* trailing whitespace is fine */
+                bool only_ws = o && e == json_tokener_success;
+                for (size_t i = used; only_ws && i < rq->body_len; i++)
+                        if (!strchr(" \t\r\n", rq->body[i]))
+                                only_ws = false;
+                if (!only_ws) {
+                        json_object_put(o);
+                        respond_error(rq, 400, "bad_request", "body: not valid JSON (%s)",
+                                      e != json_tokener_success ? json_tokener_error_desc(e) : "trailing data");
+                        return NULL;
+                }
+        }
+        if (!json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                respond_error(rq, 400, "bad_request", "body: must be a JSON object");
+                return NULL;
+        }
+        return o;
+}
+
+static void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", NULL };
+        if (!check_args(rq, NULL))
+                return;
+        _cleanup_json_ json_object *body = parse_body(rq);
+        if (!body || !check_unknown_keys(rq, body, fields))
+                return;
+        struct register_request req = { 0 };
+        json_object *v;
+        if (!json_object_object_get_ex(body, "pid", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) <= 0 || json_object_get_int64(v) > INT32_MAX) {
+                respond_error(rq, 400, "bad_request", "pid: a positive integer is required");
+                return;
+        }
+        req.pid = (int)json_object_get_int64(v);
+        if (json_object_object_get_ex(body, "name", &v) && v) {
+                if (!json_object_is_type(v, json_type_string)) {
+                        respond_error(rq, 400, "bad_request", "name: must be a string");
+                        return;
+                }
+                req.name = json_object_get_string(v);
+        }
+        if (json_object_object_get_ex(body, "interval", &v) && v) {
+                if (!json_object_is_type(v, json_type_string) ||
+                    parse_duration(json_object_get_string(v), &req.interval_usec) < 0) {
+                        respond_error(rq, 400, "bad_request", "interval: must be a duration such as \"500ms\"");
+                        return;
+                }
+                if (req.interval_usec == 0) {
+                        respond_error(rq, 400, "bad_request", "interval: must be between 100ms and 1h");
+                        return;
+                }
+        }
+        if (json_object_object_get_ex(body, "children", &v) && v) {
+                if (!json_object_is_type(v, json_type_boolean)) {
+                        respond_error(rq, 400, "bad_request", "children: must be true or false");
+                        return;
+                }
+                req.children = json_object_get_boolean(v);
+        }
+        if (json_object_object_get_ex(body, "tags", &v) && v) {
+                if (!json_tags_valid(v, rq))
+                        return;
+                req.tags_json = json_to_string(v);
+        }
+
+        struct ucred cred = { .uid = 0 };
+        bool root = true;
+        if (rq->l->unix_socket) {
+                if (!peer_cred(rq, &cred)) {
+                        respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                        return;
+                }
+                root = cred.uid == 0;
+        }
+        char err[256];
+        int64_t id = 0;
+        int r = manager_register(rq->l->api->m, &req, root, cred.uid, &id, err, sizeof err);
+        switch (r) {
+        case 0:
+                break;
+        case -ESRCH:
+                respond_error(rq, 404, "not_found", "%s", err);
+                return;
+        case -EPERM:
+                respond_error(rq, 403, "forbidden", "%s", err);
+                return;
+        case -EEXIST:
+                respond_error(rq, 409, "conflict", "%s", err);
+                return;
+        case -EUSERS:
+                respond_error(rq, 429, "too_many_runs", "%s", err);
+                return;
+        case -EINVAL:
+                respond_error(rq, 400, "bad_request", "%s", err);
+                return;
+        default:
+                respond_error(rq, 500, "internal", "%s", err);
+                return;
+        }
+        struct run_info ri;
+        struct query_limits lim = limits(rq);
+        if (query_run(rq->l->api->m->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld registered but cannot be read back", (long long)id);
+                return;
+        }
+        respond_json(rq, 201, run_with_latest(rq, &ri));
+        run_info_done(&ri);
+}
+
+static void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        struct ucred cred = { .uid = 0 };
+        if (!peer_cred(rq, &cred)) {
+                run_info_done(&ri);
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return;
+        }
+        char err[256];
+        int r = manager_unregister(rq->l->api->m, ri.id, cred.uid == 0, cred.uid, err, sizeof err);
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (r == -EALREADY) {
+                respond_error(rq, 409, "conflict", "%s", err);
+                return;
+        }
+        if (r == -EPERM) {
+                respond_error(rq, 403, "forbidden", "%s", err);
+                return;
+        }
+        if (r < 0) {
+                respond_error(rq, 500, "internal", "%s", err);
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        if (query_run(rq->l->api->m->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld unregistered but cannot be read back", (long long)id);
+                return;
+        }
+        respond_json(rq, 200, run_with_latest(rq, &ri));
+        run_info_done(&ri);
+}
+
+static void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "from", "until", "limit", "step", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t now_ms = now_realtime_ms(), from = ri.registered_ts_ms, until = now_ms;
+        unsigned limit = DEFAULT_SAMPLES_LIMIT;
+        usec_t step = 0;
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!parse_time_arg(rq, "from", now_ms, &from) || !parse_time_arg(rq, "until", now_ms, &until))
+                return;
+        if (from > until) {
+                respond_error(rq, 400, "bad_request", "from must not be after until");
+                return;
+        }
+        const char *v = arg(rq, "limit");
+        if (v && (safe_atou(v, &limit) < 0 || limit == 0)) {
+                respond_error(rq, 400, "bad_request", "limit: must be a positive integer");
+                return;
+        }
+        v = arg(rq, "step");
+        if (v && (parse_duration(v, &step) < 0 || step < USEC_PER_MSEC || step > MAX_WINDOW_USEC)) {
+                respond_error(rq, 400, "bad_request", "step: must be a duration of at least 1ms, such as 10s");
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        _cleanup_free_ struct sample *s = NULL;
+        size_t n = 0;
+        bool truncated = false;
+        int r = query_samples(rq->l->api->m->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s,
+                              &n, &truncated);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(arr, render_sample(&s[i]));
+        json_object_object_add(root, "samples", arr);
+        json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
+        respond_json(rq, 200, root);
+}
+
+static void h_run_throughput(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "until", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t now_ms = now_realtime_ms();
+        /* a finished run's windows end where its data ends */
+        int64_t until = ri.state == RUN_RUNNING || !ri.totals.last_ts_ms ? now_ms : ri.totals.last_ts_ms;
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!parse_time_arg(rq, "until", now_ms, &until))
+                return;
+        const char *spec = arg(rq, "window");
+        if (!spec)
+                spec = "10s,1m,5m";
+        usec_t windows[MAX_WINDOWS];
+        size_t nw = 0;
+        char buf[512];
+        if (strlen(spec) >= sizeof buf) {
+                respond_error(rq, 400, "bad_request", "window: too long");
+                return;
+        }
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *save = NULL;
+        for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                if (nw == MAX_WINDOWS) {
+                        respond_error(rq, 400, "bad_request", "window: at most %d windows", MAX_WINDOWS);
+                        return;
+                }
+                if (parse_duration(w, &windows[nw]) < 0 || windows[nw] < USEC_PER_MSEC ||
+                    windows[nw] > MAX_WINDOW_USEC) {
+                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+                        respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                        return;
+                }
+                nw++;
+        }
+        if (nw == 0) {
+                respond_error(rq, 400, "bad_request", "window: at least one duration is required");
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        json_object_object_add(root, "windows", arr);
+        for (size_t i = 0; i < nw; i++) {
+                struct window_rates w;
+                int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC);
+                int r = query_window(rq->l->api->m->store, &lim, id, from, until, &w);
+                if (r < 0) {
+                        json_object_put(root);
+                        respond_query_error(rq, r);
+                        return;
+                }
+                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6));
+        }
+        respond_json(rq, 200, root);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+struct route {
+        const char *pattern[5]; /* path segments; "*" matches one segment */
+        const char *method;
+        handler_fn fn;
+};
+
+static const struct route routes[] = {
+        { { "v1", "health" }, "GET", h_health },
+        { { "v1", "system" }, "GET", h_system },
+        { { "v1", "runs" }, "GET", h_runs_list },
+        { { "v1", "runs" }, "POST", h_runs_post },
+        { { "v1", "runs", "*" }, "GET", h_run_get },
+        { { "v1", "runs", "*" }, "DELETE", h_run_delete },
+        { { "v1", "runs", "*", "samples" }, "GET", h_run_samples },
+        { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
+};
+
+static size_t pattern_len(const struct route *r) {
+        size_t n = 0;
+        while (n < ELEMENTSOF(r->pattern) && r->pattern[n])
+                n++;
+        return n;
+}
+
+static bool pattern_match(const struct route *r, const char *const *parts, size_t nparts) {
+        if (pattern_len(r) != nparts)
+                return false;
+        for (size_t i = 0; i < nparts; i++)
+                if (!streq(r->pattern[i], "*") && !streq(r->pattern[i], parts[i]))
+                        return false;
+        return true;
+}
+
+static void dispatch(struct request *rq, const char *url) {
+        char path[512];
+        const char *parts[8];
+        size_t nparts = 0;
+
+        if (strlen(url) >= sizeof path) {
+                respond_error(rq, 414, "uri_too_long", "the path is too long");
+                return;
+        }
+        snprintf(path, sizeof path, "%s", url);
+        char *save = NULL;
+        for (char *p = strtok_r(path, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+                if (nparts == ELEMENTSOF(parts)) {
+                        respond_error(rq, 404, "not_found", "no such endpoint");
+                        return;
+                }
+                parts[nparts++] = p;
+        }
+        /* HEAD is GET without the body (libmicrohttpd drops it) */
+        const char *method = streq(rq->method, "HEAD") ? "GET" : rq->method;
+        char allow[64] = "";
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                if (!pattern_match(&routes[i], parts, nparts))
+                        continue;
+                if (streq(routes[i].method, method)) {
+                        routes[i].fn(rq, parts, nparts);
+                        return;
+                }
+                if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof allow) {
+                        if (*allow)
+                                strcat(allow, ", ");
+                        strcat(allow, routes[i].method);
+                }
+        }
+        if (*allow) {
+                static char allow_kept[64]; /* lives until the response is queued, same thread */
+                snprintf(allow_kept, sizeof allow_kept, "%s", allow);
+                respond_method_not_allowed(rq, allow_kept);
+                return;
+        }
+        respond_error(rq, 404, "not_found", "no such endpoint");
+}
+
+/* ---- libmicrohttpd glue ------------------------------------------------- */
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+        struct listener *l = cls;
+        struct request *rq = *con_cls;
+        const struct config *c = &l->api->m->config;
+
+        if (!rq) {
+                /* First call: headers only. Decide early what we will refuse
+                 * so a refused body is never read. */
+                bool read_only = !l->unix_socket;
+                bool safe = streq(method, "GET") || streq(method, "HEAD");
+                if (read_only && !safe)
+                        return send_error_now(conn, 405, "method_not_allowed",
+                                              "the TCP API is read-only: use the unix socket to change anything",
+                                              "GET, HEAD");
+                const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+                const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+                uint64_t len = 0;
+                if (cl && (safe_atou64(cl, &len) < 0 || len > c->http_max_body_bytes))
+                        return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
+                if (safe && (len > 0 || te))
+                        return send_error_now(conn, 413, "payload_too_large", "GET takes no request body", NULL);
+                rq = calloc(1, sizeof *rq);
+                if (!rq)
+                        return MHD_NO;
+                rq->l = l;
+                rq->conn = conn;
+                *con_cls = rq;
+                return MHD_YES;
+        }
+        if (*upload_data_size > 0) {
+                size_t n = *upload_data_size;
+                if (!rq->too_large && rq->body_len + n > c->http_max_body_bytes) {
+                        rq->too_large = true;
+                        free(rq->body);
+                        rq->body = NULL;
+                        rq->body_len = 0;
+                }
+                if (!rq->too_large) {
+                        char *nb = realloc(rq->body, rq->body_len + n + 1);
+                        if (!nb)
+                                return MHD_NO;
+                        memcpy(nb + rq->body_len, upload_data, n);
+                        rq->body = nb;
+                        rq->body_len += n;
+                        rq->body[rq->body_len] = 0;
+                }
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        if (rq->started)
+                return MHD_YES;
+        rq->started = true;
+        if (rq->too_large)
+                return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
+
+        rq->method = method;
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, rq);
+        dispatch(rq, url);
+        enum MHD_Result r = send_response(conn, rq->status ? rq->status : 500, rq->json, rq->allow);
+        return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        struct request *rq = *con_cls;
+        if (!rq)
+                return;
+        if (rq->json)
+                json_object_put(rq->json);
+        free(rq->body);
+        free(rq);
+        *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+        char msg[512];
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        size_t l = strlen(msg);
+        while (l > 0 && msg[l - 1] == '\n')
+                msg[--l] = 0;
+        log_debug("http: %s", msg);
+}
+
+static void listener_pump(struct listener *l) {
+        MHD_run(l->mhd);
+        MHD_UNSIGNED_LONG_LONG ms;
+        if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+                sd_event_source_set_time_relative(l->timer_source, (usec_t)ms * USEC_PER_MSEC);
+                sd_event_source_set_enabled(l->timer_source, SD_EVENT_ONESHOT);
+        } else
+                sd_event_source_set_enabled(l->timer_source, SD_EVENT_OFF);
+}
+
+static int on_mhd_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        listener_pump(userdata);
+        return 0;
+}
+
+static int on_mhd_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        listener_pump(userdata);
+        return 0;
+}
+
+static int listener_attach(struct api *a, struct listener *l, char *err, size_t errlen) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!di) {
+                snprintf(err, errlen, "http: cannot get libmicrohttpd's epoll fd");
+                return -EIO;
+        }
+        l->api = a;
+        int q = sd_event_add_io(a->m->event, &l->io_source, di->epoll_fd, EPOLLIN, on_mhd_io, l);
+        if (q >= 0)
+                q = sd_event_add_time_relative(a->m->event, &l->timer_source, CLOCK_MONOTONIC, USEC_PER_SEC,
+                                               10 * USEC_PER_MSEC, on_mhd_timer, l);
+        if (q < 0) {
+                snprintf(err, errlen, "http: cannot watch sockets: %s", strerror(-q));
+                return q;
+        }
+        listener_pump(l);
+        return 0;
+}
+
+static struct MHD_Daemon *start_mhd(struct api *a, struct listener *l, int listen_fd, const struct sockaddr *sa,
+                                    unsigned flags) {
+        const struct config *c = &a->m->config;
+        l->api = a;
+        struct MHD_OptionItem opts[] = {
+                { MHD_OPTION_CONNECTION_LIMIT, c->http_connection_limit, NULL },
+                { MHD_OPTION_PER_IP_CONNECTION_LIMIT, l->unix_socket ? 0 : c->http_per_ip_connection_limit, NULL },
+                { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(c->http_connection_timeout_usec / USEC_PER_SEC), NULL },
+                { MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->http_connection_memory_limit, NULL },
+                { MHD_OPTION_LISTEN_BACKLOG_SIZE, 128, NULL },
+                { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL },
+                { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL },
+                { listen_fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR, listen_fd >= 0 ? listen_fd : 0,
+                  (void *)sa },
+                { MHD_OPTION_END, 0, NULL },
+        };
+        return MHD_start_daemon(flags | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, l,
+                                MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
+static int start_tcp(struct api *a, char *err, size_t errlen) {
+        const char *listen = a->m->config.listen;
+        char host[256];
+        uint16_t port;
+        if (!listen || !*listen || streq(listen, "none"))
+                return 0;
+        if (parse_host_port(listen, host, sizeof host, &port) < 0) {
+                snprintf(err, errlen, "listen: '%s' is not HOST:PORT", listen);
+                return -EINVAL;
+        }
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
+        char portstr[8];
+        snprintf(portstr, sizeof portstr, "%u", port);
+        int g = getaddrinfo(host, portstr, &hints, &res);
+        if (g != 0) {
+                snprintf(err, errlen, "listen: cannot resolve '%s': %s", host, gai_strerror(g));
+                return -EINVAL;
+        }
+        unsigned flags = res->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0;
+        a->tcp.unix_socket = false;
+        a->tcp.mhd = start_mhd(a, &a->tcp, -1, res->ai_addr, flags);
+        bool loopback = (res->ai_family == AF_INET &&
+                         (ntohl(((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
+                        (res->ai_family == AF_INET6 &&
+                         IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr));
+        freeaddrinfo(res);
+        if (!a->tcp.mhd) {
+                snprintf(err, errlen, "listen: cannot serve HTTP on %s (address in use?)", listen);
+                return -EADDRINUSE;
+        }
+        if (!loopback)
+                log_warning("listen: %s is not a loopback address: the read-only API is reachable from the network",
+                            listen);
+        return listener_attach(a, &a->tcp, err, errlen);
+}
+
+static int start_unix(struct api *a, char *err, size_t errlen) {
+        const char *path = a->m->config.socket_path;
+        if (!path || !*path || streq(path, "none"))
+                return 0;
+        struct sockaddr_un sun = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sun.sun_path) {
+                snprintf(err, errlen, "socket: path too long");
+                return -EINVAL;
+        }
+        strcpy(sun.sun_path, path);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                snprintf(err, errlen, "socket: %s", strerror(errno));
+                return -errno;
+        }
+        /* a stale socket from a previous instance */
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+                unlink(path);
+        if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+                int e = errno;
+                snprintf(err, errlen, "socket: cannot bind %s: %s", path, strerror(e));
+                return -e;
+        }
+        /* Anyone may connect: each request is authorized from SO_PEERCRED. */
+        if (chmod(path, 0666) < 0)
+                log_warning("socket: cannot chmod %s: %s", path, strerror(errno));
+        if (listen(fd, 128) < 0) {
+                int e = errno;
+                snprintf(err, errlen, "socket: cannot listen on %s: %s", path, strerror(e));
+                unlink(path);
+                return -e;
+        }
+        a->unx.unix_socket = true;
+        a->unx.mhd = start_mhd(a, &a->unx, fd, NULL, 0);
+        if (!a->unx.mhd) {
+                snprintf(err, errlen, "socket: cannot serve HTTP on %s", path);
+                unlink(path);
+                return -EIO;
+        }
+        TAKE_FD(fd); /* libmicrohttpd owns it now */
+        a->unx.unlink_path = strdup(path);
+        return listener_attach(a, &a->unx, err, errlen);
+}
+
+int api_new(struct manager *m, struct api **ret, char *err, size_t errlen) {
+        struct api *a = calloc(1, sizeof *a);
+        if (!a)
+                return -ENOMEM;
+        a->m = m;
+        int q = start_tcp(a, err, errlen);
+        if (q >= 0)
+                q = start_unix(a, err, errlen);
+        if (q < 0) {
+                api_free(a);
+                return q;
+        }
+        *ret = a;
+        return 0;
+}
+
+static void listener_stop(struct listener *l) {
+        l->io_source = sd_event_source_disable_unref(l->io_source);
+        l->timer_source = sd_event_source_disable_unref(l->timer_source);
+        if (l->mhd)
+                MHD_stop_daemon(l->mhd);
+        l->mhd = NULL;
+        if (l->unlink_path)
+                unlink(l->unlink_path);
+        free(l->unlink_path);
+        l->unlink_path = NULL;
+}
+
+void api_free(struct api *a) {
+        if (!a)
+                return;
+        listener_stop(&a->tcp);
+        listener_stop(&a->unx);
+        free(a);
+}

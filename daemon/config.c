@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <ini.h>
+#include <stdio.h>
+#include <string.h>
+
+enum key_type { KEY_STRING, KEY_DURATION, KEY_UINT };
+
+struct config_key {
+        const char *section;
+        const char *name;
+        enum key_type type;
+        size_t offset;
+        const char *def;
+        /* bounds: microseconds for durations, plain for uints */
+        uint64_t min, max;
+        const char *choices; /* for strings: '|'-separated allowed values, or NULL */
+};
+
+#define OFF(f) offsetof(struct config, f)
+
+/* The one table. Bounds are the smallest and largest values that make sense:
+ * under 100 ms the kernel's own accounting granularity (and our cost per
+ * sample) dominates; 64 KiB bodies are plenty for any registration. */
+static const struct config_key keys[] = {
+        { "daemon", "db", KEY_STRING, OFF(db_path), "/var/lib/mlmond/mlmond.db", 0, 0, NULL },
+        { "daemon", "listen", KEY_STRING, OFF(listen), "127.0.0.1:9477", 0, 0, NULL },
+        { "daemon", "socket", KEY_STRING, OFF(socket_path), "/run/mlmond/mlmond.sock", 0, 0, NULL },
+        { "daemon", "statsd_socket", KEY_STRING, OFF(statsd_socket), "/run/mlmond/statsd.sock", 0, 0, NULL },
+        { "daemon", "statsd_udp", KEY_STRING, OFF(statsd_udp), "127.0.0.1:8125", 0, 0, NULL },
+        { "daemon", "interval", KEY_DURATION, OFF(interval_usec), "1s", MIN_INTERVAL_USEC, MAX_INTERVAL_USEC, NULL },
+        { "daemon", "proc_root", KEY_STRING, OFF(proc_root), "/proc", 0, 0, NULL },
+        { "daemon", "sys_root", KEY_STRING, OFF(sys_root), "/sys", 0, 0, NULL },
+        { "daemon", "max_runs", KEY_UINT, OFF(max_runs), "4096", 1, 100000, NULL },
+        { "daemon", "max_runs_per_uid", KEY_UINT, OFF(max_runs_per_uid), "256", 1, 100000, NULL },
+        { "storage", "retention_raw", KEY_DURATION, OFF(retention_raw_usec), "7d", USEC_PER_MINUTE, 3650 * USEC_PER_DAY, NULL },
+        { "storage", "retention_rollup", KEY_DURATION, OFF(retention_rollup_usec), "90d", USEC_PER_HOUR, 3650 * USEC_PER_DAY, NULL },
+        { "storage", "synchronous", KEY_STRING, OFF(synchronous), "normal", 0, 0, "normal|full" },
+        { "http", "connection_limit", KEY_UINT, OFF(http_connection_limit), "256", 4, 10000, NULL },
+        { "http", "per_ip_connection_limit", KEY_UINT, OFF(http_per_ip_connection_limit), "16", 1, 10000, NULL },
+        { "http", "connection_timeout", KEY_DURATION, OFF(http_connection_timeout_usec), "10s", USEC_PER_SEC, USEC_PER_HOUR, NULL },
+        { "http", "connection_memory_limit", KEY_UINT, OFF(http_connection_memory_limit), "32768", 8192, 1048576, NULL },
+        { "http", "max_body_bytes", KEY_UINT, OFF(http_max_body_bytes), "65536", 1024, 1048576, NULL },
+        { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
+        { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
+};
+
+static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
+        void *field = (char *)c + k->offset;
+        char buf[32];
+
+        switch (k->type) {
+        case KEY_STRING: {
+                if (k->choices) {
+                        bool ok = false;
+                        const char *p = k->choices;
+                        size_t vl = strlen(value);
+                        while (*p) {
+                                const char *bar = strchr(p, '|');
+                                size_t l = bar ? (size_t)(bar - p) : strlen(p);
+                                if (l == vl && strncmp(p, value, l) == 0)
+                                        ok = true;
+                                p += l + (bar ? 1 : 0);
+                        }
+                        if (!ok) {
+                                snprintf(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->choices);
+                                return -EINVAL;
+                        }
+                }
+                char *s = strdup(value);
+                if (!s)
+                        return -ENOMEM;
+                free(*(char **)field);
+                *(char **)field = s;
+                return 0;
+        }
+        case KEY_DURATION: {
+                usec_t u;
+                if (parse_duration(value, &u) < 0) {
+                        snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 10s, 5m, 2h, 7d)", k->name, value);
+                        return -EINVAL;
+                }
+                if (u < k->min || u > k->max) {
+                        char lo[32];
+                        format_duration(k->min, lo, sizeof lo);
+                        format_duration(k->max, buf, sizeof buf);
+                        snprintf(err, errlen, "%s: '%s' is out of range [%s, %s]", k->name, value, lo, buf);
+                        return -ERANGE;
+                }
+                *(usec_t *)field = u;
+                return 0;
+        }
+        case KEY_UINT: {
+                unsigned v;
+                if (safe_atou(value, &v) < 0) {
+                        snprintf(err, errlen, "%s: '%s' is not a whole number", k->name, value);
+                        return -EINVAL;
+                }
+                if (v < k->min || v > k->max) {
+                        snprintf(err, errlen, "%s: %u is out of range [%llu, %llu]", k->name, v,
+                                 (unsigned long long)k->min, (unsigned long long)k->max);
+                        return -ERANGE;
+                }
+                *(unsigned *)field = v;
+                return 0;
+        }
+        }
+        return -EINVAL;
+}
+
+static const struct config_key *find_key(const char *section, const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if ((!section || streq(keys[i].section, section)) && streq(keys[i].name, name))
+                        return &keys[i];
+        return NULL;
+}
+
+int config_init_defaults(struct config *c) {
+        char err[256];
+        memset(c, 0, sizeof *c);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                int r = set_key(c, &keys[i], keys[i].def, err, sizeof err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void config_done(struct config *c) {
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (keys[i].type == KEY_STRING) {
+                        char **p = (char **)((char *)c + keys[i].offset);
+                        free(*p);
+                        *p = NULL;
+                }
+}
+
+int config_copy(struct config *dst, const struct config *src) {
+        *dst = *src;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (keys[i].type == KEY_STRING) {
+                        char **d = (char **)((char *)dst + keys[i].offset);
+                        if (*d && !(*d = strdup(*d))) {
+                                /* unwind the ones already duplicated */
+                                for (size_t j = 0; j < i; j++)
+                                        if (keys[j].type == KEY_STRING)
+                                                free(*(char **)((char *)dst + keys[j].offset));
+                                return -ENOMEM;
+                        }
+                }
+        return 0;
+}
+
+struct ini_ctx {
+        struct config *c;
+        const char *name;
+        char *err;
+        size_t errlen;
+        int r;
+};
+
+static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
+        struct ini_ctx *x = user;
+        char e[256];
+
+        if (x->r < 0)
+                return 0;
+        const struct config_key *k = find_key(section, name);
+        if (!k) {
+                snprintf(x->err, x->errlen, "%s: unknown key '%s' in section [%s]", x->name, name, section);
+                x->r = -EINVAL;
+                return 0;
+        }
+        int r = set_key(x->c, k, value, e, sizeof e);
+        if (r < 0) {
+                snprintf(x->err, x->errlen, "%s: [%s] %s", x->name, section, e);
+                x->r = r;
+                return 0;
+        }
+        return 1;
+}
+
+static int finish_ini(struct ini_ctx *x, int ir) {
+        if (x->r < 0)
+                return x->r;
+        if (ir == -2)
+                return -ENOMEM;
+        if (ir != 0) { /* a syntax error inih found itself (line number) */
+                snprintf(x->err, x->errlen, "%s:%d: syntax error (expected [section] or key = value)", x->name, ir);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int config_load_file(struct config *c, const char *path, bool missing_ok, char *errbuf, size_t errlen) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f) {
+                int r = -errno;
+                if (r == -ENOENT && missing_ok)
+                        return 0;
+                snprintf(errbuf, errlen, "%s: %s", path, strerror(-r));
+                return r;
+        }
+        struct ini_ctx x = { c, path, errbuf, errlen, 0 };
+        return finish_ini(&x, ini_parse_file(f, on_ini_key, &x));
+}
+
+int config_load_string(struct config *c, const char *text, const char *name, char *errbuf, size_t errlen) {
+        struct ini_ctx x = { c, name, errbuf, errlen, 0 };
+        return finish_ini(&x, ini_parse_string(text, on_ini_key, &x));
+}
+
+int config_set(struct config *c, const char *key, const char *value, char *errbuf, size_t errlen) {
+        const char *dot = strchr(key, '.');
+        const struct config_key *k;
+        if (dot) {
+                char sec[32];
+                size_t l = (size_t)(dot - key);
+                if (l >= sizeof sec)
+                        return -EINVAL;
+                memcpy(sec, key, l);
+                sec[l] = 0;
+                k = find_key(sec, dot + 1);
+        } else
+                k = find_key(NULL, key);
+        if (!k) {
+                snprintf(errbuf, errlen, "unknown key '%s'", key);
+                return -EINVAL;
+        }
+        return set_key(c, k, value, errbuf, errlen);
+}
+
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port) {
+        const char *colon;
+        const char *h = s;
+        size_t hl;
+        if (*s == '[') {
+                const char *close = strchr(s, ']');
+                if (!close || close[1] != ':')
+                        return -EINVAL;
+                h = s + 1;
+                hl = (size_t)(close - h);
+                colon = close + 1;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon)
+                        return -EINVAL;
+                hl = (size_t)(colon - s);
+        }
+        if (hl == 0 || hl >= hostlen)
+                return -EINVAL;
+        unsigned p;
+        if (safe_atou(colon + 1, &p) < 0 || p == 0 || p > 65535)
+                return -EINVAL;
+        memcpy(host, h, hl);
+        host[hl] = 0;
+        *port = (uint16_t)p;
+        return 0;
+}
+
+static bool disabled(const char *s) { return !s || !*s || streq(s, "none"); }
+
+int config_validate(const struct config *c, char *errbuf, size_t errlen) {
+        char host[256];
+        uint16_t port;
+        if (!c->db_path || !*c->db_path) {
+                snprintf(errbuf, errlen, "db: must not be empty");
+                return -EINVAL;
+        }
+        if (!disabled(c->listen) && parse_host_port(c->listen, host, sizeof host, &port) < 0) {
+                snprintf(errbuf, errlen, "listen: '%s' is not HOST:PORT or 'none'", c->listen);
+                return -EINVAL;
+        }
+        if (!disabled(c->statsd_udp) && parse_host_port(c->statsd_udp, host, sizeof host, &port) < 0) {
+                snprintf(errbuf, errlen, "statsd_udp: '%s' is not HOST:PORT or 'none'", c->statsd_udp);
+                return -EINVAL;
+        }
+        if (c->socket_path && strlen(c->socket_path) >= 108) {
+                snprintf(errbuf, errlen, "socket: path longer than 107 bytes");
+                return -EINVAL;
+        }
+        if (c->retention_rollup_usec < c->retention_raw_usec) {
+                snprintf(errbuf, errlen, "retention_rollup must be at least retention_raw");
+                return -EINVAL;
+        }
+        if (c->http_per_ip_connection_limit > c->http_connection_limit) {
+                snprintf(errbuf, errlen, "per_ip_connection_limit must not exceed connection_limit");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+bool config_synchronous_full(const struct config *c) { return streq(c->synchronous, "full"); }

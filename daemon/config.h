@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* mlmond's configuration: one table of keys (section, name, type, default,
+ * bounds) drives parsing, defaults, validation and --help; etc/mlmond.conf
+ * documents the same keys. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+enum synchronous_mode { SYNC_NORMAL, SYNC_FULL };
+
+struct config {
+        /* [daemon] */
+        char *db_path;
+        char *listen;        /* "HOST:PORT" or "none" */
+        char *socket_path;   /* "" or "none" disables */
+        char *statsd_socket;
+        char *statsd_udp;
+        usec_t interval_usec;
+        char *proc_root;
+        char *sys_root;
+        unsigned max_runs;
+        unsigned max_runs_per_uid;
+        /* [storage] */
+        usec_t retention_raw_usec;
+        usec_t retention_rollup_usec;
+        char *synchronous; /* "normal" | "full" */
+        /* [http] */
+        unsigned http_connection_limit;
+        unsigned http_per_ip_connection_limit;
+        usec_t http_connection_timeout_usec;
+        unsigned http_connection_memory_limit;
+        unsigned http_max_body_bytes;
+        usec_t http_query_timeout_usec;
+        unsigned http_max_rows;
+};
+
+#define MIN_INTERVAL_USEC (100 * USEC_PER_MSEC)
+#define MAX_INTERVAL_USEC USEC_PER_HOUR
+
+/* Fills every key with its default. */
+int config_init_defaults(struct config *c);
+void config_done(struct config *c);
+
+/* Parses an INI file over *c (keys absent from the file keep their value).
+ * missing_ok: a missing file is not an error (the default path). On error
+ * *c may be half-updated: parse into a scratch copy and swap on success.
+ * errbuf gets a one-line reason ("mlmond.conf:12: interval: '0s' is below 100ms"). */
+int config_load_file(struct config *c, const char *path, bool missing_ok, char *errbuf, size_t errlen);
+/* Same for a buffer (fuzzing, tests). */
+int config_load_string(struct config *c, const char *text, const char *name, char *errbuf, size_t errlen);
+
+/* Sets one key by name ("interval", or "storage.retention_raw"); used for
+ * command-line overrides. */
+int config_set(struct config *c, const char *key, const char *value, char *errbuf, size_t errlen);
+
+/* Cross-key checks (listen address parses, paths absolute-or-relative, ...). */
+int config_validate(const struct config *c, char *errbuf, size_t errlen);
+
+int config_copy(struct config *dst, const struct config *src);
+
+/* "HOST:PORT" -> parts; "[::1]:9477" accepted. */
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+bool config_synchronous_full(const struct config *c);

@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+#include "manager.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+
+#include "api.h"
+#include "json-util.h"
+#include "version.h"
+
+/* Retention deletes at most this many rows per transaction, so the sampler
+ * never waits long for the write lock (a single 1 M-row DELETE blocked a
+ * sampler for 3.5 s; 5 000-row batches for 110 ms: reliability.md §1.2). */
+#define RETENTION_BATCH 5000
+#define MAINTENANCE_PERIOD_USEC (5 * USEC_PER_SEC)
+/* Two runs due within this much of each other are sampled in the same tick
+ * (one transaction), so runs registered a few ms apart share ticks. */
+#define TICK_SLACK_USEC (5 * USEC_PER_MSEC)
+
+static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
+
+int manager_new(struct manager **ret) {
+        struct manager *m = calloc(1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        int r = config_init_defaults(&m->config);
+        if (r < 0) {
+                free(m);
+                return r;
+        }
+        m->collect.clk_tck = sysconf(_SC_CLK_TCK);
+        m->collect.page_size = sysconf(_SC_PAGESIZE);
+        if (m->collect.clk_tck <= 0)
+                m->collect.clk_tck = 100;
+        *ret = m;
+        return 0;
+}
+
+static void manager_drop_run(struct manager *m, size_t i) {
+        run_free(m->runs[i]);
+        memmove(&m->runs[i], &m->runs[i + 1], (m->n_runs - i - 1) * sizeof *m->runs);
+        m->n_runs--;
+}
+
+void manager_free(struct manager *m) {
+        if (!m)
+                return;
+        api_free(m->api);
+        while (m->n_runs > 0)
+                manager_drop_run(m, m->n_runs - 1);
+        free(m->runs);
+        sd_event_source_disable_unref(m->tick_source);
+        sd_event_source_disable_unref(m->maintenance_source);
+        sd_event_source_disable_unref(m->watchdog_source);
+        store_close(m->store);
+        collect_ctx_done(&m->collect);
+        sd_event_unref(m->event);
+        config_done(&m->config);
+        free(m->config_path);
+        if (m->overrides)
+                for (char **o = m->overrides; *o; o++)
+                        free(*o);
+        free(m->overrides);
+        free(m);
+}
+
+struct run *manager_find_run(struct manager *m, int64_t id) {
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.id == id)
+                        return m->runs[i];
+        return NULL;
+}
+
+static size_t run_index(struct manager *m, struct run *r) {
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i] == r)
+                        return i;
+        return SIZE_MAX;
+}
+
+static void manager_set_status(struct manager *m, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->status_line, sizeof m->status_line, fmt, ap);
+        va_end(ap);
+        sd_notifyf(false, "STATUS=%s", m->status_line);
+}
+
+static void rearm_tick(struct manager *m, usec_t now) {
+        usec_t next = m->last_tick_end_mono + m->config.interval_usec;
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->next_due_usec < next)
+                        next = m->runs[i]->next_due_usec;
+        if (next < now)
+                next = now;
+        sd_event_source_set_time(m->tick_source, next);
+        sd_event_source_set_enabled(m->tick_source, SD_EVENT_ONESHOT);
+}
+
+/* Ends a run: state change stored, fds closed, dropped from the active set. */
+static int manager_end_run(struct manager *m, struct run *r, enum run_state state) {
+        int64_t now_ms = now_realtime_ms();
+        int q = store_begin(m->store);
+        if (q == 0) {
+                q = store_update_run_state(m->store, r->info.id, state, now_ms);
+                if (q == 0)
+                        q = store_commit(m->store);
+                else
+                        store_rollback(m->store);
+        }
+        if (q < 0)
+                m->tick_errors++;
+        log_debug("run %lld (pid %d) %s", (long long)r->info.id, r->info.pid, run_state_to_string(state));
+        size_t i = run_index(m, r);
+        if (i != SIZE_MAX)
+                manager_drop_run(m, i);
+        return q;
+}
+
+static void sample_host(struct manager *m, int64_t now_ms) {
+        struct host_sample h = { .ts_ms = now_ms };
+        struct proc_cpu_total cpu;
+        if (proc_read_host_cpu(m->config.proc_root, &cpu) == 0) {
+                h.ncpus = cpu.ncpus;
+                if (m->has_host_prev) {
+                        uint64_t busy_now = cpu.user + cpu.nice + cpu.system + cpu.irq + cpu.softirq + cpu.steal;
+                        uint64_t all_now = busy_now + cpu.idle + cpu.iowait;
+                        const struct proc_cpu_total *p = &m->host_prev_cpu;
+                        uint64_t busy_prev = p->user + p->nice + p->system + p->irq + p->softirq + p->steal;
+                        uint64_t all_prev = busy_prev + p->idle + p->iowait;
+                        uint64_t d_all = sat_sub_u64(all_now, all_prev);
+                        if (d_all > 0) {
+                                h.has_cpu_pct = true;
+                                h.cpu_pct = 100.0 * (double)sat_sub_u64(busy_now, busy_prev) / (double)d_all;
+                        }
+                }
+                m->host_prev_cpu = cpu;
+                m->has_host_prev = true;
+        }
+        h.has_mem = proc_read_meminfo(m->config.proc_root, &h.mem) == 0;
+        h.has_load = proc_read_loadavg(m->config.proc_root, &h.load) == 0;
+        m->host = h;
+}
+
+/* One tick: sample every due run, store all of it in one transaction. */
+static int manager_tick(struct manager *m) {
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        int64_t now_ms = now_realtime_ms();
+        bool in_txn = false;
+
+        collect_ctx_new_tick(&m->collect);
+        if (start >= m->last_tick_end_mono + m->config.interval_usec || m->ticks == 0)
+                sample_host(m, now_ms);
+
+        for (size_t i = 0; i < m->n_runs;) {
+                struct run *r = m->runs[i];
+                if (r->next_due_usec > start + TICK_SLACK_USEC) {
+                        i++;
+                        continue;
+                }
+                struct sample s;
+                int q = run_sample(&m->collect, r, start, now_ms, &s);
+                if (q == -ESRCH) {
+                        if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
+                                m->tick_errors++;
+                        if (!in_txn) {
+                                manager_end_run(m, r, RUN_EXITED);
+                                continue;
+                        }
+                        manager_drop_run(m, i);
+                        continue;
+                }
+                usec_t interval = (usec_t)r->info.interval_ms * USEC_PER_MSEC;
+                r->next_due_usec += interval;
+                if (r->next_due_usec <= start) {
+                        m->overruns++;
+                        r->next_due_usec = start + interval;
+                }
+                i++;
+                if (q < 0) {
+                        log_debug_errno(q, "run %lld: sampling failed: %m", (long long)r->info.id);
+                        continue;
+                }
+                if (!in_txn) {
+                        if (store_begin(m->store) < 0) {
+                                m->tick_errors++;
+                                continue;
+                        }
+                        in_txn = true;
+                }
+                run_totals_add(&r->info.totals, &s);
+                if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
+                    store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                        m->tick_errors++;
+        }
+        if (in_txn && store_commit(m->store) < 0)
+                m->tick_errors++;
+
+        usec_t end = now_usec(CLOCK_MONOTONIC);
+        m->ticks++;
+        m->last_tick_ms = (double)(end - start) / 1000.0;
+        m->last_tick_end_mono = end;
+        rearm_tick(m, end);
+        return 0;
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        return manager_tick(userdata);
+}
+
+/* The pidfd turns readable when the process exits: end the run now rather
+ * than at its next tick. */
+static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct run *r = userdata;
+        manager_end_run(r->owner, r, RUN_EXITED);
+        return 0;
+}
+
+static int run_watch_exit(struct manager *m, struct run *r) {
+        r->owner = m;
+        if (r->pidfd < 0)
+                return 0; /* fixture root: exit is seen at the next tick */
+        int q = sd_event_add_io(m->event, &r->exit_source, r->pidfd, EPOLLIN, on_pidfd, r);
+        if (q < 0)
+                return log_warning_errno(q, "cannot watch pid %d: %s", r->info.pid, strerror(-q));
+        return 0;
+}
+
+static int manager_add_run(struct manager *m, struct run *r) {
+        struct run **n = realloc(m->runs, (m->n_runs + 1) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        m->runs = n;
+        m->runs[m->n_runs++] = r;
+        return 0;
+}
+
+static bool valid_name(const char *s) {
+        size_t l = strlen(s);
+        return l > 0 && l <= 128 && utf8_is_valid(s, l);
+}
+
+int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
+                     int64_t *ret_id, char *err, size_t errlen) {
+        struct run *r = NULL;
+        struct proc_identity id;
+        int q;
+
+        if (req->name && !valid_name(req->name)) {
+                snprintf(err, errlen, "name: must be 1 to 128 bytes of UTF-8");
+                return -EINVAL;
+        }
+        if (req->interval_usec && (req->interval_usec < MIN_INTERVAL_USEC || req->interval_usec > MAX_INTERVAL_USEC)) {
+                snprintf(err, errlen, "interval: must be between 100ms and 1h");
+                return -EINVAL;
+        }
+        if (m->n_runs >= m->config.max_runs) {
+                snprintf(err, errlen, "too many runs (max_runs = %u)", m->config.max_runs);
+                return -EUSERS;
+        }
+        q = run_attach(&m->collect, req->pid, 0, &r, &id);
+        if (q == -ESRCH || q == -ENOENT) {
+                snprintf(err, errlen, "no such process: %d", req->pid);
+                return -ESRCH;
+        }
+        if (q < 0) {
+                snprintf(err, errlen, "cannot read process %d: %s", req->pid, strerror(-q));
+                return q;
+        }
+        if (id.tgid != req->pid) {
+                snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
+                run_free(r);
+                return -EINVAL;
+        }
+        /* What ptrace_may_access(PTRACE_MODE_READ) would allow the caller
+         * itself: same real, effective, saved and fs uid, and dumpable. */
+        if (!caller_is_root) {
+                if (id.uid_real != caller_uid || id.uid_effective != caller_uid || id.uid_saved != caller_uid ||
+                    id.uid_fs != caller_uid || !id.dumpable) {
+                        snprintf(err, errlen, "process %d is not yours to monitor (uid %u, %sdumpable)", req->pid,
+                                 (unsigned)id.uid_real, id.dumpable ? "" : "not ");
+                        run_free(r);
+                        return -EPERM;
+                }
+                unsigned mine = 0;
+                for (size_t i = 0; i < m->n_runs; i++)
+                        if (m->runs[i]->info.has_uid && m->runs[i]->info.uid == caller_uid)
+                                mine++;
+                if (mine >= m->config.max_runs_per_uid) {
+                        snprintf(err, errlen, "too many runs for uid %u (max_runs_per_uid = %u)", (unsigned)caller_uid,
+                                 m->config.max_runs_per_uid);
+                        run_free(r);
+                        return -EUSERS;
+                }
+        }
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.pid == req->pid && m->runs[i]->info.start_time_ticks == id.start_ticks) {
+                        snprintf(err, errlen, "process %d is already registered as run %lld", req->pid,
+                                 (long long)m->runs[i]->info.id);
+                        *ret_id = m->runs[i]->info.id;
+                        run_free(r);
+                        return -EEXIST;
+                }
+
+        struct run_info *ri = &r->info;
+        char *cmd = NULL;
+        proc_read_cmdline(r->dirfd, 4096, &cmd);
+        ri->cmdline = cmd;
+        ri->comm = strdup(id.comm);
+        ri->name = req->name ? strdup(req->name) : NULL;
+        ri->tags_json = strdup(req->tags_json ? req->tags_json : "{}");
+        if (!ri->comm || !ri->tags_json || (req->name && !ri->name)) {
+                run_free(r);
+                return -ENOMEM;
+        }
+        memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
+        usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
+        ri->interval_ms = (int64_t)(interval / USEC_PER_MSEC);
+        ri->children = req->children;
+        ri->state = RUN_RUNNING;
+        ri->registered_ts_ms = now_realtime_ms();
+
+        /* The baseline reading: counters from here on are the run's own. */
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        struct sample s;
+        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, &s);
+        if (q < 0) {
+                snprintf(err, errlen, "no such process: %d", req->pid);
+                run_free(r);
+                return -ESRCH;
+        }
+        run_totals_add(&ri->totals, &s);
+        q = store_begin(m->store);
+        if (q == 0) {
+                if (store_insert_run(m->store, ri) < 0 || store_insert_sample(m->store, ri->id, &s) < 0 ||
+                    store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
+                        store_rollback(m->store);
+                        q = -EIO;
+                } else
+                        q = store_commit(m->store);
+        }
+        if (q < 0) {
+                snprintf(err, errlen, "cannot store the run: database error");
+                run_free(r);
+                return -EIO;
+        }
+        r->next_due_usec = now + interval;
+        if (manager_add_run(m, r) < 0) {
+                run_free(r);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        run_watch_exit(m, r);
+        rearm_tick(m, now);
+        log_info("run %lld: registered pid %d (%s), interval %lldms%s", (long long)ri->id, ri->pid, ri->comm,
+                 (long long)ri->interval_ms, ri->children ? ", with children" : "");
+        *ret_id = ri->id;
+        return 0;
+}
+
+int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, char *err, size_t errlen) {
+        struct run *r = manager_find_run(m, id);
+        if (!r) {
+                snprintf(err, errlen, "run %lld is not running", (long long)id);
+                return -EALREADY;
+        }
+        if (!caller_is_root && (!r->info.has_uid || r->info.uid != caller_uid)) {
+                snprintf(err, errlen, "run %lld is not yours", (long long)id);
+                return -EPERM;
+        }
+        if (manager_end_run(m, r, RUN_UNREGISTERED) < 0) {
+                snprintf(err, errlen, "database error");
+                return -EIO;
+        }
+        log_info("run %lld: unregistered", (long long)id);
+        return 0;
+}
+
+/* Registrations survive a restart: a process still alive with the same boot
+ * id, pid and start time goes on being sampled; any other becomes exited. */
+static int manager_restore_runs(struct manager *m) {
+        struct run_info *v = NULL;
+        size_t n = 0;
+        int q = store_load_running(m->store, &v, &n);
+        if (q < 0)
+                return log_error_errno(q, "cannot load runs from the database");
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        unsigned resumed = 0, ended = 0;
+        for (size_t i = 0; i < n; i++) {
+                struct run *r = NULL;
+                bool alive = streq(v[i].boot_id, m->boot_id) &&
+                             run_attach(&m->collect, v[i].pid, v[i].start_time_ticks, &r, NULL) == 0;
+                if (!alive || m->n_runs >= m->config.max_runs) {
+                        run_free(r);
+                        int64_t ended_ts = v[i].totals.last_ts_ms ? v[i].totals.last_ts_ms : now_realtime_ms();
+                        if (store_begin(m->store) == 0) {
+                                if (store_update_run_state(m->store, v[i].id, RUN_EXITED, ended_ts) == 0)
+                                        store_commit(m->store);
+                                else
+                                        store_rollback(m->store);
+                        }
+                        run_info_done(&v[i]);
+                        ended++;
+                        continue;
+                }
+                /* keep the stored identity and totals; the collector takes a
+                 * new baseline, the totals continue from the stored ones */
+                r->info = v[i];
+                const struct run_totals *t = &r->info.totals;
+                r->last = (struct sample){
+                        .cpu_time_ns = t->cpu_time_ns, .user_time_ns = t->user_time_ns,
+                        .system_time_ns = t->system_time_ns, .has_io = t->has_io, .read_bytes = t->read_bytes,
+                        .write_bytes = t->write_bytes, .has_net = t->has_net, .netns_rx_bytes = t->netns_rx_bytes,
+                        .netns_tx_bytes = t->netns_tx_bytes,
+                };
+                r->next_due_usec = now;
+                if (manager_add_run(m, r) < 0) {
+                        run_free(r);
+                        continue;
+                }
+                run_watch_exit(m, r);
+                resumed++;
+        }
+        free(v);
+        if (resumed || ended)
+                log_info("restored runs: %u resumed, %u ended while mlmond was down", resumed, ended);
+        return 0;
+}
+
+static void update_self_cost(struct manager *m) {
+        struct rusage ru;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        if (getrusage(RUSAGE_SELF, &ru) < 0)
+                return;
+        usec_t cpu = (usec_t)ru.ru_utime.tv_sec * USEC_PER_SEC + (usec_t)ru.ru_utime.tv_usec +
+                     (usec_t)ru.ru_stime.tv_sec * USEC_PER_SEC + (usec_t)ru.ru_stime.tv_usec;
+        if (m->self_prev_mono && now > m->self_prev_mono) {
+                m->self_cpu_pct = 100.0 * (double)(cpu - m->self_prev_cpu_usec) / (double)(now - m->self_prev_mono);
+                m->has_self_cpu = true;
+        }
+        m->self_prev_cpu_usec = cpu;
+        m->self_prev_mono = now;
+}
+
+/* Rollups, retention (one bounded batch per pass), checkpoint, STATUS=. */
+static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+        int64_t now_ms = now_realtime_ms();
+
+        update_self_cost(m);
+        store_rollup(m->store, now_ms);
+        unsigned deleted = 0;
+        int64_t raw_cut = now_ms - (int64_t)(m->config.retention_raw_usec / USEC_PER_MSEC);
+        int64_t roll_cut = now_ms - (int64_t)(m->config.retention_rollup_usec / USEC_PER_MSEC);
+        if (store_retention(m->store, raw_cut, roll_cut, RETENTION_BATCH, &deleted) == 0 && deleted > 0)
+                log_debug("retention: deleted %u rows", deleted);
+        /* a full batch means more is waiting: come back soon, not in 5 s */
+        usec_t next = deleted >= RETENTION_BATCH ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
+        store_checkpoint(m->store, false);
+        manager_set_status(m, "sampling %zu runs, %llu ticks, last tick %.2f ms, %llu db errors", m->n_runs,
+                           (unsigned long long)m->ticks, m->last_tick_ms,
+                           (unsigned long long)(store_write_errors(m->store) + m->tick_errors));
+        sd_event_source_set_time_relative(s, next);
+        sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* Watchdog = pipeline liveness: ping only while ticks are on time, from the
+ * main loop. A stuck sampler stops the pings and systemd restarts us. */
+static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        usec_t late = 2 * m->config.interval_usec + USEC_PER_SEC;
+        if (now - m->last_tick_end_mono <= late)
+                sd_notify(false, "WATCHDOG=1");
+        sd_event_source_set_time_relative(s, m->watchdog_usec / 3);
+        sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        struct manager *m = userdata;
+        char err[512];
+        sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now_usec(CLOCK_MONOTONIC));
+        if (manager_reload(m, err, sizeof err) < 0) {
+                log_error("reload failed, keeping the old configuration: %s", err);
+                sd_notifyf(false, "READY=1\nSTATUS=reload failed: %s", err);
+                return 0;
+        }
+        log_info("configuration reloaded");
+        sd_notify(false, "READY=1");
+        return 0;
+}
+
+static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        struct manager *m = userdata;
+        log_info("received %s, shutting down", strsignal((int)si->ssi_signo));
+        sd_notify(false, "STOPPING=1");
+        return sd_event_exit(m->event, 0);
+}
+
+static int apply_overrides(struct manager *m, struct config *c, char *err, size_t errlen) {
+        if (!m->overrides)
+                return 0;
+        for (char **o = m->overrides; o[0] && o[1]; o += 2) {
+                int q = config_set(c, o[0], o[1], err, errlen);
+                if (q < 0)
+                        return q;
+        }
+        return 0;
+}
+
+/* Loads path (or the default) plus overrides into a fresh config. */
+static int load_config(struct manager *m, struct config *c, char *err, size_t errlen) {
+        int q = config_init_defaults(c);
+        if (q < 0)
+                return q;
+        const char *path = m->config_path ? m->config_path : MLMOND_SYSCONFDIR "/mlmond/mlmond.conf";
+        q = config_load_file(c, path, !m->config_path_explicit, err, errlen);
+        if (q == 0)
+                q = apply_overrides(m, c, err, errlen);
+        if (q == 0)
+                q = config_validate(c, err, errlen);
+        if (q < 0)
+                config_done(c);
+        return q;
+}
+
+int manager_load_config(struct manager *m, char *err, size_t errlen) {
+        struct config c;
+        int q = load_config(m, &c, err, errlen);
+        if (q < 0)
+                return q;
+        config_done(&m->config);
+        m->config = c;
+        return 0;
+}
+
+int manager_reload(struct manager *m, char *err, size_t errlen) {
+        struct config c;
+        int q = load_config(m, &c, err, errlen);
+        if (q < 0)
+                return q;
+        /* Where data lives and where we listen are fixed for the life of the
+         * process: changing them needs a restart, and we say so. */
+        static const struct {
+                size_t off;
+                const char *name;
+        } fixed[] = {
+                { offsetof(struct config, db_path), "db" },
+                { offsetof(struct config, listen), "listen" },
+                { offsetof(struct config, socket_path), "socket" },
+                { offsetof(struct config, proc_root), "proc_root" },
+                { offsetof(struct config, sys_root), "sys_root" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
+                const char *a = *(char **)((char *)&m->config + fixed[i].off);
+                char **b = (char **)((char *)&c + fixed[i].off);
+                if (!streq(a, *b)) {
+                        log_notice("reload: '%s' changes only at restart; keeping %s", fixed[i].name, a);
+                        free(*b);
+                        *b = strdup(a);
+                        if (!*b) {
+                                config_done(&c);
+                                return -ENOMEM;
+                        }
+                }
+        }
+        config_done(&m->config);
+        m->config = c;
+        return 0;
+}
+
+static void raise_nofile(void) {
+        /* Each run holds up to 6 fds (pidfd, dir, stat, statm, schedstat, io). */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+int manager_start(struct manager *m) {
+        char err[512];
+        int q;
+
+        raise_nofile();
+        m->collect.proc_root = m->config.proc_root;
+        m->collect.real_proc = streq(m->config.proc_root, "/proc");
+        q = proc_read_boot_id(m->config.proc_root, m->boot_id);
+        if (q < 0)
+                return log_error_errno(q, "cannot read the boot id under %s: %s", m->config.proc_root, strerror(-q));
+
+        q = sd_event_default(&m->event);
+        if (q < 0)
+                return log_error_errno(q, "cannot create the event loop: %s", strerror(-q));
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        sigaddset(&ss, SIGHUP);
+        sigprocmask(SIG_BLOCK, &ss, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        if ((q = sd_event_add_signal(m->event, NULL, SIGTERM, on_exit_signal, m)) < 0 ||
+            (q = sd_event_add_signal(m->event, NULL, SIGINT, on_exit_signal, m)) < 0 ||
+            (q = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
+                return log_error_errno(q, "cannot watch signals: %s", strerror(-q));
+
+        q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
+        if (q < 0)
+                return log_error_errno(q, "%s", err);
+        q = manager_restore_runs(m);
+        if (q < 0)
+                return q;
+
+        q = api_new(m, &m->api, err, sizeof err);
+        if (q < 0)
+                return log_error_errno(q, "%s", err);
+
+        m->started_mono = now_usec(CLOCK_MONOTONIC);
+        q = sd_event_add_time(m->event, &m->tick_source, CLOCK_MONOTONIC, m->started_mono, USEC_PER_MSEC, on_tick, m);
+        if (q < 0)
+                return log_error_errno(q, "cannot add the sampler timer: %s", strerror(-q));
+        q = sd_event_add_time_relative(m->event, &m->maintenance_source, CLOCK_MONOTONIC, MAINTENANCE_PERIOD_USEC,
+                                       100 * USEC_PER_MSEC, on_maintenance, m);
+        if (q < 0)
+                return log_error_errno(q, "cannot add the maintenance timer: %s", strerror(-q));
+        if (sd_watchdog_enabled(false, &m->watchdog_usec) > 0 && m->watchdog_usec > 0) {
+                q = sd_event_add_time_relative(m->event, &m->watchdog_source, CLOCK_MONOTONIC, m->watchdog_usec / 3,
+                                               10 * USEC_PER_MSEC, on_watchdog, m);
+                if (q < 0)
+                        return log_error_errno(q, "cannot add the watchdog timer: %s", strerror(-q));
+        }
+
+        /* READY=1 only once the first tick is committed. */
+        update_self_cost(m);
+        manager_tick(m);
+        manager_set_status(m, "sampling %zu runs", m->n_runs);
+        sd_notify(false, "READY=1");
+        log_info("mlmond " MLMOND_VERSION " ready: db %s, http %s, socket %s, interval %llums", m->config.db_path,
+                 m->config.listen, m->config.socket_path,
+                 (unsigned long long)(m->config.interval_usec / USEC_PER_MSEC));
+        return 0;
+}
+
+int manager_run(struct manager *m) {
+        int q = sd_event_loop(m->event);
+        if (q < 0)
+                return log_error_errno(q, "event loop failed: %s", strerror(-q));
+        return q;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's state and its one event loop: the sampler tick, runs'
+ * lifecycle, signals, sd_notify, and the HTTP servers' sockets. Everything
+ * runs on one thread, so nothing here needs a lock. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "procfs.h"
+#include "runs.h"
+#include "store.h"
+
+struct api;
+
+struct host_sample {
+        int64_t ts_ms;
+        bool has_cpu_pct;
+        double cpu_pct; /* 100 = all cpus busy (like node_exporter's 1 - idle) */
+        unsigned ncpus;
+        bool has_mem;
+        struct proc_meminfo mem;
+        bool has_load;
+        struct proc_loadavg load;
+};
+
+struct manager {
+        struct config config;
+        char *config_path;
+        bool config_path_explicit;
+        /* command-line overrides, re-applied after every reload */
+        char **overrides; /* key, value, key, value, ..., NULL */
+
+        sd_event *event;
+        sd_event_source *tick_source, *maintenance_source, *watchdog_source, *host_source;
+        struct store *store;
+        struct api *api;
+        struct collect_ctx collect;
+        char boot_id[64];
+
+        struct run **runs; /* running runs only */
+        size_t n_runs;
+
+        /* sampler bookkeeping */
+        usec_t started_mono;
+        uint64_t ticks, overruns, tick_errors;
+        double last_tick_ms;
+        usec_t last_tick_end_mono;
+        usec_t watchdog_usec;
+        /* self cost over the last maintenance period */
+        usec_t self_prev_cpu_usec, self_prev_mono;
+        double self_cpu_pct;
+        bool has_self_cpu;
+
+        struct host_sample host;
+        struct proc_cpu_total host_prev_cpu;
+        bool has_host_prev;
+
+        bool retention_pending;
+        char status_line[256];
+};
+
+int manager_new(struct manager **ret);
+void manager_free(struct manager *m);
+
+/* Opens the store, restores runs, starts the HTTP servers and timers. */
+int manager_start(struct manager *m);
+int manager_run(struct manager *m);
+
+/* SIGHUP: parse into a scratch config, validate, swap; keep the old one on
+ * error. Returns 0 or -errno with errbuf filled. */
+/* Initial load (no restrictions). */
+int manager_load_config(struct manager *m, char *errbuf, size_t errlen);
+int manager_reload(struct manager *m, char *errbuf, size_t errlen);
+
+/* Registration, as the API asks for it. caller_uid (uid_t)-1 = trusted.
+ * On failure errbuf holds a message for the client and the return value
+ * tells the kind: -ESRCH (404), -EPERM (403), -EEXIST (409, *ret_id set to
+ * the existing run), -EUSERS (429-ish quota, 403), -EINVAL (400). */
+struct register_request {
+        int pid;
+        const char *name;
+        usec_t interval_usec; /* 0 = default */
+        bool children;
+        const char *tags_json; /* a JSON object text, or NULL */
+};
+int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
+                     int64_t *ret_id, char *errbuf, size_t errlen);
+/* -ENOENT no such run, -EALREADY not running, -EPERM not the caller's. */
+int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, char *errbuf,
+                       size_t errlen);
+
+struct run *manager_find_run(struct manager *m, int64_t id);

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/* Kernel text -> structs. Parsers are pure functions of a NUL-terminated
+ * buffer (fixtures and fuzzers reach them directly); readers take a
+ * directory fd (a /proc/PID dir, or the proc root) so every file is read
+ * relative to an injectable root.
+ *
+ * Conventions: int return, 0 or -errno; outputs written only on success;
+ * -EINVAL for text that does not parse; ENOENT/ESRCH from a reader mean the
+ * process is gone (normal, not an error). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+#define PROC_COMM_MAX 64
+
+/* /proc/PID/stat, see proc(5). comm is between the first '(' and the LAST
+ * ')' because comm itself may contain ')', spaces and newlines. */
+struct proc_stat {
+        int pid;
+        char comm[PROC_COMM_MAX]; /* raw bytes, NUL-terminated, may be invalid UTF-8 */
+        char state;
+        int ppid;
+        uint64_t minflt, majflt;
+        uint64_t utime_ticks, stime_ticks; /* fields 14, 15 */
+        int64_t num_threads;               /* field 20 */
+        uint64_t starttime_ticks;          /* field 22, clock ticks since boot */
+        uint64_t vsize_bytes;              /* field 23 */
+        int64_t rss_pages;                 /* field 24 (approximate, prefer statm) */
+        unsigned flags;                    /* field 9, PF_KTHREAD = 0x00200000 */
+};
+int proc_parse_stat(const char *text, struct proc_stat *ret);
+#define PROC_PF_KTHREAD 0x00200000u
+
+/* /proc/PID/statm: "size resident shared text lib data dt" in pages.
+ * resident - shared = anonymous resident pages (RssAnon). */
+struct proc_statm {
+        uint64_t size_pages, resident_pages, shared_pages;
+};
+int proc_parse_statm(const char *text, struct proc_statm *ret);
+
+/* /proc/PID/schedstat: "run_ns wait_ns timeslices". */
+struct proc_schedstat {
+        uint64_t run_ns, wait_ns, timeslices;
+};
+int proc_parse_schedstat(const char *text, struct proc_schedstat *ret);
+
+/* /proc/PID/io: "rchar: N\nwchar: N\nsyscr: ...\nread_bytes: N\nwrite_bytes: N\ncancelled_write_bytes: N". */
+struct proc_io {
+        uint64_t rchar, wchar, syscr, syscw, read_bytes, write_bytes, cancelled_write_bytes;
+};
+int proc_parse_io(const char *text, struct proc_io *ret); /* all 7 keys required */
+
+/* /proc/PID/status: the few keys we need. A missing key leaves has_* false. */
+struct proc_status {
+        bool has_uids, has_tgid, has_vmhwm, has_vmrss, has_rssanon, has_threads;
+        uid_t uid_real, uid_effective, uid_saved, uid_fs;
+        int tgid, ppid;
+        uint64_t vmhwm_bytes, vmrss_bytes, rssanon_bytes; /* "kB" in the file = KiB */
+        int64_t threads;
+};
+int proc_parse_status(const char *text, struct proc_status *ret);
+
+/* /proc/PID/net/dev: sum over every interface except "lo". */
+struct proc_netdev {
+        uint64_t rx_bytes, tx_bytes, rx_packets, tx_packets;
+        unsigned interfaces; /* counted, lo excluded */
+};
+int proc_parse_netdev(const char *text, struct proc_netdev *ret);
+
+/* /proc/stat "cpu " line (aggregate) in ticks, and the number of "cpuN" lines. */
+struct proc_cpu_total {
+        uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
+        unsigned ncpus;
+};
+int proc_parse_cpu_total(const char *text, struct proc_cpu_total *ret);
+
+/* /proc/meminfo, kB -> bytes. */
+struct proc_meminfo {
+        uint64_t total_bytes, free_bytes, available_bytes, buffers_bytes, cached_bytes,
+                swap_total_bytes, swap_free_bytes;
+        bool has_available;
+};
+int proc_parse_meminfo(const char *text, struct proc_meminfo *ret);
+
+/* /proc/loadavg. */
+struct proc_loadavg {
+        double load1, load5, load15;
+        unsigned running, total;
+};
+int proc_parse_loadavg(const char *text, struct proc_loadavg *ret);
+
+/* /proc/PID/task/TID/children: space-separated pids. Appends to *pids. */
+int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap);
+
+/* ---- readers (relative to a /proc/PID dirfd) --------------------------- */
+
+/* Opens "<proc_root>/<pid>" O_RDONLY|O_DIRECTORY|O_CLOEXEC; returns the fd or -errno. */
+int proc_open_pid_dir(const char *proc_root, int pid);
+int proc_read_stat(int piddir, struct proc_stat *ret);
+int proc_read_status(int piddir, struct proc_status *ret);
+int proc_read_statm(int piddir, struct proc_statm *ret);
+int proc_read_io(int piddir, struct proc_io *ret);
+int proc_read_schedstat(int piddir, struct proc_schedstat *ret);
+int proc_read_netdev(int piddir, struct proc_netdev *ret);
+/* cmdline with NULs turned into spaces, trailing NUL trimmed, at most max bytes. */
+int proc_read_cmdline(int piddir, size_t max, char **ret);
+/* Direct children of every thread of the process (task/TID/children),
+ * sorted and deduplicated; *ret_pids is NULL when *ret_n is 0. -ENOENT when
+ * task/ is missing (process gone), -EOPNOTSUPP when the kernel has no
+ * children files (CONFIG_PROC_CHILDREN=n). */
+int proc_read_children(int piddir, int **ret_pids, size_t *ret_n);
+/* Inode of the process's network namespace (readlink ns/net "net:[N]"),
+ * or -errno. Under a fixture tree where ns/net is a regular file holding
+ * "net:[N]" the file's text is used. */
+int proc_read_netns_inode(int piddir, uint64_t *ret);
+
+/* Host files under the proc root. */
+int proc_read_boot_id(const char *proc_root, char ret[64]); /* sys/kernel/random/boot_id */
+int proc_read_host_cpu(const char *proc_root, struct proc_cpu_total *ret);
+int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret);
+int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
+
+/* ENOENT / ESRCH: the process is gone. */
+static inline bool proc_errno_is_gone(int r) { return r == -ENOENT || r == -ESRCH; }

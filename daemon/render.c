@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+#include "render.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "json-util.h"
+#include "version.h"
+
+#define NS_PER_SEC 1e9
+
+json_object *render_sample(const struct sample *s) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "ts", true, s->ts_ms);
+        json_add_double(o, "cpu_pct", s->has_cpu_pct, s->cpu_pct);
+        json_add_double(o, "cpu_time_s", true, (double)s->cpu_time_ns / NS_PER_SEC);
+        json_add_double(o, "user_time_s", true, (double)s->user_time_ns / NS_PER_SEC);
+        json_add_double(o, "system_time_s", true, (double)s->system_time_ns / NS_PER_SEC);
+        json_add_u64(o, "rss_bytes", s->has_rss, s->rss_bytes);
+        json_add_u64(o, "rss_anon_bytes", s->has_rss, s->rss_anon_bytes);
+        json_add_u64(o, "peak_rss_bytes", s->has_peak_rss, s->peak_rss_bytes);
+        json_add_u64(o, "threads", true, s->threads);
+        json_add_u64(o, "processes", true, s->processes);
+        json_add_u64(o, "read_bytes", s->has_io, s->read_bytes);
+        json_add_u64(o, "write_bytes", s->has_io, s->write_bytes);
+        json_add_u64(o, "rchar_bytes", s->has_io, s->rchar_bytes);
+        json_add_u64(o, "wchar_bytes", s->has_io, s->wchar_bytes);
+        json_add_double(o, "read_bytes_per_s", s->has_io_rate, s->read_bytes_per_s);
+        json_add_double(o, "write_bytes_per_s", s->has_io_rate, s->write_bytes_per_s);
+        json_add_u64(o, "netns_rx_bytes", s->has_net, s->netns_rx_bytes);
+        json_add_u64(o, "netns_tx_bytes", s->has_net, s->netns_tx_bytes);
+        json_add_double(o, "netns_rx_bytes_per_s", s->has_net_rate, s->netns_rx_bytes_per_s);
+        json_add_double(o, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s);
+        json_add_u64(o, "gpu_mem_bytes", s->has_gpu_mem, s->gpu_mem_bytes);
+        json_add_double(o, "gpu_util_pct", s->has_gpu_util, s->gpu_util_pct);
+        return o;
+}
+
+json_object *render_run(const struct run_info *ri, const struct sample *latest) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "id", true, ri->id);
+        json_add_i64(o, "pid", true, ri->pid);
+        json_add_u64(o, "start_time_ticks", true, ri->start_time_ticks);
+        json_add_string(o, "name", ri->name);
+        json_add_string(o, "comm", ri->comm);
+        json_add_string(o, "cmdline", ri->cmdline);
+        json_add_u64(o, "uid", ri->has_uid, ri->uid);
+        json_add_string(o, "state", run_state_to_string(ri->state));
+        json_add_i64(o, "interval_ms", true, ri->interval_ms);
+        json_object_object_add(o, "children", json_object_new_boolean(ri->children));
+        json_object *tags = ri->tags_json ? json_tokener_parse(ri->tags_json) : NULL;
+        json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
+        json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
+        json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        json_object_object_add(o, "latest", latest ? render_sample(latest) : NULL);
+        return o;
+}
+
+json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
+        const struct run_totals *t = &ri->totals;
+        json_object *o = json_object_new_object();
+        int64_t end = ri->ended_ts_ms ? ri->ended_ts_ms : now_ms;
+        double wall = (double)(end - ri->registered_ts_ms) / 1000.0;
+        double cpu = (double)t->cpu_time_ns / NS_PER_SEC;
+        json_add_double(o, "wall_time_s", wall >= 0, wall);
+        json_add_double(o, "cpu_time_s", true, cpu);
+        json_add_double(o, "user_time_s", true, (double)t->user_time_ns / NS_PER_SEC);
+        json_add_double(o, "system_time_s", true, (double)t->system_time_ns / NS_PER_SEC);
+        json_add_double(o, "cpu_util_avg_pct", wall > 0, wall > 0 ? cpu / wall * 100.0 : 0);
+        json_add_u64(o, "peak_rss_bytes", t->has_rss, t->peak_rss_bytes);
+        json_add_u64(o, "final_rss_bytes", t->has_rss, t->final_rss_bytes);
+        json_add_u64(o, "peak_gpu_mem_bytes", false, 0);
+        json_add_double(o, "gpu_util_avg_pct", false, 0);
+        json_add_u64(o, "read_bytes", t->has_io, t->read_bytes);
+        json_add_u64(o, "write_bytes", t->has_io, t->write_bytes);
+        json_add_u64(o, "netns_rx_bytes", t->has_net, t->netns_rx_bytes);
+        json_add_u64(o, "netns_tx_bytes", t->has_net, t->netns_tx_bytes);
+        json_add_u64(o, "threads_max", t->samples > 0, t->threads_max);
+        json_add_u64(o, "samples", true, t->samples);
+        json_object_object_add(o, "leak_detected", NULL);
+        json_object_object_add(o, "energy_j", NULL);
+        json_object_object_add(o, "co2_g", NULL);
+        return o;
+}
+
+json_object *render_window(const struct window_rates *w, double window_s) {
+        json_object *o = json_object_new_object();
+        json_add_double(o, "window_s", true, window_s);
+        json_add_i64(o, "from", true, w->from_ms);
+        json_add_i64(o, "until", true, w->until_ms);
+        json_add_u64(o, "samples", true, w->samples);
+        json_add_double(o, "cpu_pct", w->has_cpu, w->cpu_pct);
+        json_add_double(o, "read_bytes_per_s", w->has_io, w->read_bytes_per_s);
+        json_add_double(o, "write_bytes_per_s", w->has_io, w->write_bytes_per_s);
+        json_add_double(o, "netns_rx_bytes_per_s", w->has_net, w->netns_rx_bytes_per_s);
+        json_add_double(o, "netns_tx_bytes_per_s", w->has_net, w->netns_tx_bytes_per_s);
+        json_add_double(o, "gpu_util_pct", w->has_gpu, w->gpu_util_pct);
+        json_object_object_add(o, "ops", json_object_new_object());
+        return o;
+}
+
+static bool self_rss(uint64_t *ret) {
+        char buf[128];
+        _cleanup_close_ int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+        unsigned long long size, res;
+        if (fd < 0 || pread_text(fd, buf, sizeof buf) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
+                return false;
+        *ret = res * (uint64_t)sysconf(_SC_PAGESIZE);
+        return true;
+}
+
+json_object *render_health(const struct manager *m) {
+        json_object *o = json_object_new_object();
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        uint64_t rss = 0;
+        bool has_rss = self_rss(&rss);
+        json_add_string(o, "status", "ok");
+        json_add_string(o, "version", MLMOND_VERSION);
+        json_add_double(o, "uptime_s", true, (double)(now - m->started_mono) / 1e6);
+        json_add_u64(o, "runs_active", true, m->n_runs);
+        json_add_u64(o, "ticks", true, m->ticks);
+        json_add_u64(o, "overruns", true, m->overruns);
+        json_add_double(o, "last_tick_ms", m->ticks > 0, m->last_tick_ms);
+        json_add_double(o, "self_cpu_pct", m->has_self_cpu, m->self_cpu_pct);
+        json_add_u64(o, "self_rss_bytes", has_rss, rss);
+        json_add_u64(o, "db_write_errors", true, store_write_errors(m->store) + m->tick_errors);
+        return o;
+}
+
+json_object *render_system(const struct manager *m) {
+        const struct host_sample *h = &m->host;
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "ts", h->ts_ms != 0, h->ts_ms);
+        json_add_u64(o, "ncpus", h->ncpus > 0, h->ncpus);
+        json_add_double(o, "cpu_pct", h->has_cpu_pct, h->cpu_pct);
+        json_object *mem = json_object_new_object();
+        json_add_u64(mem, "total_bytes", h->has_mem, h->mem.total_bytes);
+        json_add_u64(mem, "available_bytes", h->has_mem && h->mem.has_available, h->mem.available_bytes);
+        json_add_u64(mem, "used_bytes", h->has_mem && h->mem.has_available,
+                     sat_sub_u64(h->mem.total_bytes, h->mem.available_bytes));
+        json_add_u64(mem, "swap_total_bytes", h->has_mem, h->mem.swap_total_bytes);
+        json_add_u64(mem, "swap_used_bytes", h->has_mem, sat_sub_u64(h->mem.swap_total_bytes, h->mem.swap_free_bytes));
+        json_object_object_add(o, "memory", mem);
+        json_object *load = json_object_new_object();
+        json_add_double(load, "load1", h->has_load, h->load.load1);
+        json_add_double(load, "load5", h->has_load, h->load.load5);
+        json_add_double(load, "load15", h->has_load, h->load.load15);
+        json_object_object_add(o, "load", load);
+        json_object_object_add(o, "devices", json_object_new_array());
+        return o;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* The plain data that flows collect -> store -> query -> api. No behaviour. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One reading of a run's counters at one instant. Counters (cpu_time_ns,
+ * read_bytes, ...) are cumulative since registration; rates are over the
+ * interval since the previous sample. has_* false = unknown (JSON null). */
+struct sample {
+        int64_t ts_ms;
+        bool has_cpu_pct;
+        double cpu_pct; /* 100 = one core */
+        uint64_t cpu_time_ns, user_time_ns, system_time_ns;
+        bool has_rss;
+        uint64_t rss_bytes, rss_anon_bytes;
+        bool has_peak_rss;
+        uint64_t peak_rss_bytes; /* VmHWM of the main process */
+        uint32_t threads, processes;
+        bool has_io, has_io_rate;
+        uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
+        double read_bytes_per_s, write_bytes_per_s;
+        bool has_net, has_net_rate;
+        uint64_t netns_rx_bytes, netns_tx_bytes;
+        double netns_rx_bytes_per_s, netns_tx_bytes_per_s;
+        bool has_gpu_mem, has_gpu_util;
+        uint64_t gpu_mem_bytes;
+        double gpu_util_pct;
+};
+
+enum run_state { RUN_RUNNING, RUN_EXITED, RUN_UNREGISTERED, _RUN_STATE_MAX };
+const char *run_state_to_string(enum run_state s);
+int run_state_from_string(const char *s); /* -EINVAL if unknown */
+
+/* Running totals of a run since registration (the summary's raw material). */
+struct run_totals {
+        int64_t last_ts_ms; /* 0 = no sample yet */
+        uint64_t samples;
+        uint64_t cpu_time_ns, user_time_ns, system_time_ns;
+        bool has_rss;
+        uint64_t peak_rss_bytes, final_rss_bytes;
+        uint32_t threads_max;
+        bool has_io;
+        uint64_t read_bytes, write_bytes;
+        bool has_net;
+        uint64_t netns_rx_bytes, netns_tx_bytes;
+};
+
+/* A run as stored: identity, options, state and totals. */
+struct run_info {
+        int64_t id;
+        int pid;
+        uint64_t start_time_ticks;
+        char boot_id[64];
+        bool has_uid;
+        uid_t uid;
+        char *name;      /* NULL = none */
+        char *comm;      /* raw bytes from the kernel; sanitized when rendered */
+        char *cmdline;
+        char *tags_json; /* a JSON object, "{}" when none */
+        int64_t interval_ms;
+        bool children;
+        enum run_state state;
+        int64_t registered_ts_ms;
+        int64_t ended_ts_ms; /* 0 = still running */
+        struct run_totals totals;
+};
+
+void run_info_done(struct run_info *ri);
+int run_info_copy(struct run_info *dst, const struct run_info *src);
+
+/* Fold one sample into the totals. */
+void run_totals_add(struct run_totals *t, const struct sample *s);
