@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/* Storage: migrations from an older database file, retention and rollups,
+ * reopening after an unclean stop. Real SQLite files in a temp dir. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "util.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/mlmond-test-store-XXXXXX";
+
+static int64_t scalar(sqlite3 *db, const char *sql) {
+        sqlite3_stmt *st = NULL;
+        int64_t v = -1;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
+static char *text_col(sqlite3 *db, const char *sql, int col) {
+        sqlite3_stmt *st = NULL;
+        char *v = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            sqlite3_column_text(st, col))
+                v = strdup((const char *)sqlite3_column_text(st, col));
+        sqlite3_finalize(st);
+        return v;
+}
+
+static char *text(sqlite3 *db, const char *sql) { return text_col(db, sql, 0); }
+
+static void copy_file(const char *from, const char *to) {
+        char buf[65536];
+        int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ssize_t n;
+        CHECK(in >= 0 && out >= 0);
+        while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+                CHECK(write(out, buf, (size_t)n) == n);
+        close(in);
+        close(out);
+}
+
+static void test_migrate_from_v1(const char *fixtures) {
+        char src[512], dst[512], err[256];
+        snprintf(src, sizeof src, "%s/db/v1.db", fixtures);
+        snprintf(dst, sizeof dst, "%s/v1.db", tmpdir);
+        copy_file(src, dst);
+
+        struct store *s = NULL;
+        int r = store_open(dst, false, &s, err, sizeof err);
+        CHECK_EQ_INT(r, 0);
+        if (r < 0) {
+                fprintf(stderr, "store_open: %s\n", err);
+                return;
+        }
+        sqlite3 *db = store_writer(s);
+        CHECK_EQ_INT(scalar(db, "PRAGMA user_version"), store_schema_version());
+        CHECK(store_schema_version() >= 2);
+        /* the data of version 1 is all there */
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM runs"), 2);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 5);
+        CHECK_EQ_INT(scalar(db, "SELECT peak_rss_bytes FROM runs WHERE id=1"), 104857600);
+        char *tags = text(db, "SELECT tags FROM runs WHERE id=1");
+        CHECK(tags && strcmp(tags, "{\"team\":\"vision\"}") == 0);
+        free(tags);
+        /* and version 2's index exists and is used */
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='runs_pid'"), 1);
+        /* EXPLAIN QUERY PLAN rows: id, parent, notused, detail */
+        char *plan = text_col(db, "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE pid=4242", 3);
+        CHECK(plan && strstr(plan, "runs_pid"));
+        free(plan);
+
+        /* the running run of version 1 loads as running */
+        struct run_info *v = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(store_load_running(s, &v, &n), 0);
+        CHECK_EQ_INT(n, 1);
+        if (n == 1) {
+                CHECK_EQ_INT(v[0].id, 2);
+                CHECK(v[0].children);
+                CHECK_EQ_INT(v[0].totals.cpu_time_ns, 250000000);
+                CHECK(v[0].name == NULL);
+        }
+        for (size_t i = 0; i < n; i++)
+                run_info_done(&v[i]);
+        free(v);
+        store_close(s);
+
+        /* opening again is a no-op migration */
+        CHECK_EQ_INT(store_open(dst, false, &s, err, sizeof err), 0);
+        store_close(s);
+}
+
+static void test_newer_schema_refused(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/future.db", tmpdir);
+        sqlite3 *db;
+        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+        CHECK(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(db);
+        struct store *s = NULL;
+        CHECK(store_open(path, false, &s, err, sizeof err) < 0);
+        CHECK(strstr(err, "newer") != NULL);
+}
+
+static int64_t add_run(struct store *s, int pid) {
+        struct run_info ri = { .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING,
+                               .registered_ts_ms = 1 };
+        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
+        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
+        return ri.id;
+}
+
+static void test_retention_and_rollup(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/ret.db", tmpdir);
+        struct store *s = NULL;
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+
+        /* two runs, one sample per second for 10 minutes starting at a
+         * minute boundary: 600 samples each */
+        const int64_t t0 = 1700000040000; /* divisible by 60000 */
+        CHECK(t0 % 60000 == 0);
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t a = add_run(s, 100), b = add_run(s, 200);
+        for (int i = 0; i < 600; i++) {
+                struct sample m = { .ts_ms = t0 + i * 1000, .has_cpu_pct = true, .cpu_pct = i < 300 ? 10 : 30,
+                                    .cpu_time_ns = (uint64_t)i * 1000000, .has_rss = true,
+                                    .rss_bytes = 1000 + (uint64_t)i, .threads = 2, .processes = 1 };
+                CHECK_EQ_INT(store_insert_sample(s, a, &m), 0);
+                m.rss_bytes = 5000;
+                CHECK_EQ_INT(store_insert_sample(s, b, &m), 0);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 1200);
+
+        /* roll up the first 7 complete minutes */
+        CHECK_EQ_INT(store_rollup(s, t0 + 7 * 60000 + 30000), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 14);
+        char q[256];
+        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a, (long long)t0);
+        CHECK_EQ_INT(scalar(db, q), 60);
+        snprintf(q, sizeof q, "SELECT rss_bytes_max FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a,
+                 (long long)(t0 + 60000));
+        CHECK_EQ_INT(scalar(db, q), 1000 + 119);
+        snprintf(q, sizeof q, "SELECT CAST(cpu_pct_avg AS INTEGER) FROM samples_1m WHERE run_id=%lld AND ts=%lld",
+                 (long long)b, (long long)(t0 + 6 * 60000));
+        CHECK_EQ_INT(scalar(db, q), 30);
+        /* idempotent: rolling up the same span again adds nothing */
+        CHECK_EQ_INT(store_rollup(s, t0 + 7 * 60000 + 30000), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 14);
+        /* the rest, later */
+        CHECK_EQ_INT(store_rollup(s, t0 + 11 * 60000), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 20);
+
+        /* retention in batches: cut off the first 5 minutes of raw samples
+         * (600 rows) with batches of 250: 250, 250, 100, 0 */
+        unsigned deleted = 0, total = 0, calls = 0;
+        do {
+                CHECK_EQ_INT(store_retention(s, t0 + 5 * 60000, 0, 250, &deleted), 0);
+                total += deleted;
+                calls++;
+        } while (deleted == 250 && calls < 10);
+        CHECK_EQ_INT(total, 600);
+        CHECK_EQ_INT(calls, 3);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 600);
+        snprintf(q, sizeof q, "SELECT min(ts) FROM samples");
+        CHECK_EQ_INT(scalar(db, q), t0 + 5 * 60000);
+        /* rollups outlive the raw samples, until their own cutoff */
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 20);
+        CHECK_EQ_INT(store_retention(s, 0, t0 + 2 * 60000, 5000, &deleted), 0);
+        CHECK_EQ_INT(deleted, 4);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 16);
+        store_close(s);
+}
+
+/* A writer killed mid-transaction: committed ticks survive, the open one
+ * is rolled back, the file is intact. */
+static void test_unclean_stop(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/crash.db", tmpdir);
+        int pfd[2];
+        CHECK(pipe(pfd) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+                struct store *s = NULL;
+                if (store_open(path, false, &s, err, sizeof err) < 0)
+                        _exit(2);
+                store_begin(s);
+                int64_t id = add_run(s, 1);
+                store_commit(s);
+                for (int tick = 0; tick < 50; tick++) {
+                        store_begin(s);
+                        struct sample m = { .ts_ms = 1000 + tick, .cpu_time_ns = (uint64_t)tick };
+                        store_insert_sample(s, id, &m);
+                        store_commit(s);
+                }
+                /* an uncommitted tick, then die without closing */
+                store_begin(s);
+                for (int i = 0; i < 100; i++) {
+                        struct sample m = { .ts_ms = 5000 + i };
+                        store_insert_sample(s, id, &m);
+                }
+                char c = 'x';
+                if (write(pfd[1], &c, 1) != 1)
+                        _exit(3);
+                pause();
+                _exit(0);
+        }
+        close(pfd[1]);
+        char c;
+        CHECK(read(pfd[0], &c, 1) == 1);
+        close(pfd[0]);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status));
+
+        struct store *s = NULL;
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        char *ic = text(db, "PRAGMA integrity_check");
+        CHECK(ic && strcmp(ic, "ok") == 0);
+        free(ic);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 50);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE ts >= 5000"), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM runs"), 1);
+        store_close(s);
+}
+
+int main(int argc, char **argv) {
+        const char *fixtures = argc > 1 ? argv[1] : "tests/fixtures";
+        log_set_max_level(LOG_WARNING);
+        if (!mkdtemp(tmpdir)) {
+                perror("mkdtemp");
+                return 1;
+        }
+        test_migrate_from_v1(fixtures);
+        test_newer_schema_refused();
+        test_retention_and_rollup();
+        test_unclean_stop();
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cannot remove %s\n", tmpdir);
+        TEST_DONE();
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* lib/: duration and number parsing, UTF-8 repair and JSON output. */
+#include <math.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "tap.h"
+#include "util.h"
+
+static void test_durations(void) {
+        static const struct {
+                const char *in;
+                int r;
+                usec_t out;
+        } cases[] = {
+                { "500ms", 0, 500 * USEC_PER_MSEC }, { "10s", 0, 10 * USEC_PER_SEC },
+                { "5m", 0, 5 * USEC_PER_MINUTE },    { "2h", 0, 2 * USEC_PER_HOUR },
+                { "7d", 0, 7 * USEC_PER_DAY },       { "1.5s", 0, 1500 * USEC_PER_MSEC },
+                { "250us", 0, 250 },                 { "0s", 0, 0 },
+                { "5x", -EINVAL, 0 },                { "", -EINVAL, 0 },
+                { "10", -EINVAL, 0 },                { "s", -EINVAL, 0 },
+                { "-1s", -EINVAL, 0 },               { "1e3s", -EINVAL, 0 },
+                { "1..2s", -EINVAL, 0 },             { " 1s", -EINVAL, 0 },
+                { "1s ", -EINVAL, 0 },               { "99999999999999999999d", -ERANGE, 0 },
+                { "36501d", -ERANGE, 0 },            { "nans", -EINVAL, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                usec_t u = 12345;
+                int r = parse_duration(cases[i].in, &u);
+                if (r != cases[i].r || (r == 0 && u != cases[i].out))
+                        fprintf(stderr, "parse_duration(\"%s\") = %d, %llu\n", cases[i].in, r, (unsigned long long)u);
+                CHECK_EQ_INT(r, cases[i].r);
+                if (r == 0)
+                        CHECK_EQ_INT(u, cases[i].out);
+        }
+        char buf[32];
+        format_duration(500 * USEC_PER_MSEC, buf, sizeof buf);
+        CHECK(strcmp(buf, "500ms") == 0);
+        format_duration(90 * USEC_PER_SEC, buf, sizeof buf);
+        CHECK(strcmp(buf, "90s") == 0);
+        format_duration(7 * USEC_PER_DAY, buf, sizeof buf);
+        CHECK(strcmp(buf, "7d") == 0);
+}
+
+static void test_numbers(void) {
+        uint64_t u;
+        int64_t i;
+        CHECK_EQ_INT(safe_atou64("18446744073709551615", &u), 0);
+        CHECK(u == UINT64_MAX);
+        CHECK_EQ_INT(safe_atou64("18446744073709551616", &u), -ERANGE);
+        CHECK_EQ_INT(safe_atou64("-1", &u), -EINVAL);
+        CHECK_EQ_INT(safe_atou64("12a", &u), -EINVAL);
+        CHECK_EQ_INT(safe_atou64("", &u), -EINVAL);
+        CHECK_EQ_INT(safe_atoi64("-42", &i), 0);
+        CHECK_EQ_INT(i, -42);
+        CHECK_EQ_INT(safe_atoi64("9223372036854775808", &i), -ERANGE);
+        unsigned x;
+        CHECK_EQ_INT(safe_atou("4294967296", &x), -ERANGE);
+        double d;
+        CHECK_EQ_INT(safe_atod("nan", &d), -EINVAL);
+        CHECK_EQ_INT(safe_atod("1e999", &d), -EINVAL);
+        CHECK_EQ_INT(safe_atod("2.5", &d), 0);
+        CHECK_EQ_INT(sat_sub_u64(3, 5), 0);
+        CHECK_EQ_INT(sat_sub_u64(5, 3), 2);
+}
+
+static void test_utf8(void) {
+        static const char bad[] = "a\xff\x01\"\\/b\xc3\x28";
+        CHECK(!utf8_is_valid(bad, sizeof bad - 1));
+        char *s = utf8_sanitize(bad, sizeof bad - 1);
+        CHECK(s && utf8_is_valid(s, strlen(s)));
+        CHECK(s && strstr(s, "\xEF\xBF\xBD") != NULL);
+        free(s);
+        /* overlong, surrogate, above U+10FFFF */
+        CHECK(!utf8_is_valid("\xc0\xaf", 2));
+        CHECK(!utf8_is_valid("\xed\xa0\x80", 3));
+        CHECK(!utf8_is_valid("\xf4\x90\x80\x80", 4));
+        CHECK(utf8_is_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15));
+        /* NUL bytes (cmdline separators) become spaces */
+        s = utf8_sanitize("a\0b", 3);
+        CHECK(s && strcmp(s, "a b") == 0);
+        free(s);
+}
+
+static void test_json(void) {
+        json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_GLOBAL);
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_add_double(o, "nan", true, NAN);
+        json_add_double(o, "inf", true, INFINITY);
+        json_add_double(o, "unknown", false, 5);
+        json_add_double(o, "pct", true, 31.2);
+        json_add_u64(o, "big", true, UINT64_MAX);
+        json_object_object_add(o, "name", json_string_sanitized("x\xff)", 3));
+        const char *t = json_to_string(o);
+        CHECK(strstr(t, "\"nan\":null"));
+        CHECK(strstr(t, "\"inf\":null"));
+        CHECK(strstr(t, "\"unknown\":null"));
+        CHECK(strstr(t, "\"pct\":31.2"));
+        CHECK(strstr(t, "\"big\":18446744073709551615"));
+        CHECK(utf8_is_valid(t, strlen(t)));
+        CHECK(!strstr(t, "NaN") && !strstr(t, "Infinity"));
+        char *e = json_error_body("bad_request", "window: '5x' is not a duration");
+        CHECK(e && strcmp(e, "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}") == 0);
+        free(e);
+}
+
+int main(void) {
+        test_durations();
+        test_numbers();
+        test_utf8();
+        test_json();
+        TEST_DONE();
+}
