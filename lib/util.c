@@ -162,6 +162,8 @@ int safe_atod(const char *s, double *ret) {
 bool startswith(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        if (max > (size_t)1 << 30) /* nothing we read is larger; keeps max + 1 from wrapping */
+                max = (size_t)1 << 30;
         _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
