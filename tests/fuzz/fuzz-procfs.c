@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target: every proc_parse_*() on the same NUL-terminated input.
+ *
+ *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
+ *       tests/fuzz/fuzz-procfs.c daemon/procfs.c lib/util.c -lm -o fuzz-procfs
+ *   ./fuzz-procfs -max_total_time=30 tests/fuzz/corpus/procfs */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "procfs.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_free_ char *text = malloc(size + 1);
+        if (!text)
+                return 0;
+        memcpy(text, data, size);
+        text[size] = 0;
+
+        struct proc_stat st;
+        if (proc_parse_stat(text, &st) == 0 && strnlen(st.comm, sizeof st.comm) >= sizeof st.comm)
+                abort(); /* comm must stay NUL-terminated */
+
+        struct proc_statm statm;
+        (void) proc_parse_statm(text, &statm);
+        struct proc_schedstat ss;
+        (void) proc_parse_schedstat(text, &ss);
+        struct proc_io io;
+        (void) proc_parse_io(text, &io);
+        struct proc_status status;
+        (void) proc_parse_status(text, &status);
+        struct proc_netdev nd;
+        (void) proc_parse_netdev(text, &nd);
+        struct proc_cpu_total cpu;
+        if (proc_parse_cpu_total(text, &cpu) == 0 && cpu.ncpus == 0)
+                abort();
+        struct proc_meminfo mem;
+        (void) proc_parse_meminfo(text, &mem);
+        struct proc_loadavg la;
+        (void) proc_parse_loadavg(text, &la);
+
+        _cleanup_free_ int *pids = NULL;
+        size_t n = 0, cap = 0;
+        if (proc_parse_pid_list(text, &pids, &n, &cap) == 0)
+                for (size_t i = 0; i < n; i++)
+                        if (pids[i] <= 0)
+                                abort();
+        return 0;
+}

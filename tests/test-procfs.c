@@ -1,0 +1,838 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for daemon/procfs.c: table-driven parser cases, readers against
+ * the fixture tree tests/fixtures/proc-basic, and a few checks against the
+ * live /proc (a process vanishing mid-read, our own stat).
+ *
+ * Usage: test-procfs [FIXTURES_DIR]   (or FIXTURES_DIR in the environment) */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+static unsigned failures, checks;
+
+#define CHECK(cond)                                                                         \
+        do {                                                                                \
+                checks++;                                                                   \
+                if (!(cond)) {                                                              \
+                        fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond);    \
+                        failures++;                                                         \
+                }                                                                           \
+        } while (0)
+
+/* Like CHECK, naming the table row. */
+#define CHECK_CASE(name, cond)                                                                   \
+        do {                                                                                     \
+                checks++;                                                                        \
+                if (!(cond)) {                                                                   \
+                        fprintf(stderr, "%s:%d: FAIL [%s]: %s\n", __FILE__, __LINE__, name, #cond); \
+                        failures++;                                                              \
+                }                                                                                \
+        } while (0)
+
+#define CHECK_R(expr, want)                                                                      \
+        do {                                                                                     \
+                int _r = (expr), _w = (want);                                                    \
+                checks++;                                                                        \
+                if (_r != _w) {                                                                  \
+                        fprintf(stderr, "%s:%d: FAIL: %s = %d (%s), want %d (%s)\n", __FILE__,   \
+                                __LINE__, #expr, _r, strerror(_r < 0 ? -_r : 0), _w,             \
+                                strerror(_w < 0 ? -_w : 0));                                     \
+                        failures++;                                                              \
+                }                                                                                \
+        } while (0)
+
+/* ---- stat --------------------------------------------------------------- */
+
+/* fields 3..52 of a real line; the values below are what the parser must see */
+#define TAIL                                                                                        \
+        "S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600 "       \
+        "18446744073709551615 94000000000000 94000000100000 140730000000000 0 0 0 65536 3686404 "  \
+        "1266761467 0 0 0 17 3 0 0 0 0 0 94000000200000 94000000300000 94000001000000 "            \
+        "140730000001000 140730000001020 140730000001020 140730000002000 0\n"
+
+static void test_stat(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                int pid;
+                const char *comm;
+        } cases[] = {
+                { "normal", "1234 (bash) " TAIL, 0, 1234, "bash" },
+                { "no newline", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  0, 1234, "bash" },
+                { "spaces", "77 (tmux: server) " TAIL, 0, 77, "tmux: server" },
+                { "paren", "77 (a)b) " TAIL, 0, 77, "a)b" },
+                { "paren at end", "77 (x)) " TAIL, 0, 77, "x)" },
+                { "paren space paren", "77 (a) (b) " TAIL, 0, 77, "a) (b" },
+                { "fake fields", "77 (evil) R 9 9 9) " TAIL, 0, 77, "evil) R 9 9 9" },
+                { "newline", "77 (a\nb) " TAIL, 0, 77, "a\nb" },
+                { "0xff bytes", "77 (\xff\xfe" "x\xff) " TAIL, 0, 77, "\xff\xfe" "x\xff" },
+                { "empty comm", "77 () " TAIL, 0, 77, "" },
+                { "long comm",
+                  "77 (0123456789012345678901234567890123456789012345678901234567890123456789) " TAIL, 0, 77,
+                  "012345678901234567890123456789012345678901234567890123456789012" },
+                { "truncated", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12", -EINVAL, 0, NULL },
+                { "cut after comm", "1234 (bash)", -EINVAL, 0, NULL },
+                { "cut in comm", "1234 (bash", -EINVAL, 0, NULL },
+                { "empty", "", -EINVAL, 0, NULL },
+                { "no pid", "(bash) " TAIL, -EINVAL, 0, NULL },
+                { "bad pid", "12a4 (bash) " TAIL, -EINVAL, 0, NULL },
+                { "negative pid", "-1 (bash) " TAIL, -EINVAL, 0, NULL },
+                { "no space after comm", "1234 (bash)S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -EINVAL, 0, NULL },
+                { "long state", "1234 (bash) SS 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -EINVAL, 0, NULL },
+                { "utime overflow", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 18446744073709551616 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -ERANGE, 0, NULL },
+                { "utime very long", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 1844674407370955161600000000000000000 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -ERANGE, 0, NULL },
+                { "ppid overflow", "1234 (bash) S 2147483648 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -ERANGE, 0, NULL },
+                { "flags overflow", "1234 (bash) S 1 100 100 0 -1 4294967296 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -ERANGE, 0, NULL },
+                { "negative minflt", "1234 (bash) S 1 100 100 0 -1 4194560 -2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -EINVAL, 0, NULL },
+                { "junk number", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 35x 120 0 0 20 0 3 0 123456 1048576000 25600",
+                  -EINVAL, 0, NULL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct proc_stat st;
+                memset(&st, 0xaa, sizeof st);
+                int r = proc_parse_stat(cases[i].text, &st);
+                CHECK_CASE(cases[i].name, r == cases[i].r);
+                if (r != 0 || cases[i].r != 0) {
+                        /* outputs untouched on failure */
+                        CHECK_CASE(cases[i].name, r == 0 || st.pid == (int)0xaaaaaaaa);
+                        continue;
+                }
+                CHECK_CASE(cases[i].name, st.pid == cases[i].pid);
+                CHECK_CASE(cases[i].name, streq(st.comm, cases[i].comm));
+                CHECK_CASE(cases[i].name, st.state == 'S');
+                CHECK_CASE(cases[i].name, st.ppid == 1);
+                CHECK_CASE(cases[i].name, st.flags == 4194560);
+                CHECK_CASE(cases[i].name, !(st.flags & PROC_PF_KTHREAD));
+                CHECK_CASE(cases[i].name, st.minflt == 2500);
+                CHECK_CASE(cases[i].name, st.majflt == 12);
+                CHECK_CASE(cases[i].name, st.utime_ticks == 350);
+                CHECK_CASE(cases[i].name, st.stime_ticks == 120);
+                CHECK_CASE(cases[i].name, st.num_threads == 3);
+                CHECK_CASE(cases[i].name, st.starttime_ticks == 123456);
+                CHECK_CASE(cases[i].name, st.vsize_bytes == 1048576000);
+                CHECK_CASE(cases[i].name, st.rss_pages == 25600);
+        }
+
+        /* kernel thread: ppid 0, PF_KTHREAD, no mm */
+        struct proc_stat st;
+        CHECK_R(proc_parse_stat("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 3 0 0 20 0 1 0 24 0 0 "
+                                "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 "
+                                "0 0 0 0 0 0 0 0\n",
+                                &st),
+                0);
+        CHECK(st.pid == 2 && st.ppid == 0 && streq(st.comm, "kthreadd"));
+        CHECK(st.flags & PROC_PF_KTHREAD);
+        CHECK(st.stime_ticks == 3 && st.vsize_bytes == 0 && st.rss_pages == 0 && st.starttime_ticks == 24);
+        CHECK(st.num_threads == 1);
+
+        /* max values */
+        CHECK_R(proc_parse_stat("2147483647 (x) R 2147483647 0 0 0 -1 4294967295 18446744073709551615 0 "
+                                "18446744073709551615 0 18446744073709551615 18446744073709551615 0 0 20 0 "
+                                "9223372036854775807 0 18446744073709551615 18446744073709551615 "
+                                "9223372036854775807\n",
+                                &st),
+                0);
+        CHECK(st.pid == INT32_MAX && st.ppid == INT32_MAX && st.flags == UINT32_MAX && st.state == 'R');
+        CHECK(st.minflt == UINT64_MAX && st.majflt == UINT64_MAX && st.utime_ticks == UINT64_MAX);
+        CHECK(st.num_threads == INT64_MAX && st.rss_pages == INT64_MAX && st.vsize_bytes == UINT64_MAX);
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static void test_status(void) {
+        struct proc_status s;
+
+        CHECK_R(proc_parse_status("Name:\tbash\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t2595\nNgid:\t0\n"
+                                  "Pid:\t2595\nPPid:\t2594\nTracerPid:\t0\nUid:\t1000\t1001\t1002\t1003\n"
+                                  "Gid:\t0\t0\t0\t0\nFDSize:\t256\nGroups:\t \nVmPeak:\t    5304 kB\n"
+                                  "VmHWM:\t    4300 kB\nVmRSS:\t    4200 kB\nRssAnon:\t    1268 kB\n"
+                                  "RssFile:\t    3032 kB\nThreads:\t7\nSigQ:\t0/96365\n",
+                                  &s),
+                0);
+        CHECK(s.has_tgid && s.tgid == 2595 && s.ppid == 2594);
+        CHECK(s.has_uids && s.uid_real == 1000 && s.uid_effective == 1001 && s.uid_saved == 1002 && s.uid_fs == 1003);
+        CHECK(s.has_vmhwm && s.vmhwm_bytes == 4300 * 1024);
+        CHECK(s.has_vmrss && s.vmrss_bytes == 4200 * 1024);
+        CHECK(s.has_rssanon && s.rssanon_bytes == 1268 * 1024);
+        CHECK(s.has_threads && s.threads == 7);
+
+        /* pre-4.5 kernel: no RssAnon; no VmHWM either */
+        CHECK_R(proc_parse_status("Tgid:\t10\nPPid:\t1\nUid:\t0\t0\t0\t0\nVmRSS:\t     100 kB\nThreads:\t1\n", &s), 0);
+        CHECK(s.has_vmrss && s.vmrss_bytes == 102400);
+        CHECK(!s.has_rssanon && !s.has_vmhwm);
+
+        /* kernel thread: no Vm / Rss lines at all */
+        CHECK_R(proc_parse_status("Name:\tkthreadd\nState:\tS (sleeping)\nTgid:\t2\nPid:\t2\nPPid:\t0\n"
+                                  "Uid:\t0\t0\t0\t0\nKthread:\t1\nThreads:\t1\n",
+                                  &s),
+                0);
+        CHECK(s.has_tgid && s.tgid == 2 && s.ppid == 0 && s.has_uids && s.uid_real == 0);
+        CHECK(!s.has_vmrss && !s.has_vmhwm && !s.has_rssanon);
+        CHECK(s.has_threads && s.threads == 1);
+
+        /* nothing we know: fine, nothing set */
+        CHECK_R(proc_parse_status("", &s), 0);
+        CHECK(!s.has_tgid && !s.has_uids && !s.has_vmrss && !s.has_threads);
+
+        static const struct {
+                const char *name, *text;
+                int r;
+        } bad[] = {
+                { "junk kB", "VmRSS:\t   12x kB\n", -EINVAL },
+                { "no unit", "VmRSS:\t   12\n", -EINVAL },
+                { "wrong unit", "VmRSS:\t   12 MB\n", -EINVAL },
+                { "no value", "VmRSS:\n", -EINVAL },
+                { "kB overflow", "VmRSS:\t18014398509481984 kB\n", -ERANGE },
+                { "3 uids", "Uid:\t0\t0\t0\n", -EINVAL },
+                { "5 uids", "Uid:\t0\t0\t0\t0\t0\n", -EINVAL },
+                { "uid > 32 bit", "Uid:\t4294967296\t0\t0\t0\n", -ERANGE },
+                { "tgid junk", "Tgid:\tabc\n", -EINVAL },
+                { "tgid range", "Tgid:\t2147483648\n", -ERANGE },
+                { "threads junk", "Threads:\t1 2\n", -EINVAL },
+                { "dup tgid", "Tgid:\t1\nTgid:\t2\n", -EINVAL },
+                { "dup VmRSS", "VmRSS:\t1 kB\nVmRSS:\t1 kB\n", -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                memset(&s, 0xaa, sizeof s);
+                CHECK_CASE(bad[i].name, proc_parse_status(bad[i].text, &s) == bad[i].r);
+                CHECK_CASE(bad[i].name, s.tgid == (int)0xaaaaaaaa);
+        }
+}
+
+/* ---- io ----------------------------------------------------------------- */
+
+static void test_io(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                uint64_t rchar, cancelled;
+        } cases[] = {
+                { "normal",
+                  "rchar: 1168749\nwchar: 60240\nsyscr: 9529\nsyscw: 357\nread_bytes: 3280896\n"
+                  "write_bytes: 225280\ncancelled_write_bytes: 94208\n",
+                  0, 1168749, 94208 },
+                { "any order, unknown key",
+                  "cancelled_write_bytes: 5\nfuture_key: 7\nwrite_bytes: 0\nread_bytes: 0\nsyscw: 0\n"
+                  "syscr: 0\nwchar: 0\nrchar: 1",
+                  0, 1, 5 },
+                { "max uint64",
+                  "rchar: 18446744073709551615\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\n"
+                  "write_bytes: 0\ncancelled_write_bytes: 18446744073709551615\n",
+                  0, UINT64_MAX, UINT64_MAX },
+                { "overflow",
+                  "rchar: 18446744073709551616\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\n"
+                  "write_bytes: 0\ncancelled_write_bytes: 0\n",
+                  -ERANGE, 0, 0 },
+                { "missing key",
+                  "rchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n", -EINVAL, 0, 0 },
+                { "duplicate key",
+                  "rchar: 1\nrchar: 2\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+                  "cancelled_write_bytes: 0\n",
+                  -EINVAL, 0, 0 },
+                { "negative",
+                  "rchar: -1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+                  "cancelled_write_bytes: 0\n",
+                  -EINVAL, 0, 0 },
+                { "trailing junk",
+                  "rchar: 1 2\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+                  "cancelled_write_bytes: 0\n",
+                  -EINVAL, 0, 0 },
+                { "prefix is not the key",
+                  "xrchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+                  "cancelled_write_bytes: 0\n",
+                  -EINVAL, 0, 0 },
+                { "empty", "", -EINVAL, 0, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct proc_io io;
+                memset(&io, 0xaa, sizeof io);
+                int r = proc_parse_io(cases[i].text, &io);
+                CHECK_CASE(cases[i].name, r == cases[i].r);
+                if (cases[i].r < 0) {
+                        CHECK_CASE(cases[i].name, io.rchar == UINT64_C(0xaaaaaaaaaaaaaaaa));
+                        continue;
+                }
+                CHECK_CASE(cases[i].name, io.rchar == cases[i].rchar);
+                CHECK_CASE(cases[i].name, io.cancelled_write_bytes == cases[i].cancelled);
+        }
+
+        struct proc_io io;
+        CHECK_R(proc_parse_io(cases[0].text, &io), 0);
+        CHECK(io.wchar == 60240 && io.syscr == 9529 && io.syscw == 357 && io.read_bytes == 3280896 &&
+              io.write_bytes == 225280);
+}
+
+/* ---- statm, schedstat ----------------------------------------------------- */
+
+static void test_statm_schedstat(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                uint64_t size, resident, shared;
+        } statm[] = {
+                { "normal", "1251 993 758 193 0 270 0\n", 0, 1251, 993, 758 },
+                { "kernel thread", "0 0 0 0 0 0 0\n", 0, 0, 0, 0 },
+                { "no newline", "1 2 3 4 5 6 7", 0, 1, 2, 3 },
+                { "six fields", "1 2 3 4 5 6\n", -EINVAL, 0, 0, 0 },
+                { "junk", "1 2 x 4 5 6 7\n", -EINVAL, 0, 0, 0 },
+                { "overflow", "18446744073709551616 2 3 4 5 6 7\n", -ERANGE, 0, 0, 0 },
+                { "empty", "", -EINVAL, 0, 0, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(statm); i++) {
+                struct proc_statm m = {};
+                CHECK_CASE(statm[i].name, proc_parse_statm(statm[i].text, &m) == statm[i].r);
+                CHECK_CASE(statm[i].name, m.size_pages == statm[i].size && m.resident_pages == statm[i].resident &&
+                                                  m.shared_pages == statm[i].shared);
+        }
+
+        static const struct {
+                const char *name, *text;
+                int r;
+                uint64_t run, wait, slices;
+        } sched[] = {
+                { "normal", "17551182 2041199 53\n", 0, 17551182, 2041199, 53 },
+                { "schedstats off", "0 0 0\n", 0, 0, 0, 0 },
+                { "two fields", "1 2\n", -EINVAL, 0, 0, 0 },
+                { "negative", "-1 2 3\n", -EINVAL, 0, 0, 0 },
+                { "empty", "", -EINVAL, 0, 0, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(sched); i++) {
+                struct proc_schedstat s = {};
+                CHECK_CASE(sched[i].name, proc_parse_schedstat(sched[i].text, &s) == sched[i].r);
+                CHECK_CASE(sched[i].name,
+                           s.run_ns == sched[i].run && s.wait_ns == sched[i].wait && s.timeslices == sched[i].slices);
+        }
+}
+
+/* ---- net/dev -------------------------------------------------------------- */
+
+#define NETDEV_HDR                                                                                 \
+        "Inter-|   Receive                                                |  Transmit\n"           \
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs " \
+        "drop fifo colls carrier compressed\n"
+#define NETDEV_LO "    lo:    3267      29    0    0    0     0          0         0     3267      29    0    0    0     0       0          0\n"
+
+static void test_netdev(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                uint64_t rx_bytes, rx_packets, tx_bytes, tx_packets;
+                unsigned interfaces;
+        } cases[] = {
+                { "lo only", NETDEV_HDR NETDEV_LO, 0, 0, 0, 0, 0, 0 },
+                { "headers only", NETDEV_HDR, 0, 0, 0, 0, 0, 0 },
+                { "two interfaces",
+                  NETDEV_HDR NETDEV_LO
+                  "  eth0: 8273645    6021    0    0    0     0          0         0   912345    4012    0    0    0     0       0          0\n"
+                  "  eth1:    1000      10    1    2    0     0          0         3      500       5    0    0    0     0       0          0\n",
+                  0, 8274645, 6031, 912845, 4017, 2 },
+                { "no space after colon",
+                  NETDEV_HDR "  eth0:123 4 0 0 0 0 0 0 56 7 0 0 0 0 0 0\n"
+                  "wlan0:1234567890      10    0    0    0     0          0         0      500       5    0    0    0     0       0          0\n",
+                  0, 1234568013, 14, 556, 12, 2 },
+                { "no trailing newline", NETDEV_HDR "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", 0, 1, 2, 9, 10, 1 },
+                { "missing field", NETDEV_HDR "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "no colon", NETDEV_HDR "  eth0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "no name", NETDEV_HDR "  : 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "junk in lo", NETDEV_HDR "  lo: 1 2 3 x 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "sum overflow",
+                  NETDEV_HDR "a: 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\nb: 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+                  -ERANGE, 0, 0, 0, 0, 0 },
+                { "one header line", "Inter-|   Receive\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "empty", "", -EINVAL, 0, 0, 0, 0, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct proc_netdev nd = {};
+                CHECK_CASE(cases[i].name, proc_parse_netdev(cases[i].text, &nd) == cases[i].r);
+                CHECK_CASE(cases[i].name, nd.rx_bytes == cases[i].rx_bytes && nd.rx_packets == cases[i].rx_packets);
+                CHECK_CASE(cases[i].name, nd.tx_bytes == cases[i].tx_bytes && nd.tx_packets == cases[i].tx_packets);
+                CHECK_CASE(cases[i].name, nd.interfaces == cases[i].interfaces);
+        }
+}
+
+/* ---- host files ----------------------------------------------------------- */
+
+static void test_cpu_total(void) {
+        struct proc_cpu_total c;
+
+        CHECK_R(proc_parse_cpu_total("cpu  1337 5 1302 58130 353 7 24 9 0 0\n"
+                                     "cpu0 426 2 466 29674 14 3 4 3 0 0\n"
+                                     "cpu1 911 3 836 28456 339 4 20 6 0 0\n"
+                                     "intr 1234567 0 9 0\nctxt 2345678\nbtime 1700000000\n",
+                                     &c),
+                0);
+        CHECK(c.user == 1337 && c.nice == 5 && c.system == 1302 && c.idle == 58130 && c.iowait == 353 &&
+              c.irq == 7 && c.softirq == 24 && c.steal == 9);
+        CHECK(c.ncpus == 2);
+
+        /* sparse cpu numbering (offline CPUs are not listed) */
+        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+                                     "cpu17 1 2 3 4 5 6 7 8 9 10\ncpu130 1 2 3 4 5 6 7 8 9 10\n",
+                                     &c),
+                0);
+        CHECK(c.ncpus == 3 && c.steal == 8);
+
+        memset(&c, 0, sizeof c);
+        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7 8 0 0\n", &c), -EINVAL);          /* no cpuN */
+        CHECK_R(proc_parse_cpu_total("cpu0 1 2 3 4 5 6 7 8 0 0\ncpu  1 2 3 4 5 6 7 8 0 0\n", &c), -EINVAL);
+        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7\n", &c), -EINVAL); /* 7 fields */
+        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 -4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", &c), -EINVAL);
+        CHECK_R(proc_parse_cpu_total("cpux 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", &c), -EINVAL);
+        CHECK_R(proc_parse_cpu_total("", &c), -EINVAL);
+        CHECK(c.ncpus == 0 && c.user == 0);
+}
+
+static void test_meminfo(void) {
+        struct proc_meminfo m;
+
+        CHECK_R(proc_parse_meminfo("MemTotal:       24684100 kB\nMemFree:        24412528 kB\n"
+                                   "MemAvailable:   24377228 kB\nBuffers:            6180 kB\n"
+                                   "Cached:           119228 kB\nSwapCached:            0 kB\n"
+                                   "SwapTotal:       2097148 kB\nSwapFree:        2000000 kB\n"
+                                   "HugePages_Total:       0\nHugepagesize:       2048 kB\n",
+                                   &m),
+                0);
+        CHECK(m.total_bytes == UINT64_C(24684100) * 1024 && m.free_bytes == UINT64_C(24412528) * 1024);
+        CHECK(m.has_available && m.available_bytes == UINT64_C(24377228) * 1024);
+        CHECK(m.buffers_bytes == 6180 * 1024 && m.cached_bytes == 119228 * 1024);
+        CHECK(m.swap_total_bytes == UINT64_C(2097148) * 1024 && m.swap_free_bytes == UINT64_C(2000000) * 1024);
+
+        /* before 3.14: no MemAvailable */
+        CHECK_R(proc_parse_meminfo("MemTotal: 100 kB\nMemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\n"
+                                   "SwapTotal: 0 kB\nSwapFree: 0 kB\n",
+                                   &m),
+                0);
+        CHECK(!m.has_available && m.available_bytes == 0 && m.total_bytes == 102400);
+
+        memset(&m, 0, sizeof m);
+        CHECK_R(proc_parse_meminfo("MemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n", &m),
+                -EINVAL);
+        CHECK_R(proc_parse_meminfo("MemTotal: 100\nMemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\n"
+                                   "SwapTotal: 0 kB\nSwapFree: 0 kB\n",
+                                   &m),
+                -EINVAL);
+        CHECK_R(proc_parse_meminfo("MemTotal: 100 kB\nMemTotal: 100 kB\nMemFree: 50 kB\nBuffers: 1 kB\n"
+                                   "Cached: 2 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+                                   &m),
+                -EINVAL);
+        CHECK_R(proc_parse_meminfo("", &m), -EINVAL);
+        CHECK(m.total_bytes == 0);
+}
+
+static void test_loadavg(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                double l1, l5, l15;
+                unsigned running, total;
+        } cases[] = {
+                { "normal", "0.52 0.58 0.59 2/345 12345\n", 0, 0.52, 0.58, 0.59, 2, 345 },
+                { "big", "123.05 64.00 7.5 130/70000 4194303", 0, 123.05, 64.0, 7.5, 130, 70000 },
+                { "integers", "1 2 3 0/1 1\n", 0, 1, 2, 3, 0, 1 },
+                { "no slash", "0.52 0.58 0.59 2345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "negative", "-0.52 0.58 0.59 2/345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "trailing dot", "12. 0.58 0.59 2/345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "leading dot", ".5 0.58 0.59 2/345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "two dots", "1.2.3 0.58 0.59 2/345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "exponent", "1e3 0.58 0.59 2/345 12345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "no last pid", "0.52 0.58 0.59 2/345\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "empty total", "0.52 0.58 0.59 2/ 1\n", -EINVAL, 0, 0, 0, 0, 0 },
+                { "total range", "0.52 0.58 0.59 2/4294967296 1\n", -ERANGE, 0, 0, 0, 0, 0 },
+                { "empty", "", -EINVAL, 0, 0, 0, 0, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct proc_loadavg l = {};
+                CHECK_CASE(cases[i].name, proc_parse_loadavg(cases[i].text, &l) == cases[i].r);
+                CHECK_CASE(cases[i].name, l.load1 > cases[i].l1 - 1e-9 && l.load1 < cases[i].l1 + 1e-9);
+                CHECK_CASE(cases[i].name, l.load5 > cases[i].l5 - 1e-9 && l.load5 < cases[i].l5 + 1e-9);
+                CHECK_CASE(cases[i].name, l.load15 > cases[i].l15 - 1e-9 && l.load15 < cases[i].l15 + 1e-9);
+                CHECK_CASE(cases[i].name, l.running == cases[i].running && l.total == cases[i].total);
+        }
+}
+
+static void test_pid_list(void) {
+        _cleanup_free_ int *pids = NULL;
+        size_t n = 0, cap = 0;
+
+        CHECK_R(proc_parse_pid_list("", &pids, &n, &cap), 0);
+        CHECK(n == 0 && pids == NULL);
+        CHECK_R(proc_parse_pid_list("\n", &pids, &n, &cap), 0);
+        CHECK(n == 0);
+        CHECK_R(proc_parse_pid_list("101 102 ", &pids, &n, &cap), 0);
+        CHECK(n == 2 && pids[0] == 101 && pids[1] == 102 && cap >= 2);
+        CHECK_R(proc_parse_pid_list("7", &pids, &n, &cap), 0);
+        CHECK(n == 3 && pids[2] == 7);
+
+        int *before = pids;
+        size_t cap_before = cap;
+        CHECK_R(proc_parse_pid_list("5 abc", &pids, &n, &cap), -EINVAL);
+        CHECK_R(proc_parse_pid_list("5 0", &pids, &n, &cap), -EINVAL);
+        CHECK_R(proc_parse_pid_list("-5", &pids, &n, &cap), -EINVAL);
+        CHECK_R(proc_parse_pid_list("2147483648", &pids, &n, &cap), -ERANGE);
+        CHECK(n == 3 && pids == before && cap == cap_before);
+
+        /* growth beyond the initial capacity */
+        char big[8192] = "";
+        size_t len = 0;
+        for (int i = 1; i <= 1000; i++)
+                len += (size_t)snprintf(big + len, sizeof big - len, "%d ", i);
+        CHECK_R(proc_parse_pid_list(big, &pids, &n, &cap), 0);
+        CHECK(n == 1003 && pids[3] == 1 && pids[1002] == 1000 && cap >= n);
+}
+
+/* ---- readers over the fixture tree --------------------------------------- */
+
+static void test_fixture(const char *fixtures) {
+        char root[4096];
+        snprintf(root, sizeof root, "%s/proc-basic", fixtures);
+
+        char boot_id[64];
+        CHECK_R(proc_read_boot_id(root, boot_id), 0);
+        CHECK(streq(boot_id, "0f6a3c4e-5b2d-4e8f-9a1b-2c3d4e5f6a7b"));
+
+        struct proc_cpu_total c;
+        CHECK_R(proc_read_host_cpu(root, &c), 0);
+        CHECK(c.ncpus == 2 && c.user == 1337 && c.steal == 9);
+
+        struct proc_meminfo m;
+        CHECK_R(proc_read_meminfo(root, &m), 0);
+        CHECK(m.has_available && m.total_bytes == UINT64_C(24684100) * 1024 &&
+              m.swap_free_bytes == UINT64_C(2000000) * 1024);
+
+        struct proc_loadavg l;
+        CHECK_R(proc_read_loadavg(root, &l), 0);
+        CHECK(l.running == 2 && l.total == 345 && l.load1 > 0.519 && l.load1 < 0.521);
+
+        CHECK_R(proc_open_pid_dir(root, 999), -ENOENT);
+        CHECK_R(proc_open_pid_dir(root, 0), -EINVAL);
+        CHECK_R(proc_read_boot_id("/nonexistent-proc-root", boot_id), -ENOENT);
+        CHECK_R(proc_read_loadavg("/nonexistent-proc-root", &l), -ENOENT);
+
+        /* 100: normal process, two threads */
+        _cleanup_close_ int fd = proc_open_pid_dir(root, 100);
+        CHECK(fd >= 0);
+
+        struct proc_stat st;
+        CHECK_R(proc_read_stat(fd, &st), 0);
+        CHECK(st.pid == 100 && streq(st.comm, "python3") && st.state == 'S' && st.ppid == 1);
+        CHECK(st.utime_ticks == 350 && st.stime_ticks == 120 && st.num_threads == 2 && st.rss_pages == 25600);
+        CHECK(st.starttime_ticks == 123456 && st.vsize_bytes == 1048576000 && !(st.flags & PROC_PF_KTHREAD));
+
+        struct proc_statm sm;
+        CHECK_R(proc_read_statm(fd, &sm), 0);
+        CHECK(sm.size_pages == 256000 && sm.resident_pages == 25600 && sm.shared_pages == 5120);
+
+        struct proc_status s;
+        CHECK_R(proc_read_status(fd, &s), 0);
+        CHECK(s.tgid == 100 && s.ppid == 1 && s.uid_real == 1000 && s.threads == 2);
+        CHECK(s.has_vmrss && s.vmrss_bytes == 102400 * 1024 && s.rssanon_bytes == 81920 * 1024 &&
+              s.vmhwm_bytes == 110000 * 1024);
+
+        struct proc_io io;
+        CHECK_R(proc_read_io(fd, &io), 0);
+        CHECK(io.rchar == 1168749 && io.write_bytes == 225280 && io.cancelled_write_bytes == 94208);
+
+        struct proc_schedstat ss;
+        CHECK_R(proc_read_schedstat(fd, &ss), 0);
+        CHECK(ss.run_ns == 17551182 && ss.wait_ns == 2041199 && ss.timeslices == 53);
+
+        struct proc_netdev nd;
+        CHECK_R(proc_read_netdev(fd, &nd), 0);
+        CHECK(nd.interfaces == 2 && nd.rx_bytes == 8274645 && nd.tx_packets == 4017);
+
+        uint64_t ino = 0;
+        CHECK_R(proc_read_netns_inode(fd, &ino), 0);
+        CHECK(ino == UINT64_C(4026531840));
+
+        _cleanup_free_ char *cmdline = NULL;
+        CHECK_R(proc_read_cmdline(fd, 4096, &cmdline), 0);
+        CHECK(streq(cmdline, "python3 -m http.server"));
+        free(cmdline);
+        cmdline = NULL;
+        CHECK_R(proc_read_cmdline(fd, 5, &cmdline), 0);
+        CHECK(streq(cmdline, "pytho"));
+        free(cmdline);
+        cmdline = NULL;
+        CHECK_R(proc_read_cmdline(fd, 8, &cmdline), 0); /* "python3\0" -> trailing separator trimmed */
+        CHECK(streq(cmdline, "python3"));
+        free(cmdline);
+        cmdline = NULL;
+
+        _cleanup_free_ int *kids = NULL;
+        size_t nkids = 0;
+        CHECK_R(proc_read_children(fd, &kids, &nkids), 0);
+        CHECK(nkids == 2 && kids && kids[0] == 101 && kids[1] == 102); /* 102 listed by both threads */
+
+        /* 101: child, comm with a space and parens; no children */
+        _cleanup_close_ int fd101 = proc_open_pid_dir(root, 101);
+        CHECK(fd101 >= 0);
+        CHECK_R(proc_read_stat(fd101, &st), 0);
+        CHECK(st.pid == 101 && streq(st.comm, "worker (1)") && st.state == 'R' && st.ppid == 100);
+        CHECK_R(proc_read_cmdline(fd101, 4096, &cmdline), 0);
+        CHECK(streq(cmdline, "worker --id 1"));
+        free(cmdline);
+        cmdline = NULL;
+        _cleanup_free_ int *none = NULL;
+        size_t nnone = 99;
+        CHECK_R(proc_read_children(fd101, &none, &nnone), 0);
+        CHECK(nnone == 0 && none == NULL);
+        CHECK_R(proc_read_netns_inode(fd101, &ino), -ENOENT);
+        CHECK_R(proc_read_netdev(fd101, &nd), -ENOENT);
+
+        /* 102: no io file, no task dir */
+        _cleanup_close_ int fd102 = proc_open_pid_dir(root, 102);
+        CHECK(fd102 >= 0);
+        CHECK_R(proc_read_stat(fd102, &st), 0);
+        CHECK(st.pid == 102 && st.ppid == 100);
+        memset(&io, 0xaa, sizeof io);
+        int r = proc_read_io(fd102, &io);
+        CHECK_R(r, -ENOENT);
+        CHECK(proc_errno_is_gone(r));
+        CHECK(io.rchar == UINT64_C(0xaaaaaaaaaaaaaaaa));
+        CHECK_R(proc_read_children(fd102, &none, &nnone), -ENOENT);
+        CHECK_R(proc_read_schedstat(fd102, &ss), -ENOENT);
+
+        /* 2: kernel thread */
+        _cleanup_close_ int fd2 = proc_open_pid_dir(root, 2);
+        CHECK(fd2 >= 0);
+        CHECK_R(proc_read_stat(fd2, &st), 0);
+        CHECK(st.pid == 2 && st.ppid == 0 && (st.flags & PROC_PF_KTHREAD) && streq(st.comm, "kthreadd"));
+        CHECK_R(proc_read_status(fd2, &s), 0);
+        CHECK(s.has_tgid && s.tgid == 2 && !s.has_vmrss && !s.has_vmhwm && !s.has_rssanon && s.has_threads);
+        CHECK_R(proc_read_statm(fd2, &sm), 0);
+        CHECK(sm.size_pages == 0 && sm.resident_pages == 0 && sm.shared_pages == 0);
+        CHECK_R(proc_read_cmdline(fd2, 4096, &cmdline), 0);
+        CHECK(cmdline && streq(cmdline, ""));
+}
+
+/* ---- an unreadable file ------------------------------------------------- */
+
+static void test_unreadable(const char *fixtures) {
+        char tmp[] = "/tmp/test-procfs-XXXXXX", path[4096];
+        CHECK(mkdtemp(tmp) != NULL);
+
+        /* a copy of a process dir with a readable stat and a broken io */
+        char src[4096];
+        _cleanup_free_ char *stat_text = NULL;
+        snprintf(src, sizeof src, "%s/proc-basic/100/stat", fixtures);
+        CHECK_R(read_file_at(AT_FDCWD, src, 4096, &stat_text, NULL), 0);
+        snprintf(path, sizeof path, "%s/stat", tmp);
+        FILE *f = fopen(path, "we");
+        CHECK(f && fputs(stat_text ? stat_text : "", f) >= 0);
+        if (f)
+                fclose(f);
+
+        snprintf(path, sizeof path, "%s/io", tmp);
+        int want;
+        if (geteuid() == 0) {
+                /* root bypasses permission checks: make the read fail anyway */
+                CHECK(mkdir(path, 0755) == 0);
+                want = -EISDIR;
+        } else {
+                f = fopen(path, "we");
+                CHECK(f && fputs("rchar: 1\n", f) >= 0);
+                if (f)
+                        fclose(f);
+                CHECK(chmod(path, 0) == 0);
+                want = -EACCES;
+        }
+
+        _cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        struct proc_io io;
+        memset(&io, 0xaa, sizeof io);
+        CHECK_R(proc_read_io(fd, &io), want);
+        CHECK(io.rchar == UINT64_C(0xaaaaaaaaaaaaaaaa));
+        struct proc_stat st;
+        CHECK_R(proc_read_stat(fd, &st), 0);
+        CHECK(st.pid == 100);
+
+        /* a stat that only parses when cut short must not be accepted */
+        snprintf(path, sizeof path, "%s/statm", tmp);
+        f = fopen(path, "we");
+        CHECK(f != NULL);
+        if (f) {
+                for (int i = 0; i < 100; i++)
+                        fputs("1 2 3 4 5 6 7 ", f);
+                fclose(f);
+        }
+        struct proc_statm sm;
+        CHECK_R(proc_read_statm(fd, &sm), -EFBIG);
+
+        /* a task dir without children files: CONFIG_PROC_CHILDREN=n */
+        snprintf(path, sizeof path, "%s/task", tmp);
+        CHECK(mkdir(path, 0755) == 0);
+        snprintf(path, sizeof path, "%s/task/100", tmp);
+        CHECK(mkdir(path, 0755) == 0);
+        _cleanup_free_ int *kids = NULL;
+        size_t nkids = 0;
+        CHECK_R(proc_read_children(fd, &kids, &nkids), -EOPNOTSUPP);
+        CHECK(rmdir(path) == 0);
+        snprintf(path, sizeof path, "%s/task", tmp);
+        CHECK(rmdir(path) == 0);
+
+        snprintf(path, sizeof path, "%s/io", tmp);
+        if (geteuid() == 0)
+                CHECK(rmdir(path) == 0);
+        else
+                CHECK(unlink(path) == 0);
+        snprintf(path, sizeof path, "%s/stat", tmp);
+        CHECK(unlink(path) == 0);
+        snprintf(path, sizeof path, "%s/statm", tmp);
+        CHECK(unlink(path) == 0);
+        CHECK(rmdir(tmp) == 0);
+}
+
+/* ---- the live /proc -------------------------------------------------------- */
+
+static void test_live_self(void) {
+        _cleanup_close_ int fd = proc_open_pid_dir("/proc", getpid());
+        CHECK(fd >= 0);
+
+        struct proc_stat st;
+        CHECK_R(proc_read_stat(fd, &st), 0);
+        CHECK(st.pid == getpid() && st.ppid == getppid());
+        CHECK(st.state == 'R' && st.num_threads >= 1 && !(st.flags & PROC_PF_KTHREAD));
+
+        _cleanup_free_ char *comm = NULL;
+        CHECK_R(read_file_at(AT_FDCWD, "/proc/self/comm", 64, &comm, NULL), 0);
+        if (comm) {
+                comm[strcspn(comm, "\n")] = 0;
+                CHECK(streq(st.comm, comm));
+        }
+
+        struct proc_status s;
+        CHECK_R(proc_read_status(fd, &s), 0);
+        CHECK(s.has_tgid && s.tgid == getpid() && s.has_uids && s.uid_real == getuid() &&
+              s.uid_effective == geteuid());
+        CHECK(s.has_vmrss && s.vmrss_bytes > 0);
+
+        struct proc_statm sm;
+        CHECK_R(proc_read_statm(fd, &sm), 0);
+        CHECK(sm.resident_pages > 0);
+
+        struct proc_netdev nd;
+        CHECK_R(proc_read_netdev(fd, &nd), 0);
+
+        struct stat nsst;
+        uint64_t ino;
+        CHECK(stat("/proc/self/ns/net", &nsst) == 0);
+        CHECK_R(proc_read_netns_inode(fd, &ino), 0);
+        CHECK(ino == (uint64_t)nsst.st_ino);
+
+        char boot_id[64];
+        CHECK_R(proc_read_boot_id("/proc", boot_id), 0);
+        CHECK(strlen(boot_id) == 36);
+
+        struct proc_cpu_total c;
+        CHECK_R(proc_read_host_cpu("/proc", &c), 0);
+        CHECK(c.ncpus >= 1);
+        struct proc_meminfo m;
+        CHECK_R(proc_read_meminfo("/proc", &m), 0);
+        CHECK(m.total_bytes > 0);
+        struct proc_loadavg l;
+        CHECK_R(proc_read_loadavg("/proc", &l), 0);
+        CHECK(l.total >= 1);
+}
+
+/* A process that dies (and is reaped) between opening its dir and reading. */
+static void test_vanish(void) {
+        pid_t parent = getpid(), pid = fork();
+        CHECK(pid >= 0);
+        if (pid < 0)
+                return;
+        if (pid == 0) {
+                /* never outlive the test, nor hold its output pipes open */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != parent)
+                        _exit(0);
+                (void) close(STDOUT_FILENO);
+                (void) close(STDERR_FILENO);
+                for (;;)
+                        pause();
+        }
+
+        _cleanup_close_ int self = proc_open_pid_dir("/proc", getpid());
+        _cleanup_close_ int fd = proc_open_pid_dir("/proc", pid);
+        CHECK(fd >= 0);
+
+        struct proc_stat st;
+        CHECK_R(proc_read_stat(fd, &st), 0);
+        CHECK(st.pid == pid && st.ppid == getpid());
+
+        _cleanup_free_ int *kids = NULL;
+        size_t nkids = 0;
+        CHECK_R(proc_read_children(self, &kids, &nkids), 0);
+        bool found = false;
+        for (size_t i = 0; i < nkids; i++)
+                found = found || kids[i] == pid;
+        CHECK(found);
+
+        CHECK(kill(pid, SIGKILL) == 0);
+        CHECK(waitpid(pid, NULL, 0) == pid);
+
+        memset(&st, 0xaa, sizeof st);
+        int r = proc_read_stat(fd, &st);
+        CHECK(r == -ESRCH || r == -ENOENT);
+        CHECK(proc_errno_is_gone(r));
+        CHECK(st.pid == (int)0xaaaaaaaa);
+
+        struct proc_status s;
+        r = proc_read_status(fd, &s);
+        CHECK(proc_errno_is_gone(r));
+        struct proc_io io;
+        r = proc_read_io(fd, &io);
+        CHECK(proc_errno_is_gone(r));
+        _cleanup_free_ int *gone_kids = NULL;
+        r = proc_read_children(fd, &gone_kids, &nkids);
+        CHECK(proc_errno_is_gone(r));
+}
+
+int main(int argc, char *argv[]) {
+        const char *fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
+
+        if (!fixtures) {
+                fprintf(stderr, "usage: %s FIXTURES_DIR (or set $FIXTURES_DIR)\n", argv[0]);
+                return 2;
+        }
+
+        test_stat();
+        test_status();
+        test_io();
+        test_statm_schedstat();
+        test_netdev();
+        test_cpu_total();
+        test_meminfo();
+        test_loadavg();
+        test_pid_list();
+        test_fixture(fixtures);
+        test_unreadable(fixtures);
+        test_live_self();
+        test_vanish();
+
+        if (failures > 0) {
+                fprintf(stderr, "test-procfs: %u of %u checks FAILED\n", failures, checks);
+                return 1;
+        }
+        printf("test-procfs: all %u checks passed\n", checks);
+        return 0;
+}
