@@ -193,6 +193,9 @@ static int manager_tick(struct manager *m) {
                         in_txn = true;
                 }
                 run_totals_add(&r->info.totals, &s);
+                if (r->identity_changed &&
+                    store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
+                        r->identity_changed = false;
                 if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
                     store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
                         m->tick_errors++;
@@ -334,6 +337,7 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 return -ESRCH;
         }
         run_totals_add(&ri->totals, &s);
+        r->identity_changed = false; /* the row is written with the current comm below */
         q = store_begin(m->store);
         if (q == 0) {
                 if (store_insert_run(m->store, ri) < 0 || store_insert_sample(m->store, ri->id, &s) < 0 ||

@@ -380,6 +380,26 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                 c->tx_bytes = nd->tx_bytes;
         }
 
+        /* A process registered before it execs (mlmonctl run) changes its
+         * comm and cmdline: follow them for the first ticks and on any comm
+         * change. */
+        if (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3) {
+                char *cmd = NULL;
+                if (proc_read_cmdline(r->dirfd, 4096, &cmd) == 0) {
+                        bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 ||
+                                       !r->info.cmdline || strcmp(cmd, r->info.cmdline) != 0;
+                        char *comm = changed ? strdup(rd[0].st.comm) : NULL;
+                        if (changed && comm) {
+                                free(r->info.comm);
+                                free(r->info.cmdline);
+                                r->info.comm = comm;
+                                r->info.cmdline = TAKE_PTR(cmd);
+                                r->identity_changed = true;
+                        }
+                        free(cmd);
+                }
+        }
+
         /* VmHWM of the main process, every few ticks */
         if (r->ticks % PEAK_REFRESH_TICKS == 0) {
                 struct proc_status status;

@@ -48,6 +48,7 @@ struct run {
         bool has_last;
         struct sample last;
         void *owner; /* the manager, for event callbacks */
+        bool identity_changed; /* comm/cmdline re-read (exec): store them */
 };
 
 /* Host-wide context the collector needs. */

@@ -269,6 +269,16 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
         return step_done(s, st);
 }
 
+int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET comm=?, cmdline=? WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        bind_text_or_null(st, 1, comm);
+        bind_text_or_null(st, 2, cmdline);
+        sqlite3_bind_int64(st, 3, id);
+        return step_done(s, st);
+}
+
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t) {
         sqlite3_stmt *st = s->update_totals;
         bind_u64(st, 1, t->last_ts_ms != 0, (uint64_t)t->last_ts_ms);

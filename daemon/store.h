@@ -38,6 +38,7 @@ void store_rollback(struct store *s);
 
 int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
+int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp);
 
