@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: MIT */
+#include "output.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+/* ---- typed lookups -------------------------------------------------------- */
+
+static json_object *get_typed(json_object *o, const char *key, json_type type) {
+        json_object *v;
+        if (!o || !json_object_is_type(o, json_type_object))
+                return NULL;
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type))
+                return NULL;
+        return v;
+}
+
+json_object *json_get_object(json_object *o, const char *key) { return get_typed(o, key, json_type_object); }
+
+json_object *json_get_array(json_object *o, const char *key) { return get_typed(o, key, json_type_array); }
+
+const char *json_get_str(json_object *o, const char *key) {
+        json_object *v = get_typed(o, key, json_type_string);
+        return v ? json_object_get_string(v) : NULL;
+}
+
+bool json_get_number(json_object *o, const char *key, double *ret) {
+        json_object *v = get_typed(o, key, json_type_double);
+        if (!v)
+                v = get_typed(o, key, json_type_int);
+        if (!v)
+                return false;
+        double d = json_object_get_double(v);
+        if (!isfinite(d))
+                return false;
+        *ret = d;
+        return true;
+}
+
+bool json_get_int(json_object *o, const char *key, int64_t *ret) {
+        json_object *v = get_typed(o, key, json_type_int);
+        if (!v)
+                return false;
+        *ret = json_object_get_int64(v);
+        return true;
+}
+
+int json_get_bool(json_object *o, const char *key) {
+        json_object *v = get_typed(o, key, json_type_boolean);
+        return v ? json_object_get_boolean(v) : -1;
+}
+
+/* ---- text ----------------------------------------------------------------- */
+
+char *text_printable(const char *s) {
+        if (!s)
+                return strdup("-");
+        char *c = strdup(s);
+        if (!c)
+                return NULL;
+        /* C0 controls and DEL; UTF-8 bytes >= 0x80 stay (the daemon sends
+         * valid UTF-8). C1 controls (U+0080..U+009F, "\xc2\x80".."\xc2\x9f")
+         * can also start escape sequences on some terminals. */
+        for (unsigned char *p = (unsigned char *)c; *p; p++) {
+                if (*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+                else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+                        p[0] = '?';
+                        memmove(p + 1, p + 2, strlen((char *)p + 2) + 1);
+                }
+        }
+        return c;
+}
+
+static const char *human_size(char *buf, size_t size, double v, const char *suffix) {
+        static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+        if (fabs(v) < 1024) {
+                snprintf(buf, size, "%.0f B%s", v, suffix);
+                return buf;
+        }
+        size_t i = 0;
+        v /= 1024;
+        while (fabs(v) >= 1024 && i + 1 < ELEMENTSOF(units)) {
+                v /= 1024;
+                i++;
+        }
+        /* 1023.96 KiB would print as "1024.0 KiB": go one unit up */
+        if (fabs(v) >= 1023.95 && i + 1 < ELEMENTSOF(units)) {
+                v /= 1024;
+                i++;
+        }
+        snprintf(buf, size, "%.1f %s%s", v, units[i], suffix);
+        return buf;
+}
+
+const char *fmt_bytes(char *buf, size_t size, bool known, double bytes) {
+        if (!known)
+                return "-";
+        return human_size(buf, size, bytes, "");
+}
+
+const char *fmt_rate(char *buf, size_t size, bool known, double bytes_per_s) {
+        if (!known)
+                return "-";
+        return human_size(buf, size, bytes_per_s, "/s");
+}
+
+const char *fmt_seconds(char *buf, size_t size, bool known, double s) {
+        if (!known)
+                return "-";
+        if (s < 60) {
+                snprintf(buf, size, "%.2f s", s);
+                return buf;
+        }
+        uint64_t t = (uint64_t)llround(s);
+        uint64_t d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+        if (d > 0)
+                snprintf(buf, size, "%" PRIu64 "d %02" PRIu64 "h %02" PRIu64 "m", d, h, m);
+        else if (h > 0)
+                snprintf(buf, size, "%" PRIu64 "h %02" PRIu64 "m %02" PRIu64 "s", h, m, sec);
+        else
+                snprintf(buf, size, "%" PRIu64 "m %02" PRIu64 "s", m, sec);
+        return buf;
+}
+
+const char *fmt_pct(char *buf, size_t size, bool known, double pct) {
+        if (!known)
+                return "-";
+        snprintf(buf, size, "%.1f %%", pct);
+        return buf;
+}
+
+const char *fmt_ts_ms(char *buf, size_t size, bool known, int64_t ts_ms) {
+        if (!known)
+                return "-";
+        time_t t = (time_t)(ts_ms / 1000);
+        struct tm tm;
+        char zone[8];
+        if (!localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm) == 0 ||
+            strftime(zone, sizeof zone, "%z", &tm) != 5) {
+                snprintf(buf, size, "@%" PRId64 "ms", ts_ms);
+                return buf;
+        }
+        /* "+0100" -> "+01:00" (ISO 8601 extended format) */
+        size_t l = strlen(buf);
+        snprintf(buf + l, size - l, "%.3s:%.2s", zone, zone + 3);
+        return buf;
+}
+
+/* ---- table ---------------------------------------------------------------- */
+
+enum { COL_ID, COL_PID, COL_NAME, COL_STATE, COL_CPU, COL_RSS, COL_INTERVAL, COL_COMMAND, _COL_MAX };
+
+static const struct {
+        const char *title;
+        bool right; /* numbers align right */
+} columns[_COL_MAX] = {
+        [COL_ID] = { "ID", true },           [COL_PID] = { "PID", true },
+        [COL_NAME] = { "NAME", false },      [COL_STATE] = { "STATE", false },
+        [COL_CPU] = { "CPU%", true },        [COL_RSS] = { "RSS", true },
+        [COL_INTERVAL] = { "INTERVAL", true }, [COL_COMMAND] = { "COMMAND", false },
+};
+
+/* Display width: code points, since the daemon sends valid UTF-8 (wide CJK
+ * characters are rare enough in process names to not matter here). */
+static size_t text_width(const char *s) {
+        size_t w = 0;
+        for (; *s; s++)
+                if (((unsigned char)*s & 0xC0) != 0x80)
+                        w++;
+        return w;
+}
+
+/* Cuts s to at most width display columns, ending in "..." when cut. */
+static void text_truncate(char *s, size_t width) {
+        if (text_width(s) <= width)
+                return;
+        size_t keep = width > 3 ? width - 3 : 0, w = 0;
+        char *p = s;
+        for (; *p; p++) {
+                if (((unsigned char)*p & 0xC0) != 0x80) {
+                        if (w == keep)
+                                break;
+                        w++;
+                }
+        }
+        strcpy(p, width >= 3 ? "..." : "");
+}
+
+static const char *fmt_int(char *buf, size_t size, bool known, int64_t v) {
+        if (!known)
+                return "-";
+        snprintf(buf, size, "%" PRId64, v);
+        return buf;
+}
+
+static char *xstrdup_fmt(const char *s) {
+        char *c = strdup(s);
+        if (!c) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        return c;
+}
+
+static void run_row(json_object *run, char *cells[_COL_MAX]) {
+        char b[FMT_MAX];
+        int64_t i = 0;
+        double d = 0;
+        json_object *latest = json_get_object(run, "latest");
+
+        bool known = json_get_int(run, "id", &i);
+        cells[COL_ID] = xstrdup_fmt(fmt_int(b, sizeof b, known, i));
+        known = json_get_int(run, "pid", &i);
+        cells[COL_PID] = xstrdup_fmt(fmt_int(b, sizeof b, known, i));
+        cells[COL_NAME] = text_printable(json_get_str(run, "name"));
+        cells[COL_STATE] = text_printable(json_get_str(run, "state"));
+        known = json_get_number(latest, "cpu_pct", &d);
+        if (known)
+                snprintf(b, sizeof b, "%.1f", d);
+        cells[COL_CPU] = xstrdup_fmt(known ? b : "-");
+        known = json_get_number(latest, "rss_bytes", &d);
+        cells[COL_RSS] = xstrdup_fmt(fmt_bytes(b, sizeof b, known, d));
+        if (json_get_int(run, "interval_ms", &i) && i >= 0)
+                format_duration((usec_t)i * USEC_PER_MSEC, b, sizeof b);
+        else
+                strcpy(b, "-");
+        cells[COL_INTERVAL] = xstrdup_fmt(b);
+        const char *cmd = json_get_str(run, "cmdline");
+        if (!cmd || !*cmd)
+                cmd = json_get_str(run, "comm"); /* kernel threads, zombies */
+        cells[COL_COMMAND] = text_printable(cmd);
+        for (size_t c = 0; c < _COL_MAX; c++)
+                if (!cells[c]) {
+                        fputs("mlmonctl: out of memory\n", stderr);
+                        exit(EXIT_FAILURE);
+                }
+}
+
+static void print_cell(FILE *f, const char *s, size_t width, bool right, bool last) {
+        size_t pad = width - text_width(s);
+        if (right)
+                fprintf(f, "%*s%s", (int)pad, "", s);
+        else if (last)
+                fputs(s, f);
+        else
+                fprintf(f, "%s%*s", s, (int)pad, "");
+        fputs(last ? "\n" : "  ", f);
+}
+
+void print_run_table(FILE *f, json_object *runs, int max_width) {
+        size_t n = runs && json_object_is_type(runs, json_type_array) ? json_object_array_length(runs) : 0;
+        size_t width[_COL_MAX];
+        _cleanup_free_ char **cells = calloc(n * _COL_MAX + 1, sizeof(char *));
+
+        if (!cells) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        for (size_t c = 0; c < _COL_MAX; c++)
+                width[c] = strlen(columns[c].title);
+        for (size_t r = 0; r < n; r++) {
+                run_row(json_object_array_get_idx(runs, r), cells + r * _COL_MAX);
+                for (size_t c = 0; c < _COL_MAX; c++) {
+                        size_t w = text_width(cells[r * _COL_MAX + c]);
+                        if (w > width[c])
+                                width[c] = w;
+                }
+        }
+
+        if (max_width > 0) {
+                /* On a terminal, keep one line per run: COMMAND gets what is
+                 * left, but never less than its title. */
+                size_t used = 0;
+                for (size_t c = 0; c < COL_COMMAND; c++)
+                        used += width[c] + 2;
+                size_t left = (size_t)max_width > used ? (size_t)max_width - used : 0;
+                if (left < strlen(columns[COL_COMMAND].title))
+                        left = strlen(columns[COL_COMMAND].title);
+                for (size_t r = 0; r < n; r++)
+                        text_truncate(cells[r * _COL_MAX + COL_COMMAND], left);
+        }
+
+        for (size_t c = 0; c < _COL_MAX; c++)
+                print_cell(f, columns[c].title, width[c], columns[c].right, c == COL_COMMAND);
+        for (size_t r = 0; r < n; r++)
+                for (size_t c = 0; c < _COL_MAX; c++)
+                        print_cell(f, cells[r * _COL_MAX + c], width[c], columns[c].right, c == COL_COMMAND);
+
+        for (size_t i = 0; i < n * _COL_MAX; i++)
+                free(cells[i]);
+}
+
+/* ---- blocks ----------------------------------------------------------------- */
+
+#define LABEL_WIDTH 14
+
+static void field(FILE *f, const char *label, const char *value) {
+        fprintf(f, "  %-*s %s\n", LABEL_WIDTH, label, value);
+}
+
+static void field_text(FILE *f, const char *label, const char *value) {
+        _cleanup_free_ char *p = text_printable(value);
+        field(f, label, p ? p : "-");
+}
+
+static void field_bytes(FILE *f, const char *label, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        double d;
+        bool known = json_get_number(o, key, &d);
+        field(f, label, fmt_bytes(b, sizeof b, known, d));
+}
+
+/* "12.0 MiB (1.0 MiB/s)" */
+static void field_bytes_rate(FILE *f, const char *label, json_object *o, const char *key, const char *rate_key) {
+        char b[FMT_MAX], r[FMT_MAX], line[2 * FMT_MAX + 8];
+        double d, dr;
+        bool known = json_get_number(o, key, &d), rknown = json_get_number(o, rate_key, &dr);
+        if (rknown)
+                snprintf(line, sizeof line, "%s (%s)", fmt_bytes(b, sizeof b, known, d),
+                         fmt_rate(r, sizeof r, rknown, dr));
+        else
+                snprintf(line, sizeof line, "%s", fmt_bytes(b, sizeof b, known, d));
+        field(f, label, line);
+}
+
+static void field_pct(FILE *f, const char *label, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        double d;
+        bool known = json_get_number(o, key, &d);
+        field(f, label, fmt_pct(b, sizeof b, known, d));
+}
+
+static void field_int(FILE *f, const char *label, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        double d;
+        if (json_get_number(o, key, &d))
+                snprintf(b, sizeof b, "%.0f", d);
+        else
+                strcpy(b, "-");
+        field(f, label, b);
+}
+
+static void field_seconds(FILE *f, const char *label, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        double d;
+        bool known = json_get_number(o, key, &d);
+        field(f, label, fmt_seconds(b, sizeof b, known, d));
+}
+
+static void field_ts(FILE *f, const char *label, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        int64_t t;
+        bool known = json_get_int(o, key, &t);
+        field(f, label, fmt_ts_ms(b, sizeof b, known, t));
+}
+
+static bool has_value(json_object *o, const char *key) {
+        double d;
+        return json_get_number(o, key, &d);
+}
+
+void print_summary(FILE *f, json_object *s) {
+        char b[FMT_MAX], u[FMT_MAX], y[FMT_MAX], line[3 * FMT_MAX + 32];
+        double d, du, dy;
+
+        field_seconds(f, "wall time:", s, "wall_time_s");
+        bool known = json_get_number(s, "cpu_time_s", &d);
+        bool uknown = json_get_number(s, "user_time_s", &du);
+        bool yknown = json_get_number(s, "system_time_s", &dy);
+        snprintf(line, sizeof line, "%s (user %s, system %s)", fmt_seconds(b, sizeof b, known, d),
+                 fmt_seconds(u, sizeof u, uknown, du), fmt_seconds(y, sizeof y, yknown, dy));
+        field(f, "CPU time:", line);
+        field_pct(f, "avg CPU:", s, "cpu_util_avg_pct");
+        field_bytes(f, "peak RSS:", s, "peak_rss_bytes");
+        field_bytes(f, "final RSS:", s, "final_rss_bytes");
+        field_bytes(f, "read:", s, "read_bytes");
+        field_bytes(f, "write:", s, "write_bytes");
+        field_bytes(f, "netns rx:", s, "netns_rx_bytes");
+        field_bytes(f, "netns tx:", s, "netns_tx_bytes");
+        field_int(f, "threads max:", s, "threads_max");
+        /* Only on hosts that have them: a column of "-" for every CPU-only
+         * host would be noise. */
+        if (has_value(s, "peak_gpu_mem_bytes"))
+                field_bytes(f, "peak GPU mem:", s, "peak_gpu_mem_bytes");
+        if (has_value(s, "gpu_util_avg_pct"))
+                field_pct(f, "avg GPU util:", s, "gpu_util_avg_pct");
+        if (json_get_number(s, "energy_j", &d)) {
+                snprintf(b, sizeof b, "%.1f J", d);
+                field(f, "energy:", b);
+        }
+        if (json_get_number(s, "co2_g", &d)) {
+                snprintf(b, sizeof b, "%.2f g", d);
+                field(f, "CO2:", b);
+        }
+        if (json_get_bool(s, "leak_detected") == 1)
+                field(f, "leak:", "suspected");
+        field_int(f, "samples:", s, "samples");
+}
+
+static void print_tags(FILE *f, json_object *run) {
+        json_object *tags = json_get_object(run, "tags");
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        _cleanup_fclose_ FILE *m = open_memstream(&buf, &len);
+        if (!m)
+                return;
+        bool first = true;
+        if (tags) {
+                json_object_object_foreach(tags, k, v) {
+                        fprintf(m, "%s%s=%s", first ? "" : ", ", k,
+                                json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+                                                                         : json_object_to_json_string(v));
+                        first = false;
+                }
+        }
+        if (fflush(m) != 0)
+                return;
+        field_text(f, "tags:", first ? "-" : buf);
+}
+
+static void print_leak(FILE *f, json_object *run) {
+        char b[FMT_MAX];
+        double d;
+        int64_t t;
+        json_object *leak = json_get_object(run, "leak");
+        if (!leak) {
+                fputs("leak: not evaluated\n", f);
+                return;
+        }
+        int suspected = json_get_bool(leak, "suspected");
+        _cleanup_free_ char *reason = text_printable(json_get_str(leak, "reason"));
+        const char *verdict = suspected == 1 ? "SUSPECTED" : suspected == 0 ? "not suspected" : "unknown";
+        if (reason && !streq(reason, "-"))
+                fprintf(f, "leak: %s (%s)\n", verdict, reason);
+        else
+                fprintf(f, "leak: %s\n", verdict);
+        if (suspected != 1)
+                return;
+        field_text(f, "metric:", json_get_str(leak, "metric"));
+        field_bytes_rate(f, "growth:", leak, "growth_bytes", "slope_bytes_per_s");
+        field_seconds(f, "window:", leak, "window_s");
+        if (json_get_number(leak, "confidence", &d)) {
+                snprintf(b, sizeof b, "%.2f", d);
+                field(f, "confidence:", b);
+        }
+        if (json_get_int(leak, "since", &t))
+                field(f, "since:", fmt_ts_ms(b, sizeof b, true, t));
+}
+
+void print_run(FILE *f, json_object *run) {
+        char b[FMT_MAX];
+        int64_t i = 0;
+        json_object *latest = json_get_object(run, "latest");
+        json_object *summary = json_get_object(run, "summary");
+
+        bool known = json_get_int(run, "id", &i);
+        fprintf(f, "run %s\n", fmt_int(b, sizeof b, known, i));
+        field_int(f, "pid:", run, "pid");
+        field_text(f, "name:", json_get_str(run, "name"));
+        field_text(f, "state:", json_get_str(run, "state"));
+        field_text(f, "comm:", json_get_str(run, "comm"));
+        field_text(f, "cmdline:", json_get_str(run, "cmdline"));
+        field_int(f, "uid:", run, "uid");
+        field_ts(f, "registered:", run, "registered_ts");
+        field_ts(f, "ended:", run, "ended_ts");
+        if (json_get_int(run, "interval_ms", &i) && i >= 0)
+                format_duration((usec_t)i * USEC_PER_MSEC, b, sizeof b);
+        else
+                strcpy(b, "-");
+        field(f, "interval:", b);
+        int children = json_get_bool(run, "children");
+        field(f, "children:", children == 1 ? "yes" : children == 0 ? "no" : "-");
+        print_tags(f, run);
+
+        fputc('\n', f);
+        if (!latest)
+                fputs("latest sample: none yet\n", f);
+        else {
+                if (json_get_int(latest, "ts", &i))
+                        fprintf(f, "latest sample (%s):\n", fmt_ts_ms(b, sizeof b, true, i));
+                else
+                        fputs("latest sample:\n", f);
+                field_pct(f, "CPU:", latest, "cpu_pct");
+                field_bytes(f, "RSS:", latest, "rss_bytes");
+                field_bytes(f, "anon RSS:", latest, "rss_anon_bytes");
+                field_bytes(f, "peak RSS:", latest, "peak_rss_bytes");
+                field_int(f, "threads:", latest, "threads");
+                field_int(f, "processes:", latest, "processes");
+                field_bytes_rate(f, "read:", latest, "read_bytes", "read_bytes_per_s");
+                field_bytes_rate(f, "write:", latest, "write_bytes", "write_bytes_per_s");
+                field_bytes_rate(f, "netns rx:", latest, "netns_rx_bytes", "netns_rx_bytes_per_s");
+                field_bytes_rate(f, "netns tx:", latest, "netns_tx_bytes", "netns_tx_bytes_per_s");
+                if (has_value(latest, "gpu_mem_bytes"))
+                        field_bytes(f, "GPU memory:", latest, "gpu_mem_bytes");
+                if (has_value(latest, "gpu_util_pct"))
+                        field_pct(f, "GPU util:", latest, "gpu_util_pct");
+        }
+
+        fputc('\n', f);
+        if (!summary)
+                fputs("summary: none\n", f);
+        else {
+                fputs("summary:\n", f);
+                print_summary(f, summary);
+        }
+
+        fputc('\n', f);
+        print_leak(f, run);
+}

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+/* A minimal HTTP/1.1 client over a unix stream socket (see http-client.h).
+ *
+ * One request per connection: we send "Connection: close" and read until the
+ * message is complete (Content-Length reached, last chunk seen) or the server
+ * closes. The socket is non-blocking and every wait goes through poll() with
+ * what is left of one overall deadline, so a stuck daemon cannot hang the
+ * caller. */
+#include "http-client.h"
+
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "util.h"
+
+/* The API's largest answers (sample series) are capped well below this by
+ * the daemon; 64 MiB is the limit the header promises. */
+#define RESPONSE_BODY_MAX ((size_t)64 << 20)
+/* Our daemon sends a handful of short headers; 64 KiB is generous and stops
+ * a peer that never ends its header block. */
+#define RESPONSE_HEADER_MAX ((size_t)64 << 10)
+/* A chunk-size line is hex digits plus optional extensions. */
+#define CHUNK_LINE_MAX 4096
+#define READ_SIZE ((size_t)64 << 10)
+
+void http_response_done(struct http_response *r) {
+        if (!r)
+                return;
+        free(r->body);
+        r->body = NULL;
+        r->body_len = 0;
+        r->status = 0;
+}
+
+/* ---- deadline ----------------------------------------------------------- */
+
+/* Milliseconds left until deadline for poll(): -1 = no deadline, 0 = passed.
+ * Rounded up so that poll() never returns just before the deadline. */
+static int remaining_ms(usec_t deadline) {
+        if (deadline == USEC_INFINITY)
+                return -1;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        if (now >= deadline)
+                return 0;
+        usec_t left = (deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static int wait_fd(int fd, short events, usec_t deadline) {
+        for (;;) {
+                int t = remaining_ms(deadline);
+                if (t == 0)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = fd, .events = events };
+                int r = poll(&p, 1, t);
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (r > 0)
+                        return 0; /* readiness or POLLERR/POLLHUP: the next call says which */
+        }
+}
+
+/* ---- connect / send ----------------------------------------------------- */
+
+static int connect_unix(const char *path, usec_t deadline, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        size_t len = strlen(path);
+        socklen_t salen;
+
+        if (len == 0)
+                return -EINVAL;
+        if (len >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, len);
+        if (path[0] == '@') {
+                /* abstract namespace, written "@name" as systemd does */
+                sa.sun_path[0] = 0;
+                salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+        } else
+                salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+
+        for (;;) {
+                if (connect(fd, (const struct sockaddr *)&sa, salen) == 0)
+                        break;
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN) {
+                        /* A non-blocking AF_UNIX connect fails with EAGAIN
+                         * while the listen backlog is full: the daemon is
+                         * busy, not gone. Retry until the deadline. */
+                        if (remaining_ms(deadline) == 0)
+                                return -ETIMEDOUT;
+                        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                        continue;
+                }
+                if (errno == EINPROGRESS) {
+                        int r = wait_fd(fd, POLLOUT, deadline);
+                        if (r < 0)
+                                return r;
+                        int err = 0;
+                        socklen_t elen = sizeof err;
+                        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+                                return -errno;
+                        if (err != 0)
+                                return -err;
+                        break;
+                }
+                return -errno;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int send_all(int fd, const char *buf, size_t len, usec_t deadline) {
+        while (len > 0) {
+                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                int r = wait_fd(fd, POLLOUT, deadline);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
+                        return -errno;
+                }
+                buf += k;
+                len -= (size_t)k;
+        }
+        return 0;
+}
+
+/* ---- response parsing ----------------------------------------------------- */
+
+struct parser {
+        char *buf; /* everything received so far */
+        size_t len, cap;
+
+        bool headers_done;
+        size_t body_start; /* offset of the body in buf */
+        int status;
+        bool no_body;  /* HEAD, 1xx, 204, 304 */
+        bool chunked;
+        bool have_length;
+        size_t content_length;
+
+        /* chunked decoding happens in place: decoded bytes are compacted to
+         * buf[body_start .. body_start + decoded), the next chunk header is
+         * at buf[chunk_pos] (chunk_pos >= body_start + decoded). */
+        size_t decoded, chunk_pos;
+        bool in_trailers;
+        bool complete;
+};
+
+/* Finds the next line in buf[pos..len): returns its length without the line
+ * end and stores where the following line starts, or -1 if no line end is
+ * there yet. Accepts CRLF and bare LF. */
+static ssize_t next_line(const char *buf, size_t pos, size_t len, size_t *ret_next) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl)
+                return -1;
+        size_t end = (size_t)(nl - buf);
+        *ret_next = end + 1;
+        if (end > pos && buf[end - 1] == '\r')
+                end--;
+        return (ssize_t)(end - pos);
+}
+
+static bool token_eq(const char *s, size_t n, const char *lit) {
+        return strlen(lit) == n && strncasecmp(s, lit, n) == 0;
+}
+
+/* "HTTP/1.1 200 OK" */
+static int parse_status_line(const char *s, size_t n, int *ret) {
+        if (n < 12 || memcmp(s, "HTTP/1.", 7) != 0 || s[7] < '0' || s[7] > '9' || s[8] != ' ')
+                return -EPROTO;
+        for (size_t i = 9; i < 12; i++)
+                if (s[i] < '0' || s[i] > '9')
+                        return -EPROTO;
+        if (n > 12 && s[12] != ' ')
+                return -EPROTO;
+        *ret = (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
+        if (*ret < 100)
+                return -EPROTO;
+        return 0;
+}
+
+static int parse_content_length(const char *v, size_t n, size_t *ret) {
+        uint64_t x = 0;
+        if (n == 0)
+                return -EPROTO;
+        for (size_t i = 0; i < n; i++) {
+                if (v[i] < '0' || v[i] > '9')
+                        return -EPROTO;
+                x = x * 10 + (uint64_t)(v[i] - '0');
+                if (x > RESPONSE_BODY_MAX)
+                        return -EFBIG;
+        }
+        *ret = (size_t)x;
+        return 0;
+}
+
+/* Parses one header block starting at buf[0]. Returns 1 when parsed, 0 when
+ * more data is needed, or -errno. Interim 1xx answers are dropped and the
+ * next block parsed. */
+static int parse_headers(struct parser *p, bool head_request) {
+        size_t start = 0;
+
+        for (;;) {
+                size_t pos = start, next;
+                ssize_t n = next_line(p->buf, pos, p->len, &next);
+                if (n < 0)
+                        return p->len - start > RESPONSE_HEADER_MAX ? -EPROTO : 0;
+                int status;
+                int r = parse_status_line(p->buf + pos, (size_t)n, &status);
+                if (r < 0)
+                        return r;
+
+                bool have_length = false, chunked = false;
+                size_t length = 0;
+                for (pos = next;;) {
+                        n = next_line(p->buf, pos, p->len, &next);
+                        if (n < 0)
+                                return p->len - start > RESPONSE_HEADER_MAX ? -EPROTO : 0;
+                        if (next - start > RESPONSE_HEADER_MAX)
+                                return -EPROTO;
+                        const char *line = p->buf + pos;
+                        pos = next;
+                        if (n == 0)
+                                break; /* end of the header block */
+                        if (line[0] == ' ' || line[0] == '\t')
+                                continue; /* obsolete line folding: nothing we need */
+                        const char *colon = memchr(line, ':', (size_t)n);
+                        if (!colon || colon == line)
+                                return -EPROTO;
+                        size_t nlen = (size_t)(colon - line);
+                        const char *v = colon + 1, *vend = line + n;
+                        while (v < vend && (*v == ' ' || *v == '\t'))
+                                v++;
+                        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t'))
+                                vend--;
+                        size_t vlen = (size_t)(vend - v);
+
+                        if (token_eq(line, nlen, "Content-Length")) {
+                                size_t l;
+                                r = parse_content_length(v, vlen, &l);
+                                if (r < 0)
+                                        return r;
+                                if (have_length && l != length)
+                                        return -EPROTO; /* conflicting lengths */
+                                have_length = true;
+                                length = l;
+                        } else if (token_eq(line, nlen, "Transfer-Encoding")) {
+                                /* We only ever get "chunked" alone; any other
+                                 * coding we could not decode. */
+                                if (!token_eq(v, vlen, "chunked"))
+                                        return -EPROTO;
+                                chunked = true;
+                        }
+                }
+
+                if (status >= 100 && status < 200) {
+                        if (status == 101)
+                                return -EPROTO; /* no protocol switch asked for */
+                        start = pos; /* 100 Continue and friends: skip */
+                        continue;
+                }
+
+                p->status = status;
+                p->body_start = pos;
+                p->no_body = head_request || status == 204 || status == 304;
+                p->chunked = chunked;
+                /* RFC 9112 6.3: Transfer-Encoding overrides Content-Length */
+                p->have_length = have_length && !chunked;
+                p->content_length = length;
+                p->chunk_pos = pos;
+                p->decoded = 0;
+                p->headers_done = true;
+                return 1;
+        }
+}
+
+/* Parses a chunk-size line "1a2b[;ext]". */
+static int parse_chunk_size(const char *s, size_t n, size_t *ret) {
+        size_t i = 0;
+        uint64_t x = 0;
+        for (; i < n; i++) {
+                int d;
+                char c = s[i];
+                if (c >= '0' && c <= '9')
+                        d = c - '0';
+                else if (c >= 'a' && c <= 'f')
+                        d = c - 'a' + 10;
+                else if (c >= 'A' && c <= 'F')
+                        d = c - 'A' + 10;
+                else
+                        break;
+                x = x * 16 + (uint64_t)d;
+                if (x > RESPONSE_BODY_MAX)
+                        return -EFBIG;
+        }
+        if (i == 0)
+                return -EPROTO;
+        for (; i < n && (s[i] == ' ' || s[i] == '\t'); i++)
+                ;
+        if (i < n && s[i] != ';')
+                return -EPROTO;
+        *ret = (size_t)x;
+        return 0;
+}
+
+/* Decodes as many complete chunks as buf holds, compacting the data in
+ * place. Sets p->complete after the last chunk and its trailers. */
+static int decode_chunks(struct parser *p) {
+        while (!p->complete) {
+                size_t next;
+                ssize_t n = next_line(p->buf, p->chunk_pos, p->len, &next);
+                if (n < 0)
+                        return p->len - p->chunk_pos > CHUNK_LINE_MAX ? -EPROTO : 0;
+                if ((size_t)n > CHUNK_LINE_MAX)
+                        return -EPROTO;
+
+                if (p->in_trailers) {
+                        /* trailer fields until an empty line; ignored */
+                        p->chunk_pos = next;
+                        if (n == 0)
+                                p->complete = true;
+                        continue;
+                }
+
+                size_t size;
+                int r = parse_chunk_size(p->buf + p->chunk_pos, (size_t)n, &size);
+                if (r < 0)
+                        return r;
+                if (size == 0) {
+                        p->in_trailers = true;
+                        p->chunk_pos = next;
+                        continue;
+                }
+                if (p->decoded + size > RESPONSE_BODY_MAX)
+                        return -EFBIG;
+                /* data, then CRLF (or LF) */
+                if (p->len - next < size + 1)
+                        return 0;
+                size_t end = next + size;
+                size_t after;
+                if (p->buf[end] == '\n')
+                        after = end + 1;
+                else if (p->buf[end] == '\r') {
+                        if (p->len - end < 2)
+                                return 0;
+                        if (p->buf[end + 1] != '\n')
+                                return -EPROTO;
+                        after = end + 2;
+                } else
+                        return -EPROTO;
+                memmove(p->buf + p->body_start + p->decoded, p->buf + next, size);
+                p->decoded += size;
+                p->chunk_pos = after;
+        }
+        return 0;
+}
+
+/* Drops the chunk framing already consumed, so that many small chunks do not
+ * count against the size limit. Only once the gap is large: moving the
+ * partial chunk on every read would be quadratic. */
+static void compact_chunks(struct parser *p) {
+        size_t dst = p->body_start + p->decoded;
+        if (p->chunk_pos - dst < READ_SIZE)
+                return;
+        memmove(p->buf + dst, p->buf + p->chunk_pos, p->len - p->chunk_pos);
+        p->len -= p->chunk_pos - dst;
+        p->chunk_pos = dst;
+}
+
+/* Called after every read: parses what it can and sets p->complete when the
+ * whole message is in. */
+static int parser_feed(struct parser *p, bool head_request) {
+        if (!p->headers_done) {
+                int r = parse_headers(p, head_request);
+                if (r <= 0)
+                        return r;
+        }
+        if (p->no_body) {
+                p->complete = true;
+                return 0;
+        }
+        if (p->chunked) {
+                int r = decode_chunks(p);
+                if (r >= 0 && !p->complete)
+                        compact_chunks(p);
+                return r;
+        }
+        if (p->have_length) {
+                if (p->len - p->body_start >= p->content_length)
+                        p->complete = true;
+                return 0;
+        }
+        /* delimited by the end of the connection */
+        if (p->len - p->body_start > RESPONSE_BODY_MAX)
+                return -EFBIG;
+        return 0;
+}
+
+static int parser_finish(struct parser *p, struct http_response *ret) {
+        size_t blen;
+
+        if (!p->headers_done)
+                return -EPROTO; /* closed before (or in the middle of) the headers */
+        if (p->no_body)
+                blen = 0;
+        else if (p->chunked) {
+                if (!p->complete)
+                        return -EPROTO; /* truncated */
+                blen = p->decoded;
+        } else if (p->have_length) {
+                if (!p->complete)
+                        return -EPROTO; /* truncated */
+                blen = p->content_length;
+        } else
+                blen = p->len - p->body_start;
+
+        /* Move the body to the front and hand the buffer over. */
+        memmove(p->buf, p->buf + p->body_start, blen);
+        p->buf[blen] = 0;
+        char *shrunk = realloc(p->buf, blen + 1);
+        if (shrunk)
+                p->buf = shrunk;
+        ret->status = p->status;
+        ret->body = TAKE_PTR(p->buf);
+        ret->body_len = blen;
+        return 0;
+}
+
+static int receive_response(int fd, bool head_request, usec_t deadline, struct http_response *ret) {
+        struct parser p = {};
+        int r;
+
+        for (;;) {
+                /* slack for chunk framing not yet compacted away */
+                size_t limit = (p.headers_done ? p.body_start + RESPONSE_BODY_MAX : RESPONSE_HEADER_MAX) +
+                               READ_SIZE + CHUNK_LINE_MAX;
+                if (p.cap - p.len < READ_SIZE + 1) {
+                        if (p.len >= limit) {
+                                r = p.headers_done ? -EFBIG : -EPROTO;
+                                goto fail;
+                        }
+                        size_t ncap = p.cap ? p.cap * 2 : 2 * READ_SIZE;
+                        while (ncap - p.len < READ_SIZE + 1)
+                                ncap *= 2;
+                        char *n = realloc(p.buf, ncap);
+                        if (!n) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                        p.buf = n;
+                        p.cap = ncap;
+                }
+
+                ssize_t k = recv(fd, p.buf + p.len, p.cap - p.len - 1, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                r = wait_fd(fd, POLLIN, deadline);
+                                if (r < 0)
+                                        goto fail;
+                                continue;
+                        }
+                        r = -errno;
+                        goto fail;
+                }
+                if (k == 0)
+                        break; /* EOF */
+                p.len += (size_t)k;
+
+                r = parser_feed(&p, head_request);
+                if (r < 0)
+                        goto fail;
+                if (p.complete)
+                        break;
+        }
+
+        if (p.len == 0) {
+                r = -ECONNRESET; /* closed without a word */
+                goto fail;
+        }
+        r = parser_finish(&p, ret);
+fail:
+        free(p.buf);
+        return r;
+}
+
+/* ---- request ------------------------------------------------------------ */
+
+static bool valid_method(const char *m) {
+        if (!m || !*m)
+                return false;
+        for (; *m; m++)
+                if (*m < 'A' || *m > 'Z')
+                        return false;
+        return true;
+}
+
+static bool valid_target(const char *path) {
+        if (!path || path[0] != '/')
+                return false;
+        for (const unsigned char *s = (const unsigned char *)path; *s; s++)
+                if (*s <= ' ' || *s == 0x7f)
+                        return false; /* would break the request line */
+        return true;
+}
+
+int http_request_unix(const char *socket_path, const char *method, const char *path,
+                      const char *body, int timeout_ms, struct http_response *ret) {
+        /* timeout_ms <= 0 means no deadline */
+        usec_t deadline = timeout_ms > 0 ? now_usec(CLOCK_MONOTONIC) + (usec_t)timeout_ms * USEC_PER_MSEC
+                                         : USEC_INFINITY;
+        _cleanup_free_ char *head = NULL;
+        _cleanup_close_ int fd = -1;
+        size_t body_len = body ? strlen(body) : 0;
+        int r;
+
+        if (!socket_path || !ret || !valid_method(method) || !valid_target(path))
+                return -EINVAL;
+
+        if (body)
+                r = asprintf(&head,
+                             "%s %s HTTP/1.1\r\n"
+                             "Host: localhost\r\n"
+                             "Connection: close\r\n"
+                             "Accept: application/json\r\n"
+                             "Content-Type: application/json\r\n"
+                             "Content-Length: %zu\r\n"
+                             "\r\n",
+                             method, path, body_len);
+        else
+                r = asprintf(&head,
+                             "%s %s HTTP/1.1\r\n"
+                             "Host: localhost\r\n"
+                             "Connection: close\r\n"
+                             "Accept: application/json\r\n"
+                             "\r\n",
+                             method, path);
+        if (r < 0) {
+                head = NULL;
+                return -ENOMEM;
+        }
+
+        r = connect_unix(socket_path, deadline, &fd);
+        if (r < 0)
+                return r;
+
+        r = send_all(fd, head, strlen(head), deadline);
+        if (r >= 0 && body_len > 0)
+                r = send_all(fd, body, body_len, deadline);
+        int send_error = 0;
+        if (r < 0) {
+                /* The server may have answered early (413, 400) and closed:
+                 * its answer says more than EPIPE, so try to read it. */
+                if (r != -EPIPE && r != -ECONNRESET)
+                        return r;
+                send_error = r;
+        }
+
+        struct http_response resp = {};
+        r = receive_response(fd, streq(method, "HEAD"), deadline, &resp);
+        if (r == -ECONNRESET && send_error)
+                return send_error;
+        if (r < 0)
+                return r;
+        *ret = resp;
+        return 0;
+}
