@@ -53,7 +53,10 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
          * still refers to a live process: only then is the dir this one's. */
         if (ctx->real_proc) {
                 pidfd = pidfd_open(pid, 0);
-                if (pidfd < 0)
+                /* ENOSYS: a kernel before 5.3 (or valgrind): go on without;
+                 * the kept fds still pin the task and see its exit (ESRCH)
+                 * at the next tick instead of at once. */
+                if (pidfd < 0 && errno != ENOSYS)
                         return errno == EINVAL ? -ESRCH : -errno;
         }
         dirfd = proc_open_pid_dir(ctx->proc_root, pid);
@@ -65,7 +68,7 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
         r = proc_read_status(dirfd, &status);
         if (r < 0)
                 return proc_errno_is_gone(r) ? -ESRCH : r;
-        if (ctx->real_proc && pidfd_send_signal(pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
+        if (pidfd >= 0 && pidfd_send_signal(pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
                 return -ESRCH;
         if (st.state == 'Z' || st.state == 'X')
                 return -ESRCH;
