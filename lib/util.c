@@ -161,6 +161,15 @@ int safe_atod(const char *s, double *ret) {
 
 bool startswith(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
+void str_printable(const char *s, char *buf, size_t size) {
+        size_t i = 0;
+        if (size == 0)
+                return;
+        for (; s && s[i] && i + 1 < size; i++)
+                buf[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+        buf[i] = 0;
+}
+
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
         if (max > (size_t)1 << 30) /* nothing we read is larger; keeps max + 1 from wrapping */
                 max = (size_t)1 << 30;

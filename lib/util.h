@@ -111,6 +111,9 @@ static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) { return a > b ? a - 
 
 static inline bool streq(const char *a, const char *b) { return a && b && __builtin_strcmp(a, b) == 0; }
 bool startswith(const char *s, const char *prefix);
+/* Copies s for a log line: every byte outside printable ASCII becomes '?',
+ * so a process name cannot forge lines or priorities in the journal. */
+void str_printable(const char *s, char *buf, size_t size);
 /* Reads at most max bytes of a file (relative to dirfd, or AT_FDCWD) into a
  * NUL-terminated malloc'ed buffer. -errno on failure. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
