@@ -58,6 +58,7 @@ void manager_free(struct manager *m) {
         sd_event_source_disable_unref(m->watchdog_source);
         store_close(m->store);
         collect_ctx_done(&m->collect);
+        free((char *)m->collect.proc_root);
         sd_event_unref(m->event);
         config_done(&m->config);
         free(m->config_path);
@@ -101,11 +102,26 @@ static void rearm_tick(struct manager *m, usec_t now) {
         sd_event_source_set_enabled(m->tick_source, SD_EVENT_ONESHOT);
 }
 
-/* Ends a run: state change stored, fds closed, dropped from the active set. */
-static int manager_end_run(struct manager *m, struct run *r, enum run_state state) {
+/* Ends a run: a last sample where the exited process can still be read (a
+ * zombie shows its final CPU time and I/O: a job shorter than one interval
+ * is then still measured), the state change stored, fds closed, dropped
+ * from the active set. */
+static int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample) {
         int64_t now_ms = now_realtime_ms();
+        struct sample s;
+        bool have = false;
+        if (final_sample) {
+                collect_ctx_new_tick(&m->collect);
+                have = run_sample(&m->collect, r, now_usec(CLOCK_MONOTONIC), now_ms, true, &s) == 0;
+        }
         int q = store_begin(m->store);
         if (q == 0) {
+                if (have) {
+                        run_totals_add(&r->info.totals, &s);
+                        if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
+                            store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                                m->tick_errors++;
+                }
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -163,12 +179,12 @@ static int manager_tick(struct manager *m) {
                         continue;
                 }
                 struct sample s;
-                int q = run_sample(&m->collect, r, start, now_ms, &s);
+                int q = run_sample(&m->collect, r, start, now_ms, false, &s);
                 if (q == -ESRCH) {
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {
-                                manager_end_run(m, r, RUN_EXITED);
+                                manager_end_run(m, r, RUN_EXITED, false);
                                 continue;
                         }
                         manager_drop_run(m, i);
@@ -219,7 +235,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
  * than at its next tick. */
 static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct run *r = userdata;
-        manager_end_run(r->owner, r, RUN_EXITED);
+        manager_end_run(r->owner, r, RUN_EXITED, true);
         return 0;
 }
 
@@ -266,6 +282,10 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 return -EUSERS;
         }
         q = run_attach(&m->collect, req->pid, 0, &r, &id);
+        if (q == -EINVAL) {
+                snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
+                return -EINVAL;
+        }
         if (q == -ESRCH || q == -ENOENT) {
                 snprintf(err, errlen, "no such process: %d", req->pid);
                 return -ESRCH;
@@ -330,7 +350,7 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         /* The baseline reading: counters from here on are the run's own. */
         usec_t now = now_usec(CLOCK_MONOTONIC);
         struct sample s;
-        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, &s);
+        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, false, &s);
         if (q < 0) {
                 snprintf(err, errlen, "no such process: %d", req->pid);
                 run_free(r);
@@ -360,7 +380,9 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         }
         run_watch_exit(m, r);
         rearm_tick(m, now);
-        log_info("run %lld: registered pid %d (%s), interval %lldms%s", (long long)ri->id, ri->pid, ri->comm,
+        char comm[PROC_COMM_MAX];
+        str_printable(ri->comm, comm, sizeof comm);
+        log_info("run %lld: registered pid %d (%s), interval %lldms%s", (long long)ri->id, ri->pid, comm,
                  (long long)ri->interval_ms, ri->children ? ", with children" : "");
         *ret_id = ri->id;
         return 0;
@@ -376,7 +398,7 @@ int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t
                 snprintf(err, errlen, "run %lld is not yours", (long long)id);
                 return -EPERM;
         }
-        if (manager_end_run(m, r, RUN_UNREGISTERED) < 0) {
+        if (manager_end_run(m, r, RUN_UNREGISTERED, false) < 0) {
                 snprintf(err, errlen, "database error");
                 return -EIO;
         }
@@ -593,7 +615,10 @@ int manager_start(struct manager *m) {
         int q;
 
         raise_nofile();
-        m->collect.proc_root = m->config.proc_root;
+        /* the collector keeps its own copy: a reload frees the config's */
+        m->collect.proc_root = strdup(m->config.proc_root);
+        if (!m->collect.proc_root)
+                return log_error_errno(ENOMEM, "out of memory");
         m->collect.real_proc = streq(m->config.proc_root, "/proc");
         q = proc_read_boot_id(m->config.proc_root, m->boot_id);
         if (q < 0)

@@ -56,8 +56,20 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
                 /* ENOSYS: a kernel before 5.3 (or valgrind): go on without;
                  * the kept fds still pin the task and see its exit (ESRCH)
                  * at the next tick instead of at once. */
-                if (pidfd < 0 && errno != ENOSYS)
-                        return errno == EINVAL ? -ESRCH : -errno;
+                if (pidfd < 0 && errno != ENOSYS) {
+                        /* pidfd_open refuses a thread that is not its
+                         * group's leader (EINVAL; ENOENT on 6.9+ kernels):
+                         * say which process it belongs to */
+                        int e = errno;
+                        _cleanup_close_ int d = proc_open_pid_dir(ctx->proc_root, pid);
+                        struct proc_status tst;
+                        if (d >= 0 && proc_read_status(d, &tst) == 0 && tst.has_tgid && tst.tgid != pid) {
+                                if (ret_id)
+                                        *ret_id = (struct proc_identity){ .pid = pid, .tgid = tst.tgid };
+                                return -EINVAL;
+                        }
+                        return e == EINVAL || e == ENOENT || e == ESRCH ? -ESRCH : -e;
+                }
         }
         dirfd = proc_open_pid_dir(ctx->proc_root, pid);
         if (dirfd < 0)
@@ -139,8 +151,9 @@ static ssize_t read_member_file(int kept_fd, int dirfd, const char *name, char *
 struct reading {
         int pid;
         struct proc_stat st;
-        bool has_sched;
-        uint64_t run_ns;
+        bool has_cpu;
+        uint64_t cpu_ns; /* all threads, exited ones included */
+        bool zombie;
         bool has_statm;
         struct proc_statm statm;
         bool has_io;
@@ -150,7 +163,21 @@ struct reading {
         int dirfd; /* borrowed or owned (owned when != run's dirfd) */
 };
 
-static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, struct reading *out) {
+/* CPU time of the whole thread group in ns, from the process CPU clock
+ * (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat is
+ * the main thread's alone, and task/TID/schedstat loses exited threads.
+ * Any process may read another's process clock. */
+static bool read_cpu_clock(int pid, uint64_t *ret) {
+        clockid_t cid;
+        struct timespec ts;
+        if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) < 0)
+                return false;
+        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        return true;
+}
+
+static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, bool allow_zombie,
+                       struct reading *out) {
         char buf[4096];
         ssize_t k;
         int dirfd = main ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pid);
@@ -160,18 +187,28 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
         out->pid = pid;
         out->dirfd = dirfd;
 
+        /* The clock is read by pid, so read it while the dir fd pins the
+         * task and before stat: if stat then still reads through that fd,
+         * the task was alive all along and the clock was its own. */
+        if (ctx->real_proc)
+                out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
         k = read_member_file(main ? r->fd_stat : -1, dirfd, "stat", buf, sizeof buf);
         if (k < 0 || proc_parse_stat(buf, &out->st) < 0)
                 goto gone;
-        if (out->st.state == 'Z' || out->st.state == 'X')
+        if (out->st.state == 'X' || (out->st.state == 'Z' && !allow_zombie))
                 goto gone;
-        k = read_member_file(main ? r->fd_schedstat : -1, dirfd, "schedstat", buf, sizeof buf);
-        struct proc_schedstat ss;
-        if (k >= 0 && proc_parse_schedstat(buf, &ss) == 0) {
-                out->has_sched = true;
-                out->run_ns = ss.run_ns;
+        out->zombie = out->st.state == 'Z';
+        if (!out->has_cpu) {
+                /* fixture trees: schedstat; then stat ticks */
+                struct proc_schedstat ss;
+                k = read_member_file(main ? r->fd_schedstat : -1, dirfd, "schedstat", buf, sizeof buf);
+                if (k >= 0 && proc_parse_schedstat(buf, &ss) == 0) {
+                        out->has_cpu = true;
+                        out->cpu_ns = ss.run_ns;
+                }
         }
-        k = read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
+        /* a zombie has no memory left: its statm reads 0, which is not its RSS */
+        k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
         if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
                 out->has_statm = true;
         if (!main || r->fd_io >= 0 || !ctx->real_proc) {
@@ -179,7 +216,7 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
                 if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
                         out->has_io = true;
         }
-        out->has_netns = proc_read_netns_inode(dirfd, &out->netns) == 0;
+        out->has_netns = !out->zombie && proc_read_netns_inode(dirfd, &out->netns) == 0;
         return 0;
 gone:
         if (!main)
@@ -264,7 +301,8 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
         return t * (1000000000ULL / (uint64_t)ctx->clk_tck);
 }
 
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, struct sample *ret) {
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
+               struct sample *ret) {
         _cleanup_free_ int *pids = NULL;
         size_t npids = 1;
         int single = r->info.pid;
@@ -284,7 +322,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
                 int pid = pids ? pids[i] : single;
-                q = read_member(ctx, r, pid, i == 0, &rd[nrd]);
+                q = read_member(ctx, r, pid, i == 0, final, &rd[nrd]);
                 if (q < 0) {
                         if (i == 0)
                                 return -ESRCH; /* the main process is gone */
@@ -317,7 +355,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                 m->utime_ticks = x->st.utime_ticks;
                 m->stime_ticks = x->st.stime_ticks;
                 /* schedstat is exact (ns); stat ticks are the fallback */
-                m->cpu_ns = x->has_sched ? x->run_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
+                m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
                 m->has_io = x->has_io;
                 m->io = x->io;
                 /* A member seen before contributes its growth; one that
@@ -386,7 +424,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         /* A process registered before it execs (mlmonctl run) changes its
          * comm and cmdline: follow them for the first ticks and on any comm
          * change. */
-        if (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3) {
+        if (!rd[0].zombie && (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3)) {
                 char *cmd = NULL;
                 if (proc_read_cmdline(r->dirfd, 4096, &cmd) == 0) {
                         bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 ||
@@ -448,6 +486,12 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                         s.netns_rx_bytes_per_s = (double)d_rx / dt_s;
                         s.netns_tx_bytes_per_s = (double)d_tx / dt_s;
                 }
+        }
+        if (!s.has_rss && final && r->has_last && r->last.has_rss) {
+                /* the exited process's memory is gone: its last RSS stands */
+                s.has_rss = true;
+                s.rss_bytes = r->last.rss_bytes;
+                s.rss_anon_bytes = r->last.rss_anon_bytes;
         }
         if (r->has_peak) {
                 s.has_peak_rss = true;

@@ -80,15 +80,19 @@ struct proc_identity {
 /* Pins pid: pidfd (real /proc), /proc/PID dirfd, identity. On success the
  * fds are owned by *ret_run (a new, zeroed run with info.pid etc. set). If
  * expect_start_ticks != 0 the process must have that start time (restore
- * after a daemon restart). -ESRCH: no such process (or a different one). */
+ * after a daemon restart). -ESRCH: no such process (or a different one);
+ * -EINVAL: pid is a thread, not a process (ret_id->tgid names the process). */
 int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
                struct proc_identity *ret_id);
 void run_free(struct run *r);
 void run_close_fds(struct run *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the
- * baseline (rates unknown). Returns -ESRCH when the process is gone. */
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, struct sample *ret);
+ * baseline (rates unknown). Returns -ESRCH when the process is gone.
+ * final: the process has exited but not been reaped (pidfd readable): a
+ * zombie still shows its CPU time and I/O; its RSS is kept from before. */
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
+               struct sample *ret);
 
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
