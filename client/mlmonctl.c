@@ -600,15 +600,20 @@ _Noreturn static void child_exec(int fd, char **cmd) {
         _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 }
 
-static int wait_child(pid_t pid, int *ret_status) {
+/* Waits for the job to end without reaping it: until reap_child() the pid
+ * cannot be reused, so a late forwarded signal cannot hit a stranger, and
+ * the daemon can still read the exited job's final CPU time and I/O. */
+static int wait_child_exited(pid_t pid) {
         siginfo_t si = {};
-        /* First wait without reaping: until waitpid() below the pid cannot be
-         * reused, so a late forwarded signal cannot hit a stranger. */
         while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0)
                 if (errno != EINTR)
                         return -errno;
         forward_pid = 0;
         set_forwarding(false);
+        return 0;
+}
+
+static int reap_child(pid_t pid, int *ret_status) {
         while (waitpid(pid, ret_status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
@@ -741,19 +746,23 @@ static int cmd_run(int argc, char *argv[]) {
         /* k < 0: the child is gone already (killed meanwhile); waitpid says how */
         go_fd = safe_close(go_fd);
 
-        r = wait_child(pid, &status);
+        r = wait_child_exited(pid);
+        double wall_s = (double)(now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC;
+        /* the daemon takes its last sample of the exited (unreaped) job */
+        if (r == 0)
+                run = fetch_final_run(id);
+        if (r == 0)
+                r = reap_child(pid, &status);
         if (r < 0) {
                 error_line("waiting for %s: %s", cmd[0], strerror(-r));
                 return EXIT_FAILED;
         }
-        double wall_s = (double)(now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC;
         /* From here on the exit code is the job's: a closed stderr (`2>&1 |
          * head`) must not turn it into 141. */
         signal(SIGPIPE, SIG_IGN);
         int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         int exit_status = sig > 0 ? 128 + sig : WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_FAILED;
 
-        run = fetch_final_run(id);
         if (arg_json) {
                 /* stdout is the job's; the JSON report goes where the text
                  * one would */
