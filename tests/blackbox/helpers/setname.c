@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* setname NAME [ARGS...]: sets its own comm to the bytes of NAME
+ * (PR_SET_NAME: any bytes but NUL, cut at 15), prints "ready" and waits for
+ * stdin to close. ARGS are ignored: they are there to be in its cmdline. */
+
+#include "common.h"
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                fprintf(stderr, "usage: setname NAME [ARGS...]\n");
+                return 2;
+        }
+        die_with_parent();
+        if (prctl(PR_SET_NAME, argv[1]) < 0) {
+                perror("prctl");
+                return 1;
+        }
+        say("ready\n");
+        wait_stdin(false);
+        return 0;
+}

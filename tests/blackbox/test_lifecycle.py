@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: MIT
+"""A run's life: exit detection, unregistering, and surviving a daemon that
+was killed with SIGKILL (registrations, samples, database integrity)."""
+
+import signal
+import sqlite3
+import time
+
+from conftest import now_ms, wait_for
+
+
+def states(mlmond, state="all"):
+    st, body = mlmond.get(f"/v1/runs?state={state}")
+    assert st == 200, body
+    return {r["id"]: r for r in body["runs"]}
+
+
+def test_exit_seen_within_two_intervals(mlmond, helpers):
+    h = helpers("grow", 0)
+    h.expect("ready")
+    run = mlmond.register(h.pid, interval="500ms")
+    assert run["state"] == "running" and run["ended_ts"] is None
+    # let it settle into its sampling rhythm first
+    mlmond.wait_sample_after(run["id"], run["registered_ts"])
+    st, health = mlmond.get("/v1/health")
+    active = health["runs_active"]
+
+    t_kill = now_ms()
+    t_mono = time.monotonic()
+    h.proc.send_signal(signal.SIGKILL)  # not reaped yet: a zombie has exited too
+    ended = wait_for(lambda: (lambda r: r if r["state"] == "exited" else None)(mlmond.run(run["id"])), 3.0,
+                     what="state exited")
+    seen_after = time.monotonic() - t_mono
+    h.proc.wait()
+    assert seen_after <= 1.0, f"exit seen after {seen_after:.2f} s (interval 500ms)"
+    assert ended["ended_ts"] is not None
+    assert t_kill - 5 <= ended["ended_ts"] <= t_kill + 1000, (t_kill, ended["ended_ts"])
+    assert ended["summary"]["wall_time_s"] <= (ended["ended_ts"] - ended["registered_ts"]) / 1000 + 0.001
+    assert run["id"] not in states(mlmond, "running")
+    assert run["id"] in states(mlmond, "exited")
+    st, health = mlmond.get("/v1/health")
+    assert health["runs_active"] == active - 1
+    # no more samples once ended
+    n = ended["summary"]["samples"]
+    time.sleep(0.6)
+    again = mlmond.run(run["id"])
+    assert again["summary"]["samples"] == n and again["state"] == "exited"
+    assert len(mlmond.samples(run["id"])) == n
+    # an ended run's windows end where its data ends
+    st, tp = mlmond.get(f"/v1/runs/{run['id']}/throughput?window=1m")
+    w = tp["windows"][0]
+    assert st == 200 and w["samples"] == n and w["cpu_pct"] is not None, tp
+
+
+def test_unregister_keeps_data(mlmond, helpers):
+    h = helpers("grow", 0)
+    h.expect("ready")
+    run = mlmond.register(h.pid, interval="250ms", name="u", tags={"k": "v"})
+    mlmond.wait_sample_after(run["id"], run["registered_ts"])
+    st, body = mlmond.delete(f"/v1/runs/{run['id']}")
+    assert st == 200, body
+    assert body["state"] == "unregistered" and body["ended_ts"] is not None
+    n = len(mlmond.samples(run["id"]))
+    assert n >= 2
+    time.sleep(0.6)  # two intervals: nothing more is sampled
+    after = mlmond.run(run["id"])
+    assert after["state"] == "unregistered" and after["summary"]["samples"] == n
+    assert (after["name"], after["tags"]) == ("u", {"k": "v"})
+    st, body = mlmond.delete(f"/v1/runs/{run['id']}")
+    assert st == 409 and body["error"]["code"] == "conflict", body
+    # the process can be registered again, as a new run
+    again = mlmond.register(h.pid)
+    assert again["id"] != run["id"]
+    # its exit ends the new run, and leaves the unregistered one as it was
+    h.kill(signal.SIGKILL)
+    wait_for(lambda: mlmond.run(again["id"])["state"] == "exited", 2.0, what="the new run to end")
+    final = mlmond.run(run["id"])
+    assert (final["state"], final["ended_ts"]) == ("unregistered", after["ended_ts"]), final
+
+
+def test_register_twice_is_a_conflict(mlmond, helpers):
+    h = helpers("grow", 0)
+    h.expect("ready")
+    run = mlmond.register(h.pid)
+    st, body = mlmond.post("/v1/runs", {"pid": h.pid})
+    assert st == 409, body
+    assert body["error"]["code"] == "conflict" and str(run["id"]) in body["error"]["message"], body
+
+
+def test_restart_after_sigkill(mlmond, helpers):
+    procs = [helpers("busy", 20, 0)] + [helpers("grow", 0) for _ in range(2)]
+    for p in procs:
+        p.expect("ready")
+    runs = [mlmond.register(p.pid, interval="250ms") for p in procs]
+    for r in runs:
+        wait_for(lambda: mlmond.run(r["id"])["summary"]["samples"] >= 3, 3.0, what="3 samples")
+    before = {r["id"]: mlmond.run(r["id"])["summary"]["samples"] for r in runs}
+    cpu_before = mlmond.run(runs[0]["id"])["summary"]["cpu_time_s"]
+    assert cpu_before > 0
+
+    mlmond.kill9()
+    killed = procs[2]
+    killed.kill(signal.SIGKILL)  # dies (and is reaped) while nobody watches
+    mlmond.start()
+
+    st, health = mlmond.get("/v1/health")
+    assert st == 200 and health["runs_active"] == 2, health
+    by_id = states(mlmond)
+    for r in runs[:2]:
+        assert by_id[r["id"]]["state"] == "running", by_id[r["id"]]
+    gone = by_id[runs[2]["id"]]
+    assert gone["state"] == "exited", gone
+    assert gone["ended_ts"] is not None and gone["ended_ts"] <= now_ms()
+    frozen = mlmond.run(gone["id"])["summary"]["samples"]
+    assert frozen >= before[gone["id"]]
+
+    # sampling goes on where it stopped: more samples, same runs
+    for r in runs[:2]:
+        wait_for(lambda: mlmond.run(r["id"])["summary"]["samples"] >= before[r["id"]] + 3, 3.0,
+                 what=f"new samples of run {r['id']}")
+        s = mlmond.samples(r["id"])
+        ts = [x["ts"] for x in s]
+        assert ts == sorted(set(ts)), "samples out of order or repeated after the restart"
+        assert len(s) == mlmond.run(r["id"])["summary"]["samples"]
+    assert mlmond.run(gone["id"])["summary"]["samples"] == frozen
+    # cumulative counters go on from the stored totals, not from zero
+    busy = mlmond.run(runs[0]["id"])
+    assert busy["summary"]["cpu_time_s"] > cpu_before and busy["latest"]["cpu_time_s"] > cpu_before, busy
+    s = mlmond.samples(runs[0]["id"])
+    cpu = [x["cpu_time_s"] for x in s]
+    assert cpu == sorted(cpu), "cpu_time_s went backwards across the restart"
+
+    with sqlite3.connect(f"file:{mlmond.db_path}?mode=ro", uri=True, timeout=5) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+    # the new instance still sees exits at once
+    t = time.monotonic()
+    procs[0].kill(signal.SIGKILL)
+    wait_for(lambda: mlmond.run(runs[0]["id"])["state"] == "exited", 2.0, what="exit after the restart")
+    assert time.monotonic() - t <= 1.0
