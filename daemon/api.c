@@ -251,6 +251,14 @@ static bool latest_sample(struct request *rq, const struct run_info *ri, struct 
                query_sample_at(rq->l->api->m->store, &lim, ri->id, ri->totals.last_ts_ms, ret) == 0;
 }
 
+/* A running run's totals are kept in memory and written to its row only
+ * every few ticks: the live ones are the truth. */
+static void overlay_live(struct request *rq, struct run_info *ri) {
+        struct run *r = manager_find_run(rq->l->api->m, ri->id);
+        if (r && ri->state == RUN_RUNNING)
+                ri->totals = r->info.totals;
+}
+
 static json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
         struct sample s;
         bool has = latest_sample(rq, ri, &s);
@@ -290,8 +298,10 @@ static void h_runs_list(struct request *rq, const char *const *parts, size_t npa
                 return;
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+                overlay_live(rq, &v[i]);
                 json_object_array_add(arr, run_with_latest(rq, &v[i]));
+        }
         json_object_object_add(root, "runs", arr);
         json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
         run_infos_free(v, n);
@@ -313,6 +323,7 @@ static bool load_run(struct request *rq, const char *idtext, struct run_info *ri
                 respond_query_error(rq, r);
                 return false;
         }
+        overlay_live(rq, ri);
         return true;
 }
 
@@ -488,6 +499,7 @@ static void h_runs_post(struct request *rq, const char *const *parts, size_t npa
                 respond_error(rq, 500, "internal", "run %lld registered but cannot be read back", (long long)id);
                 return;
         }
+        overlay_live(rq, &ri);
         respond_json(rq, 201, run_with_latest(rq, &ri));
         run_info_done(&ri);
 }

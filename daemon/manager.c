@@ -21,6 +21,22 @@
  * (one transaction), so runs registered a few ms apart share ticks. */
 #define TICK_SLACK_USEC (5 * USEC_PER_MSEC)
 
+/* Runs are due on a grid of multiples of their interval on the monotonic
+ * clock, not one interval after their own registration: 1000 runs registered
+ * over half a second then share one tick (one wake-up, one transaction) per
+ * interval instead of spreading over 70 small ones, which cost 7-8 us more
+ * per sample (tests/bench/sampling.sh). Runs of 500ms and 1s share every
+ * other tick. */
+/* A run's totals live in memory (the API reads them there) and are written
+ * to its row every few ticks and when it ends: the UPDATE per sample cost
+ * 1.5 us, more than the INSERT. After a crash the samples written since are
+ * folded back in (store_catch_up_totals), so nothing is lost. */
+#define TOTALS_PERSIST_TICKS 10
+
+static usec_t grid_next(usec_t after, usec_t interval) {
+        return (after / interval + 1) * interval;
+}
+
 static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
 
 int manager_new(struct manager **ret) {
@@ -92,7 +108,7 @@ static void manager_set_status(struct manager *m, const char *fmt, ...) {
 }
 
 static void rearm_tick(struct manager *m, usec_t now) {
-        usec_t next = m->last_tick_end_mono + m->config.interval_usec;
+        usec_t next = m->host_next_due_usec;
         for (size_t i = 0; i < m->n_runs; i++)
                 if (m->runs[i]->next_due_usec < next)
                         next = m->runs[i]->next_due_usec;
@@ -118,10 +134,11 @@ static int manager_end_run(struct manager *m, struct run *r, enum run_state stat
         if (q == 0) {
                 if (have) {
                         run_totals_add(&r->info.totals, &s);
-                        if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
-                            store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                        if (store_insert_sample(m->store, r->info.id, &s) < 0)
                                 m->tick_errors++;
                 }
+                if (store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                        m->tick_errors++;
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -169,8 +186,10 @@ static int manager_tick(struct manager *m) {
         bool in_txn = false;
 
         collect_ctx_new_tick(&m->collect);
-        if (start >= m->last_tick_end_mono + m->config.interval_usec || m->ticks == 0)
+        if (start + TICK_SLACK_USEC >= m->host_next_due_usec) {
                 sample_host(m, now_ms);
+                m->host_next_due_usec = grid_next(start, m->config.interval_usec);
+        }
 
         for (size_t i = 0; i < m->n_runs;) {
                 struct run *r = m->runs[i];
@@ -194,7 +213,7 @@ static int manager_tick(struct manager *m) {
                 r->next_due_usec += interval;
                 if (r->next_due_usec <= start) {
                         m->overruns++;
-                        r->next_due_usec = start + interval;
+                        r->next_due_usec = grid_next(start, interval);
                 }
                 i++;
                 if (q < 0) {
@@ -213,7 +232,8 @@ static int manager_tick(struct manager *m) {
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
                 if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
-                    store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                    (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
+                     store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
         }
         if (in_txn && store_commit(m->store) < 0)
@@ -372,7 +392,9 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 run_free(r);
                 return -EIO;
         }
-        r->next_due_usec = now + interval;
+        /* the first grid point at least half an interval away, so the first
+         * rate is over a reasonable span */
+        r->next_due_usec = grid_next(now + interval / 2, interval);
         if (manager_add_run(m, r) < 0) {
                 run_free(r);
                 snprintf(err, errlen, "out of memory");
@@ -422,9 +444,11 @@ static int manager_restore_runs(struct manager *m) {
                              run_attach(&m->collect, v[i].pid, v[i].start_time_ticks, &r, NULL) == 0;
                 if (!alive || m->n_runs >= m->config.max_runs) {
                         run_free(r);
+                        store_catch_up_totals(m->store, &v[i]);
                         int64_t ended_ts = v[i].totals.last_ts_ms ? v[i].totals.last_ts_ms : now_realtime_ms();
                         if (store_begin(m->store) == 0) {
-                                if (store_update_run_state(m->store, v[i].id, RUN_EXITED, ended_ts) == 0)
+                                if (store_update_run_totals(m->store, v[i].id, &v[i].totals) == 0 &&
+                                    store_update_run_state(m->store, v[i].id, RUN_EXITED, ended_ts) == 0)
                                         store_commit(m->store);
                                 else
                                         store_rollback(m->store);
@@ -436,6 +460,8 @@ static int manager_restore_runs(struct manager *m) {
                 /* keep the stored identity and totals; the collector takes a
                  * new baseline, the totals continue from the stored ones */
                 r->info = v[i];
+                if (store_catch_up_totals(m->store, &r->info) < 0)
+                        log_warning("run %lld: cannot fold recent samples into its totals", (long long)r->info.id);
                 const struct run_totals *t = &r->info.totals;
                 r->last = (struct sample){
                         .cpu_time_ns = t->cpu_time_ns, .user_time_ns = t->user_time_ns,
@@ -443,7 +469,7 @@ static int manager_restore_runs(struct manager *m) {
                         .write_bytes = t->write_bytes, .has_net = t->has_net, .netns_rx_bytes = t->netns_rx_bytes,
                         .netns_tx_bytes = t->netns_tx_bytes,
                 };
-                r->next_due_usec = now;
+                r->next_due_usec = grid_next(now, (usec_t)r->info.interval_ms * USEC_PER_MSEC);
                 if (manager_add_run(m, r) < 0) {
                         run_free(r);
                         continue;
@@ -676,8 +702,18 @@ int manager_start(struct manager *m) {
         return 0;
 }
 
+/* Writes every running run's totals (at exit; sampling has stopped). */
+static void manager_flush_totals(struct manager *m) {
+        if (m->n_runs == 0 || store_begin(m->store) < 0)
+                return;
+        for (size_t i = 0; i < m->n_runs; i++)
+                store_update_run_totals(m->store, m->runs[i]->info.id, &m->runs[i]->info.totals);
+        store_commit(m->store);
+}
+
 int manager_run(struct manager *m) {
         int q = sd_event_loop(m->event);
+        manager_flush_totals(m);
         if (q < 0)
                 return log_error_errno(q, "event loop failed: %s", strerror(-q));
         return q;

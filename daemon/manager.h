@@ -54,6 +54,7 @@ struct manager {
         double self_cpu_pct;
         bool has_self_cpu;
 
+        usec_t host_next_due_usec; /* host counters are read on the default interval's grid */
         struct host_sample host;
         struct proc_cpu_total host_prev_cpu;
         bool has_host_prev;

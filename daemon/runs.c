@@ -14,6 +14,10 @@
  * vs 0.4 us for statm, research/perf-baselines.md): refresh it every few
  * ticks; the summary's peak is also the maximum of the sampled RSS. */
 #define PEAK_REFRESH_TICKS 10
+/* A process changes its network namespace only by setns()/unshare(), which
+ * is rare; the readlink of ns/net costs about 3.5 us per pid (a path walk and
+ * a ptrace check), a sixth of a sample: look again every few ticks. */
+#define NETNS_RECHECK_TICKS 10
 
 static int open_kept(int dirfd, const char *name) {
         int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -216,7 +220,6 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
                 if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
                         out->has_io = true;
         }
-        out->has_netns = !out->zombie && proc_read_netns_inode(dirfd, &out->netns) == 0;
         return 0;
 gone:
         if (!main)
@@ -362,6 +365,18 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                  * appeared after the baseline was born during the run and
                  * contributes all it has used; at the baseline nothing counts. */
                 const struct member *p = find_member(r, m->pid, m->start_ticks);
+                if (!x->zombie) {
+                        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
+                                m->has_netns = true;
+                                m->netns = p->netns;
+                                m->netns_tick = p->netns_tick;
+                        } else {
+                                m->has_netns = proc_read_netns_inode(x->dirfd, &m->netns) == 0;
+                                m->netns_tick = r->ticks;
+                        }
+                        x->has_netns = m->has_netns;
+                        x->netns = m->netns;
+                }
                 struct member zero = { 0 };
                 if (!p)
                         p = first ? m : &zero;

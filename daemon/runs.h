@@ -18,7 +18,9 @@ struct member {
         uint64_t cpu_ns, utime_ticks, stime_ticks;
         bool has_io;
         struct proc_io io;
-        bool seen;
+        bool has_netns;
+        uint64_t netns;      /* network namespace inode */
+        uint64_t netns_tick; /* run tick at which netns was last read */
 };
 
 struct netns_counter {

@@ -75,5 +75,9 @@ void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
  * run_info_done on each and free(). */
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n);
 
+/* Folds the run's samples newer than its stored totals into them (after an
+ * unclean stop the totals row lags the samples by a few ticks). */
+int store_catch_up_totals(struct store *s, struct run_info *ri);
+
 /* Errors counted (for /v1/health). */
 uint64_t store_write_errors(struct store *s);

@@ -239,6 +239,48 @@ static void test_unclean_stop(void) {
         store_close(s);
 }
 
+/* Totals are written every few ticks; after a crash the samples written
+ * since are folded back in. */
+static void test_catch_up_totals(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/catchup.db", tmpdir);
+        struct store *s = NULL;
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (!s)
+                return;
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 300);
+        struct run_totals t = { 0 };
+        for (int i = 0; i < 25; i++) {
+                struct sample m = { .ts_ms = 10000 + i * 1000, .cpu_time_ns = (uint64_t)i * 100000000,
+                                    .has_rss = true, .rss_bytes = i == 17 ? 9000 : 1000, .threads = (uint32_t)(i % 7),
+                                    .has_io = true, .write_bytes = (uint64_t)i * 4096 };
+                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
+                run_totals_add(&t, &m);
+                if (i == 9) /* the last write of the totals before the "crash" */
+                        CHECK_EQ_INT(store_update_run_totals(s, id, &t), 0);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        struct run_info *v = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(store_load_running(s, &v, &n), 0);
+        CHECK_EQ_INT(n, 1);
+        if (n == 1) {
+                CHECK_EQ_INT(v[0].totals.samples, 10);
+                CHECK_EQ_INT(store_catch_up_totals(s, &v[0]), 0);
+                CHECK_EQ_INT(v[0].totals.samples, 25);
+                CHECK_EQ_INT(v[0].totals.last_ts_ms, 34000);
+                CHECK_EQ_INT(v[0].totals.cpu_time_ns, 2400000000);
+                CHECK_EQ_INT(v[0].totals.peak_rss_bytes, 9000);
+                CHECK_EQ_INT(v[0].totals.final_rss_bytes, 1000);
+                CHECK_EQ_INT(v[0].totals.threads_max, 6);
+                CHECK_EQ_INT(v[0].totals.write_bytes, 24 * 4096);
+                run_info_done(&v[0]);
+        }
+        free(v);
+        store_close(s);
+}
+
 int main(int argc, char **argv) {
         const char *fixtures = argc > 1 ? argv[1] : "tests/fixtures";
         log_set_max_level(LOG_WARNING);
@@ -250,6 +292,7 @@ int main(int argc, char **argv) {
         test_newer_schema_refused();
         test_retention_and_rollup();
         test_unclean_stop();
+        test_catch_up_totals();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
         if (system(cmd) != 0)
