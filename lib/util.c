@@ -204,6 +204,13 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
                 len += (size_t)k;
         }
         buf[len] = 0;
+        /* give back the unused capacity: callers keep some of these (a
+         * run's cmdline) for as long as the run lives */
+        if (len + 1 < cap) {
+                char *shrunk = realloc(buf, len + 1);
+                if (shrunk)
+                        buf = shrunk;
+        }
         if (ret_len)
                 *ret_len = len;
         *ret = TAKE_PTR(buf);
