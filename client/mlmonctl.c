@@ -445,25 +445,33 @@ static int cmd_register(int argc, char *argv[]) {
 
 /* ---- unregister, list, show ------------------------------------------------- */
 
-static int cmd_unregister(int argc, char *argv[]) {
+/* The commands that take one run ID and make one request on /v1/runs/ID. */
+static int run_id_request(int argc, char *argv[], const char *command, const char *method, json_object **ret_run,
+                          char **ret_raw) {
         static const struct option opts[] = { OPTIONS_GLOBAL, {} };
         _cleanup_(args_done) struct args a = {};
-        _cleanup_json_ json_object *run = NULL;
-        _cleanup_free_ char *raw = NULL;
         char path[64];
         uint64_t id = 0;
         int r;
 
         if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
                 return r;
-        if ((r = expect_operands(&a, "unregister", 1, "run ID")) != CONTINUE)
+        if ((r = expect_operands(&a, command, 1, "run ID")) != CONTINUE)
                 return r;
         if ((r = parse_id(a.operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
                 return r;
-
         snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
-        if (api_call("DELETE", path, NULL, REQUEST_TIMEOUT_MS, &run, &raw) < 0)
+        if (api_call(method, path, NULL, REQUEST_TIMEOUT_MS, ret_run, ret_raw) < 0)
                 return EXIT_FAILED;
+        return CONTINUE;
+}
+
+static int cmd_unregister(int argc, char *argv[]) {
+        _cleanup_json_ json_object *run = NULL;
+        _cleanup_free_ char *raw = NULL;
+        int r = run_id_request(argc, argv, "unregister", "DELETE", &run, &raw);
+        if (r != CONTINUE)
+                return r;
         if (arg_json)
                 print_raw(stdout, raw);
         return finish_stdout(EXIT_OK);
@@ -514,24 +522,11 @@ static int cmd_list(int argc, char *argv[]) {
 }
 
 static int cmd_show(int argc, char *argv[]) {
-        static const struct option opts[] = { OPTIONS_GLOBAL, {} };
-        _cleanup_(args_done) struct args a = {};
         _cleanup_json_ json_object *run = NULL;
         _cleanup_free_ char *raw = NULL;
-        char path[64];
-        uint64_t id = 0;
-        int r;
-
-        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+        int r = run_id_request(argc, argv, "show", "GET", &run, &raw);
+        if (r != CONTINUE)
                 return r;
-        if ((r = expect_operands(&a, "show", 1, "run ID")) != CONTINUE)
-                return r;
-        if ((r = parse_id(a.operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
-                return r;
-
-        snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
-        if (api_call("GET", path, NULL, REQUEST_TIMEOUT_MS, &run, &raw) < 0)
-                return EXIT_FAILED;
         if (arg_json)
                 print_raw(stdout, raw);
         else

@@ -235,16 +235,22 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
  *   1251 993 758 193 0 270 0
  *
  * Kernel threads have no mm and show "0 0 0 0 0 0 0". */
-int proc_parse_statm(const char *text, struct proc_statm *ret) {
+/* The first n whitespace-separated numbers of text. */
+static int parse_u64_fields(const char *text, uint64_t *v, size_t n) {
         const char *p = text, *end = text + strlen(text);
-        uint64_t v[7];
-        int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(v); i++) {
-                r = next_u64(&p, end, &v[i]);
+        for (size_t i = 0; i < n; i++) {
+                int r = next_u64(&p, end, &v[i]);
                 if (r < 0)
                         return r;
         }
+        return 0;
+}
+
+int proc_parse_statm(const char *text, struct proc_statm *ret) {
+        uint64_t v[7];
+        int r = parse_u64_fields(text, v, ELEMENTSOF(v));
+        if (r < 0)
+                return r;
 
         *ret = (struct proc_statm){ .size_pages = v[0], .resident_pages = v[1], .shared_pages = v[2] };
         return 0;
@@ -256,15 +262,10 @@ int proc_parse_statm(const char *text, struct proc_statm *ret) {
  *   17551182 2041199 53
  */
 int proc_parse_schedstat(const char *text, struct proc_schedstat *ret) {
-        const char *p = text, *end = text + strlen(text);
         uint64_t v[3];
-        int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(v); i++) {
-                r = next_u64(&p, end, &v[i]);
-                if (r < 0)
-                        return r;
-        }
+        int r = parse_u64_fields(text, v, ELEMENTSOF(v));
+        if (r < 0)
+                return r;
 
         *ret = (struct proc_schedstat){ .run_ns = v[0], .wait_ns = v[1], .timeslices = v[2] };
         return 0;
