@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -227,6 +228,9 @@ static bool peer_cred(struct request *rq, struct ucred *ret) {
 
 /* ---- handlers ----------------------------------------------------------- */
 
+static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op,
+                       struct op_aggs *ret, int64_t *ret_span_from);
+
 static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
                 return;
@@ -378,7 +382,7 @@ static bool check_unknown_keys(struct request *rq, json_object *o, const char *c
         return true;
 }
 
-static json_object *parse_body(struct request *rq) {
+static json_object *parse_body_any(struct request *rq) {
         if (!rq->body || rq->body_len == 0) {
                 respond_error(rq, 400, "bad_request", "a JSON body is required");
                 return NULL;
@@ -405,7 +409,12 @@ static json_object *parse_body(struct request *rq) {
                         return NULL;
                 }
         }
-        if (!json_object_is_type(o, json_type_object)) {
+        return o;
+}
+
+static json_object *parse_body(struct request *rq) {
+        json_object *o = parse_body_any(rq);
+        if (o && !json_object_is_type(o, json_type_object)) {
                 json_object_put(o);
                 respond_error(rq, 400, "bad_request", "body: must be a JSON object");
                 return NULL;
@@ -579,7 +588,26 @@ static void h_run_samples(struct request *rq, const char *const *parts, size_t n
         for (size_t i = 0; i < n; i++)
                 json_object_array_add(arr, render_sample(&s[i]));
         json_object_object_add(root, "samples", arr);
-        json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
+        struct gauge_point *g = NULL;
+        size_t ng = 0;
+        bool gtrunc = false;
+        r = query_gauges(rq->l->api->m->store, &lim, id, from, until, limit, &g, &ng, &gtrunc);
+        if (r < 0) {
+                json_object_put(root);
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *garr = json_object_new_array();
+        for (size_t i = 0; i < ng; i++) {
+                json_object *j = json_object_new_object();
+                json_add_i64(j, "ts", true, g[i].ts_ms);
+                json_add_string(j, "name", g[i].name);
+                json_object_object_add(j, "value", json_double_or_null(g[i].value));
+                json_object_array_add(garr, j);
+        }
+        gauge_points_free(g, ng);
+        json_object_object_add(root, "gauges", garr);
+        json_object_object_add(root, "truncated", json_object_new_boolean(truncated || gtrunc));
         respond_json(rq, 200, root);
 }
 
@@ -629,15 +657,381 @@ static void h_run_throughput(struct request *rq, const char *const *parts, size_
         json_object_object_add(root, "windows", arr);
         for (size_t i = 0; i < nw; i++) {
                 struct window_rates w;
-                int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC);
+                struct op_aggs ops = {};
+                int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
                 int r = query_window(rq->l->api->m->store, &lim, id, from, until, &w);
+                if (r == 0)
+                        r = collect_ops(rq, id, from, until, NULL, &ops, &span_from);
                 if (r < 0) {
+                        op_aggs_done(&ops);
                         json_object_put(root);
                         respond_query_error(rq, r);
                         return;
                 }
-                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6));
+                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6, &ops,
+                                                         (double)(until - span_from) / 1000.0));
+                op_aggs_done(&ops);
         }
+        respond_json(rq, 200, root);
+}
+
+/* ---- operations: latency, throughput ops, observations, marks ------------ */
+
+/* The op data of run id over the slices overlapping [from, until]: stored
+ * slices, plus the ones still in memory for a running run. Slices are 1 s,
+ * so the span really starts at the slice holding `from` (*ret_span_from):
+ * rates divide by until - *ret_span_from and are exact for steady rates. */
+static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op,
+                       struct op_aggs *ret, int64_t *ret_span_from) {
+        struct manager *m = rq->l->api->m;
+        struct query_limits lim = limits(rq);
+        int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
+        int64_t rollup_before = now_realtime_ms() - (int64_t)(m->config.retention_raw_usec / USEC_PER_MSEC);
+        int r = query_ops(m->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
+        struct run *live = manager_find_run(m, id);
+        if (r == 0 && live)
+                r = op_aggs_add_live(ret, &live->ops, span_from, until + 1, op);
+        *ret_span_from = span_from;
+        return r;
+}
+
+/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
+#define MAX_QUANTILES 10
+static bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
+        char buf[256];
+        size_t n = 0;
+        if (strlen(spec) >= sizeof buf) {
+                respond_error(rq, 400, "bad_request", "q: too long");
+                return false;
+        }
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                double q;
+                const char *dot = strchr(t, '.');
+                if (n == MAX_QUANTILES || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) || (dot && strlen(dot + 1) > 3) ||
+                    !strchr("0123456789", t[0])) {
+                        _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
+                        respond_error(rq, 400, "bad_request",
+                                      "q: '%s' is not a percentile in (0, 100] (at most %d, e.g. q=50,90,99.9)",
+                                      clean ? clean : "?", MAX_QUANTILES);
+                        return false;
+                }
+                qs[n++] = q;
+        }
+        if (n == 0) {
+                respond_error(rq, 400, "bad_request", "q: at least one percentile is required");
+                return false;
+        }
+        *ret_n = n;
+        return true;
+}
+
+static bool valid_label(const char *s, size_t max) {
+        size_t l = strlen(s);
+        if (l == 0 || l > max || !utf8_is_valid(s, l))
+                return false;
+        for (size_t i = 0; i < l; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}
+
+/* The span [from, until] a latency or report question is about: window
+ * (ending at until), or from/until, or since_mark. */
+static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *ret_from, int64_t *ret_until,
+                       double *ret_window_s, json_object **ret_mark) {
+        int64_t now_ms = now_realtime_ms();
+        int64_t until = ri->state == RUN_RUNNING || !ri->ended_ts_ms ? now_ms : ri->ended_ts_ms;
+        if (!parse_time_arg(rq, "until", now_ms, &until))
+                return false;
+        const char *w = arg(rq, "window"), *f = arg(rq, "from"), *mark = arg(rq, "since_mark");
+        if (w && f) {
+                respond_error(rq, 400, "bad_request", "window and from cannot both be given");
+                return false;
+        }
+        usec_t window = USEC_PER_MINUTE;
+        int64_t from;
+        if (f) {
+                if (!parse_time_arg(rq, "from", now_ms, &from))
+                        return false;
+        } else {
+                if (w && (parse_duration(w, &window) < 0 || window < USEC_PER_MSEC || window > MAX_WINDOW_USEC)) {
+                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+                        respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                        return false;
+                }
+                from = until - (int64_t)(window / USEC_PER_MSEC);
+        }
+        *ret_mark = NULL;
+        if (mark) {
+                int64_t ts;
+                struct query_limits lim = limits(rq);
+                int r = query_mark_ts(rq->l->api->m->store, &lim, ri->id, mark, &ts);
+                if (r == -ENOENT) {
+                        _cleanup_free_ char *clean = utf8_sanitize(mark, strnlen(mark, 64));
+                        respond_error(rq, 404, "not_found", "run %lld has no mark '%s'", (long long)ri->id,
+                                      clean ? clean : "?");
+                        return false;
+                }
+                if (r < 0) {
+                        respond_query_error(rq, r);
+                        return false;
+                }
+                from = ts;
+                json_object *jm = json_object_new_object();
+                json_add_string(jm, "label", mark);
+                json_add_i64(jm, "ts", true, ts);
+                *ret_mark = jm;
+        }
+        if (from > until) {
+                json_object_put(*ret_mark);
+                *ret_mark = NULL;
+                respond_error(rq, 400, "bad_request", "the span starts after it ends");
+                return false;
+        }
+        *ret_from = from;
+        *ret_until = until;
+        *ret_window_s = (double)(until - from) / 1000.0;
+        return true;
+}
+
+static void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "from", "until", "op", "q", "since_mark", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t from, until, span_from;
+        double window_s, qs[MAX_QUANTILES];
+        size_t nq = 0;
+        json_object *mark = NULL;
+        const char *qspec = arg(rq, "q"), *op = arg(rq, "op");
+        bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark) &&
+                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq);
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!ok) {
+                json_object_put(mark);
+                return;
+        }
+        struct op_aggs ops = {};
+        int r = collect_ops(rq, id, from, until, op, &ops, &span_from);
+        if (r < 0) {
+                op_aggs_done(&ops);
+                json_object_put(mark);
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *jops = json_object_new_object();
+        json_add_double(root, "window_s", true, window_s);
+        json_add_i64(root, "from", true, span_from);
+        json_add_i64(root, "until", true, until);
+        json_object_object_add(root, "since_mark", mark);
+        for (size_t i = 0; i < ops.n; i++)
+                if (ops.v[i].h.count > 0)
+                        json_object_object_add(jops, ops.v[i].op, render_latency_op(&ops.v[i], qs, nq));
+        json_object_object_add(root, "ops", jops);
+        op_aggs_done(&ops);
+        respond_json(rq, 200, root);
+}
+
+/* The caller may feed a run: root, or the run's owner. */
+static bool may_feed(struct request *rq, const struct run *r) {
+        struct ucred cred;
+        if (!peer_cred(rq, &cred)) {
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return false;
+        }
+        if (cred.uid != 0 && (!r->info.has_uid || r->info.uid != cred.uid)) {
+                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r->info.id);
+                return false;
+        }
+        return true;
+}
+
+#define MAX_OBSERVATIONS 10000
+
+struct observation {
+        enum op_kind kind;
+        const char *op, *category;
+        double value;
+};
+
+/* Validates the whole body first: a bad item means nothing is taken. */
+static bool parse_observations(struct request *rq, json_object *body, struct observation **ret, size_t *ret_n) {
+        if (!json_object_is_type(body, json_type_array)) {
+                respond_error(rq, 400, "bad_request", "body: must be a JSON array of observations");
+                return false;
+        }
+        size_t n = json_object_array_length(body);
+        if (n == 0 || n > MAX_OBSERVATIONS) {
+                respond_error(rq, 400, "bad_request", "body: 1 to %d observations", MAX_OBSERVATIONS);
+                return false;
+        }
+        struct observation *v = calloc(n, sizeof *v);
+        if (!v) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return false;
+        }
+        static const char *const fields[] = { "op", "ms", "count", "gauge", "category", NULL };
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(body, i), *x;
+                if (!json_object_is_type(o, json_type_object) || !check_unknown_keys(rq, o, fields))
+                        goto bad_item;
+                if (!json_object_object_get_ex(o, "op", &x) || !json_object_is_type(x, json_type_string) ||
+                    !valid_label(json_object_get_string(x), OPS_NAME_MAX))
+                        goto bad_item;
+                v[i].op = json_object_get_string(x);
+                int kinds = 0;
+                static const struct {
+                        const char *key;
+                        enum op_kind kind;
+                } k[] = { { "ms", OP_TIMING }, { "count", OP_COUNTER }, { "gauge", OP_GAUGE } };
+                for (size_t j = 0; j < ELEMENTSOF(k); j++)
+                        if (json_object_object_get_ex(o, k[j].key, &x)) {
+                                if (!(json_object_is_type(x, json_type_double) || json_object_is_type(x, json_type_int)))
+                                        goto bad_item;
+                                v[i].kind = k[j].kind;
+                                v[i].value = json_object_get_double(x);
+                                kinds++;
+                        }
+                if (kinds != 1 || !isfinite(v[i].value) || (v[i].kind == OP_TIMING && v[i].value < 0))
+                        goto bad_item;
+                if (json_object_object_get_ex(o, "category", &x) && x) {
+                        if (!json_object_is_type(x, json_type_string) || v[i].kind == OP_GAUGE ||
+                            !valid_label(json_object_get_string(x), 64))
+                                goto bad_item;
+                        v[i].category = json_object_get_string(x);
+                }
+                continue;
+        bad_item:
+                if (rq->status == 0)
+                        respond_error(rq, 400, "bad_request",
+                                      "observation %zu: needs \"op\" (1-200 bytes) and exactly one of \"ms\" (>= 0), "
+                                      "\"count\" or \"gauge\" (finite numbers), optionally \"category\" (1-64 bytes)",
+                                      i);
+                free(v);
+                return false;
+        }
+        *ret = v;
+        *ret_n = n;
+        return true;
+}
+
+static void take_observations(struct request *rq, struct run *r, bool say_run) {
+        _cleanup_json_ json_object *body = parse_body_any(rq);
+        struct observation *v = NULL;
+        size_t n = 0;
+        if (!body || !parse_observations(rq, body, &v, &n))
+                return;
+        size_t accepted = 0;
+        for (size_t i = 0; i < n; i++)
+                if (manager_observe(rq->l->api->m, r, v[i].kind, v[i].op, strlen(v[i].op), v[i].category,
+                                    v[i].category ? strlen(v[i].category) : 0, v[i].value, 1.0) == 0)
+                        accepted++;
+        free(v);
+        json_object *root = json_object_new_object();
+        json_add_u64(root, "accepted", true, accepted);
+        if (say_run)
+                json_add_i64(root, "run", true, r->info.id);
+        respond_json(rq, 202, root);
+}
+
+static struct run *running_run(struct request *rq, const char *idtext) {
+        int64_t id;
+        if (!parse_id(rq, idtext, &id))
+                return NULL;
+        struct run *r = manager_find_run(rq->l->api->m, id);
+        if (!r) {
+                struct run_info ri;
+                if (load_run(rq, idtext, &ri)) { /* exists, but ended */
+                        respond_error(rq, 409, "conflict", "run %lld is %s", (long long)id,
+                                      run_state_to_string(ri.state));
+                        run_info_done(&ri);
+                }
+                return NULL;
+        }
+        return r;
+}
+
+static void h_run_observations(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        struct run *r = running_run(rq, parts[2]);
+        if (r && may_feed(rq, r))
+                take_observations(rq, r, false);
+}
+
+/* No id: the caller's own run, or its nearest registered ancestor's. */
+static void h_observations(struct request *rq, const char *const *parts, size_t nparts) {
+        struct ucred cred;
+        if (!check_args(rq, NULL))
+                return;
+        if (!peer_cred(rq, &cred) || cred.pid <= 0) {
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return;
+        }
+        struct run *r = manager_run_for_pid(rq->l->api->m, cred.pid);
+        if (!r) {
+                respond_error(rq, 404, "not_found", "no registered run for process %d or its ancestors", (int)cred.pid);
+                return;
+        }
+        if (may_feed(rq, r))
+                take_observations(rq, r, true);
+}
+
+static void h_run_marks_post(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const fields[] = { "label", NULL };
+        if (!check_args(rq, NULL))
+                return;
+        struct run *r = running_run(rq, parts[2]);
+        if (!r || !may_feed(rq, r))
+                return;
+        _cleanup_json_ json_object *body = parse_body(rq);
+        json_object *x;
+        if (!body || !check_unknown_keys(rq, body, fields))
+                return;
+        if (!json_object_object_get_ex(body, "label", &x) || !json_object_is_type(x, json_type_string) ||
+            !valid_label(json_object_get_string(x), 64)) {
+                respond_error(rq, 400, "bad_request", "label: 1-64 bytes of UTF-8 without control characters");
+                return;
+        }
+        const char *label = json_object_get_string(x);
+        int64_t ts;
+        int q = manager_mark(rq->l->api->m, r->info.id, label, &ts);
+        if (q < 0) {
+                respond_error(rq, 500, "internal", "database error");
+                return;
+        }
+        json_object *root = json_object_new_object();
+        json_add_i64(root, "run", true, r->info.id);
+        json_add_string(root, "label", label);
+        json_add_i64(root, "ts", true, ts);
+        respond_json(rq, 201, root);
+}
+
+static void h_run_marks_get(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        struct query_limits lim = limits(rq);
+        struct mark *v = NULL;
+        size_t n = 0;
+        int r = query_marks(rq->l->api->m->store, &lim, ri.id, &v, &n);
+        run_info_done(&ri);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                json_object *j = json_object_new_object();
+                json_add_string(j, "label", v[i].label);
+                json_add_i64(j, "ts", true, v[i].ts_ms);
+                json_object_array_add(arr, j);
+        }
+        marks_free(v, n);
+        json_object_object_add(root, "marks", arr);
         respond_json(rq, 200, root);
 }
 
@@ -658,6 +1052,11 @@ static const struct route routes[] = {
         { { "v1", "runs", "*" }, "DELETE", h_run_delete },
         { { "v1", "runs", "*", "samples" }, "GET", h_run_samples },
         { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
+        { { "v1", "runs", "*", "latency" }, "GET", h_run_latency },
+        { { "v1", "runs", "*", "observations" }, "POST", h_run_observations },
+        { { "v1", "runs", "*", "marks" }, "POST", h_run_marks_post },
+        { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
+        { { "v1", "observations" }, "POST", h_observations },
 };
 
 static size_t pattern_len(const struct route *r) {

@@ -9,6 +9,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "api.h"
+#include "ingest.h"
 #include "json-util.h"
 #include "version.h"
 
@@ -38,6 +39,7 @@ static usec_t grid_next(usec_t after, usec_t interval) {
 }
 
 static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
+static void store_run_ops(struct manager *m, struct run *r);
 
 int manager_new(struct manager **ret) {
         struct manager *m = calloc(1, sizeof *m);
@@ -66,6 +68,7 @@ void manager_free(struct manager *m) {
         if (!m)
                 return;
         api_free(m->api);
+        ingest_free(m->ingest);
         while (m->n_runs > 0)
                 manager_drop_run(m, m->n_runs - 1);
         free(m->runs);
@@ -82,6 +85,7 @@ void manager_free(struct manager *m) {
                 for (char **o = m->overrides; *o; o++)
                         free(*o);
         free(m->overrides);
+        free(m->pid_cache);
         free(m);
 }
 
@@ -139,6 +143,8 @@ static int manager_end_run(struct manager *m, struct run *r, enum run_state stat
                 }
                 if (store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
                         m->tick_errors++;
+                ops_rotate(&r->ops, INT64_MAX);
+                store_run_ops(m, r);
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -177,6 +183,18 @@ static void sample_host(struct manager *m, int64_t now_ms) {
         h.has_mem = proc_read_meminfo(m->config.proc_root, &h.mem) == 0;
         h.has_load = proc_read_loadavg(m->config.proc_root, &h.load) == 0;
         m->host = h;
+}
+
+/* Writes a run's closed op slices and gauges (inside a transaction) and
+ * forgets them. */
+static void store_run_ops(struct manager *m, struct run *r) {
+        for (size_t j = 0; j < r->ops.n_done; j++)
+                if (store_insert_op_slice(m->store, r->info.id, &r->ops.done[j]) < 0)
+                        m->tick_errors++;
+        for (size_t j = 0; j < r->ops.n_gauges; j++)
+                if (store_insert_gauge(m->store, r->info.id, &r->ops.gauges[j]) < 0)
+                        m->tick_errors++;
+        ops_clear_done(&r->ops);
 }
 
 /* One tick: sample every due run, store all of it in one transaction. */
@@ -235,6 +253,21 @@ static int manager_tick(struct manager *m) {
                     (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
                      store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
+        }
+        /* what the applications reported: closed slices and gauges */
+        for (size_t i = 0; i < m->n_runs; i++) {
+                struct run *r = m->runs[i];
+                ops_rotate(&r->ops, now_ms);
+                if (r->ops.n_done == 0 && r->ops.n_gauges == 0)
+                        continue;
+                if (!in_txn) {
+                        if (store_begin(m->store) < 0) {
+                                m->tick_errors++;
+                                break;
+                        }
+                        in_txn = true;
+                }
+                store_run_ops(m, r);
         }
         if (in_txn && store_commit(m->store) < 0)
                 m->tick_errors++;
@@ -675,6 +708,9 @@ int manager_start(struct manager *m) {
         q = api_new(m, &m->api, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);
+        q = ingest_new(m, &m->ingest, err, sizeof err);
+        if (q < 0)
+                return log_error_errno(q, "%s", err);
 
         m->started_mono = now_usec(CLOCK_MONOTONIC);
         q = sd_event_add_time(m->event, &m->tick_source, CLOCK_MONOTONIC, m->started_mono, USEC_PER_MSEC, on_tick, m);
@@ -706,8 +742,11 @@ int manager_start(struct manager *m) {
 static void manager_flush_totals(struct manager *m) {
         if (m->n_runs == 0 || store_begin(m->store) < 0)
                 return;
-        for (size_t i = 0; i < m->n_runs; i++)
+        for (size_t i = 0; i < m->n_runs; i++) {
                 store_update_run_totals(m->store, m->runs[i]->info.id, &m->runs[i]->info.totals);
+                ops_rotate(&m->runs[i]->ops, INT64_MAX);
+                store_run_ops(m, m->runs[i]);
+        }
         store_commit(m->store);
 }
 
@@ -716,5 +755,90 @@ int manager_run(struct manager *m) {
         manager_flush_totals(m);
         if (q < 0)
                 return log_error_errno(q, "event loop failed: %s", strerror(-q));
+        return q;
+}
+
+/* A sender's run: its own, or its nearest registered ancestor's. The walk
+ * reads /proc/PID/stat up the parent chain (at most 64 steps); the answer,
+ * positive or negative, is cached for PID_CACHE_USEC so a busy sender costs
+ * one lookup per second, not one per datagram. A pid reused within that
+ * second by a process that also sends StatsD is the accepted blind spot. */
+#define PID_CACHE_USEC USEC_PER_SEC
+#define PID_CACHE_MAX 4096
+
+static struct run *run_by_main_pid(struct manager *m, int pid) {
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.pid == pid)
+                        return m->runs[i];
+        return NULL;
+}
+
+struct run *manager_run_for_pid(struct manager *m, int pid) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        if (pid <= 0)
+                return NULL;
+        for (size_t i = 0; i < m->n_pid_cache; i++) {
+                struct pid_cache_entry *e = &m->pid_cache[i];
+                if (e->pid != pid)
+                        continue;
+                if (e->expires > now)
+                        return e->run_id ? manager_find_run(m, e->run_id) : NULL;
+                break;
+        }
+        struct run *found = NULL;
+        int p = pid;
+        for (int depth = 0; depth < 64 && p > 1 && !found; depth++) {
+                found = run_by_main_pid(m, p);
+                if (found)
+                        break;
+                _cleanup_close_ int d = proc_open_pid_dir(m->config.proc_root, p);
+                struct proc_stat st;
+                if (d < 0 || proc_read_stat(d, &st) < 0)
+                        break;
+                p = st.ppid;
+        }
+        /* remember the answer; the table is small and pruned by age */
+        size_t slot = m->n_pid_cache;
+        for (size_t i = 0; i < m->n_pid_cache; i++)
+                if (m->pid_cache[i].pid == pid || m->pid_cache[i].expires <= now) {
+                        slot = i;
+                        break;
+                }
+        if (slot == m->n_pid_cache && m->n_pid_cache < PID_CACHE_MAX) {
+                struct pid_cache_entry *n = realloc(m->pid_cache, (m->n_pid_cache + 1) * sizeof *n);
+                if (n) {
+                        m->pid_cache = n;
+                        m->n_pid_cache++;
+                } else
+                        slot = SIZE_MAX;
+        } else if (slot == m->n_pid_cache)
+                slot = (size_t)pid % PID_CACHE_MAX;
+        if (slot != SIZE_MAX)
+                m->pid_cache[slot] = (struct pid_cache_entry){ .pid = pid, .run_id = found ? found->info.id : 0,
+                                                               .expires = now + PID_CACHE_USEC };
+        return found;
+}
+
+int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+                    const char *category, size_t category_len, double value, double rate) {
+        return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+}
+
+int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
+        struct run *r = manager_find_run(m, id);
+        if (!r)
+                return -EALREADY;
+        int64_t ts = now_realtime_ms();
+        int q = store_begin(m->store);
+        if (q < 0)
+                return q;
+        q = store_insert_mark(m->store, id, ts, label);
+        if (q < 0) {
+                store_rollback(m->store);
+                return q;
+        }
+        q = store_commit(m->store);
+        if (q == 0)
+                *ret_ts = ts;
         return q;
 }

@@ -14,6 +14,7 @@
 #include "store.h"
 
 struct api;
+struct ingest;
 
 struct host_sample {
         int64_t ts_ms;
@@ -59,6 +60,16 @@ struct manager {
         struct proc_cpu_total host_prev_cpu;
         bool has_host_prev;
 
+        /* StatsD and observations */
+        uint64_t statsd_received, statsd_malformed, statsd_unmatched;
+        struct pid_cache_entry {
+                int pid;
+                int64_t run_id; /* 0 = no registered run */
+                usec_t expires;
+        } *pid_cache;
+        size_t n_pid_cache;
+        struct ingest *ingest;
+
         bool retention_pending;
         char status_line[256];
 };
@@ -94,3 +105,15 @@ int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t
                        size_t errlen);
 
 struct run *manager_find_run(struct manager *m, int64_t id);
+
+/* The run of pid itself or of its nearest registered ancestor (NULL if
+ * none); answers are cached for a second or two. */
+struct run *manager_run_for_pid(struct manager *m, int pid);
+
+/* One observation for a running run (counted as unmatched if the run is not
+ * running). Returns 0, -EINVAL (bad value), -ENOSPC (too many ops). */
+int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+                    const char *category, size_t category_len, double value, double rate);
+
+/* Puts a mark on a running run: -EALREADY if it is not running. */
+int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts);

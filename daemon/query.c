@@ -283,3 +283,189 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
                 *ret = w;
         return r;
 }
+
+static int merge_slices(sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
+                        const char *op_filter, struct op_aggs *a) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT op, category, count, hist FROM %s WHERE ts >= ?1 AND ts < ?2 AND run_id = ?3 "
+                 "AND (?4 IS NULL OR op = ?4)",
+                 table);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+                return step_error(db, SQLITE_ERROR);
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int64(st, 3, run_id);
+        if (op_filter)
+                sqlite3_bind_text(st, 4, op_filter, -1, SQLITE_STATIC);
+        struct hist h;
+        hist_init(&h);
+        int rc, r = 0;
+        while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *op = (const char *)sqlite3_column_text(st, 0);
+                const char *cat = (const char *)sqlite3_column_text(st, 1);
+                const void *blob = sqlite3_column_blob(st, 3);
+                int blen = sqlite3_column_bytes(st, 3);
+                /* a blob that does not decode is skipped, not fatal: the
+                 * count still stands */
+                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
+                if (op)
+                        r = op_aggs_add(a, op, cat, sqlite3_column_double(st, 2), has_h ? &h : NULL);
+        }
+        hist_done(&h);
+        if (r < 0)
+                return r;
+        return rc == SQLITE_DONE ? 0 : step_error(db, rc);
+}
+
+int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+              int64_t rollup_before, const char *op_filter, struct op_aggs *a) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        int r = 0;
+        /* minutes wholly before the raw retention come from the rollups */
+        int64_t split = rollup_before - rollup_before % 60000;
+        if (from < split)
+                r = merge_slices(db, "op_slices_1m", run_id, from, split < until ? split : until, op_filter, a);
+        if (r == 0 && until > split)
+                r = merge_slices(db, "op_slices", run_id, from > split ? from : split, until, op_filter, a);
+        reader_end(s);
+        return r;
+}
+
+void marks_free(struct mark *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].label);
+        free(v);
+}
+
+int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        struct mark *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        if (sqlite3_prepare_v2(db, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", -1, &st,
+                               NULL) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, l->max_rows);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct mark *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].label = strdup((const char *)sqlite3_column_text(st, 1));
+                if (!v[n].label) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+out:
+        if (v)
+                marks_free(v, n);
+        reader_end(s);
+        return r;
+}
+
+int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r;
+        if (sqlite3_prepare_v2(db, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", -1, &st, NULL) !=
+            SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_text(st, 2, label, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                r = step_error(db, rc);
+        else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+                r = -ENOENT;
+        else {
+                *ret_ts = sqlite3_column_int64(st, 0);
+                r = 0;
+        }
+out:
+        reader_end(s);
+        return r;
+}
+
+void gauge_points_free(struct gauge_point *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        struct gauge_point *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        bool truncated = false;
+        if (limit == 0 || limit > l->max_rows)
+                limit = l->max_rows;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
+                               "ORDER BY ts LIMIT ?",
+                               -1, &st, NULL) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int64(st, 3, run_id);
+        sqlite3_bind_int64(st, 4, (int64_t)limit + 1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (n == limit) {
+                        truncated = true;
+                        break;
+                }
+                struct gauge_point *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].name = strdup((const char *)sqlite3_column_text(st, 1));
+                v[n].value = sqlite3_column_double(st, 2);
+                if (!v[n].name) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        *ret_truncated = truncated;
+out:
+        if (v)
+                gauge_points_free(v, n);
+        reader_end(s);
+        return r;
+}

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ops.h"
 #include "sample.h"
 #include "util.h"
 #include "store.h"
@@ -53,3 +54,27 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
 
 /* Pure: rates between two cumulative samples (exposed for tests). */
 void window_rates_from(const struct sample *first, const struct sample *last, struct window_rates *w);
+
+/* Merges the stored op slices of run_id with ts in [from, until) into *a
+ * (per op). Slices older than rollup_before come from the 1-minute
+ * rollups (raw slices are gone by then), newer ones from the raw slices. */
+int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+              int64_t rollup_before, const char *op_filter, struct op_aggs *a);
+
+struct mark {
+        int64_t ts_ms;
+        char *label;
+};
+void marks_free(struct mark *v, size_t n);
+int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n);
+/* The latest mark with that label: -ENOENT if none. */
+int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts);
+
+struct gauge_point {
+        int64_t ts_ms;
+        char *name;
+        double value;
+};
+void gauge_points_free(struct gauge_point *v, size_t n);
+int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated);

@@ -85,7 +85,7 @@ json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
         return o;
 }
 
-json_object *render_window(const struct window_rates *w, double window_s) {
+json_object *render_window(const struct window_rates *w, double window_s, const struct op_aggs *ops, double span_s) {
         json_object *o = json_object_new_object();
         json_add_double(o, "window_s", true, window_s);
         json_add_i64(o, "from", true, w->from_ms);
@@ -97,7 +97,50 @@ json_object *render_window(const struct window_rates *w, double window_s) {
         json_add_double(o, "netns_rx_bytes_per_s", w->has_net, w->netns_rx_bytes_per_s);
         json_add_double(o, "netns_tx_bytes_per_s", w->has_net, w->netns_tx_bytes_per_s);
         json_add_double(o, "gpu_util_pct", w->has_gpu, w->gpu_util_pct);
-        json_object_object_add(o, "ops", json_object_new_object());
+        json_object *jops = json_object_new_object();
+        for (size_t i = 0; ops && i < ops->n; i++) {
+                json_object *j = json_object_new_object();
+                json_add_double(j, "count", true, ops->v[i].count);
+                json_add_double(j, "per_s", span_s > 0, span_s > 0 ? ops->v[i].count / span_s : 0);
+                json_object_object_add(jops, ops->v[i].op, j);
+        }
+        json_object_object_add(o, "ops", jops);
+        return o;
+}
+
+void render_quantile_key(double q, char *buf, size_t size) {
+        char num[32];
+        snprintf(num, sizeof num, "%.3f", q);
+        char *e = num + strlen(num);
+        while (e > num && e[-1] == '0')
+                *--e = 0;
+        if (e > num && e[-1] == '.')
+                *--e = 0;
+        snprintf(buf, size, "p%s_ms", num);
+}
+
+/* Latencies keep 10 significant digits (the serializer's %.10g), not 3
+ * decimals: a sub-microsecond timing must not print as 0. */
+static void add_precise(json_object *o, const char *key, bool known, double v) {
+        json_object_object_add(o, key, known ? json_double_or_null(v) : NULL);
+}
+
+json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq) {
+        const struct hist *h = &a->h;
+        bool any = h->count > 0;
+        json_object *o = json_object_new_object();
+        json_add_string(o, "category", a->category);
+        json_add_u64(o, "count", true, h->count);
+        add_precise(o, "total_ms", any, h->sum);
+        add_precise(o, "mean_ms", any, hist_mean(h));
+        add_precise(o, "stddev_ms", any, hist_stddev(h));
+        add_precise(o, "min_ms", any, h->min);
+        add_precise(o, "max_ms", any, h->max);
+        for (size_t i = 0; i < nq; i++) {
+                char key[40];
+                render_quantile_key(qs[i], key, sizeof key);
+                add_precise(o, key, any, hist_quantile(h, qs[i] / 100.0));
+        }
         return o;
 }
 
@@ -126,6 +169,9 @@ json_object *render_health(const struct manager *m) {
         json_add_double(o, "self_cpu_pct", m->has_self_cpu, m->self_cpu_pct);
         json_add_u64(o, "self_rss_bytes", has_rss, rss);
         json_add_u64(o, "db_write_errors", true, store_write_errors(m->store) + m->tick_errors);
+        json_add_u64(o, "statsd_received", true, m->statsd_received);
+        json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
+        json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         return o;
 }
 

@@ -12,6 +12,12 @@ json_object *render_sample(const struct sample *s);
 /* latest may be NULL (JSON null). */
 json_object *render_run(const struct run_info *ri, const struct sample *latest);
 json_object *render_summary(const struct run_info *ri, int64_t now_ms);
-json_object *render_window(const struct window_rates *w, double window_s);
+/* ops may be NULL (no op data); span_s: what per_s divides by. */
+json_object *render_window(const struct window_rates *w, double window_s, const struct op_aggs *ops, double span_s);
+/* One op's latency: count, total, mean, stddev, min, max and the asked
+ * percentiles (qs in (0, 100]). */
+json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq);
+/* "p50_ms", "p99.9_ms". */
+void render_quantile_key(double q, char *buf, size_t size);
 json_object *render_health(const struct manager *m);
 json_object *render_system(const struct manager *m);

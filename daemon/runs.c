@@ -39,6 +39,7 @@ void run_free(struct run *r) {
                 return;
         run_close_fds(r);
         run_info_done(&r->info);
+        ops_table_done(&r->ops);
         free(r->members);
         free(r->netns);
         free(r);

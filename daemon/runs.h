@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "ops.h"
 #include "procfs.h"
 #include "sample.h"
 
@@ -49,6 +50,7 @@ struct run {
         uint64_t peak_rss_bytes; /* VmHWM, refreshed every few ticks */
         bool has_last;
         struct sample last;
+        struct op_table ops; /* what the application reports (StatsD, observations) */
         void *owner; /* the manager, for event callbacks */
         bool identity_changed; /* comm/cmdline re-read (exec): store them */
 };

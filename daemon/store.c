@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "util.h"
 
 extern const char *const sql_migrations[];
@@ -12,7 +13,7 @@ extern const size_t sql_migrations_count;
 
 struct store {
         sqlite3 *w, *r;
-        sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run;
+        sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
         bool in_txn;
         uint64_t write_errors;
 };
@@ -147,7 +148,13 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
             (r = prepare(s->w,
                          "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
                          "interval_ms, children, state, registered_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                         &s->insert_run)) < 0) {
+                         &s->insert_run)) < 0 ||
+            (r = prepare(s->w,
+                         "INSERT OR REPLACE INTO op_slices (ts, run_id, op, category, count, timings, hist) "
+                         "VALUES (?,?,?,?,?,?,?)",
+                         &s->insert_op_slice)) < 0 ||
+            (r = prepare(s->w, "INSERT OR REPLACE INTO gauges (ts, run_id, name, value) VALUES (?,?,?,?)",
+                         &s->insert_gauge)) < 0) {
                 snprintf(errbuf, errlen, "cannot prepare statements: %s", sqlite3_errmsg(s->w));
                 goto fail;
         }
@@ -167,6 +174,8 @@ void store_close(struct store *s) {
         sqlite3_finalize(s->update_totals);
         sqlite3_finalize(s->update_state);
         sqlite3_finalize(s->insert_run);
+        sqlite3_finalize(s->insert_op_slice);
+        sqlite3_finalize(s->insert_gauge);
         if (s->r)
                 sqlite3_close_v2(s->r);
         if (s->w) {
@@ -330,6 +339,45 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m)
         return step_done(s, st);
 }
 
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
+        _cleanup_free_ uint8_t *blob = NULL;
+        size_t len = 0;
+        if (sl->h.count > 0 && hist_encode(&sl->h, &blob, &len) < 0)
+                return -ENOMEM;
+        sqlite3_stmt *st = s->insert_op_slice;
+        sqlite3_bind_int64(st, 1, sl->ts);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_text(st, 3, sl->op, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, sl->category);
+        sqlite3_bind_double(st, 5, sl->count);
+        sqlite3_bind_int64(st, 6, (int64_t)sl->h.count);
+        if (blob)
+                sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 7);
+        return step_done(s, st);
+}
+
+int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {
+        sqlite3_stmt *st = s->insert_gauge;
+        sqlite3_bind_int64(st, 1, g->ts);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 4, g->value);
+        return step_done(s, st);
+}
+
+int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)", -1, &st,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, ts_ms);
+        sqlite3_bind_text(st, 3, label, -1, SQLITE_STATIC);
+        return step_done(s, st);
+}
+
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK)
@@ -358,6 +406,72 @@ static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
 /* One call rolls up at most this much, so a daemon that was down for days
  * catches up over several ticks instead of stalling one. */
 #define ROLLUP_MAX_SPAN_MS (60 * MINUTE_MS)
+
+static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, const struct op_agg *g) {
+        _cleanup_free_ uint8_t *blob = NULL;
+        size_t len = 0;
+        if (g->h.count > 0 && hist_encode(&g->h, &blob, &len) < 0)
+                return -ENOMEM;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
+                               "VALUES (?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, minute);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_text(st, 3, g->op, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, g->category);
+        sqlite3_bind_double(st, 5, g->count);
+        sqlite3_bind_int64(st, 6, (int64_t)g->h.count);
+        if (blob)
+                sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 7);
+        return step_done(s, st);
+}
+
+/* Histograms merge in C, not SQL: group the slices of each (minute, run,
+ * op) and write their merge. */
+static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
+                               "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        struct op_aggs group = {};
+        int64_t g_minute = 0, g_run = 0;
+        int rc, r = 0;
+        struct hist h;
+        hist_init(&h);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int64_t minute = sqlite3_column_int64(st, 0), run = sqlite3_column_int64(st, 1);
+                const char *op = (const char *)sqlite3_column_text(st, 2);
+                const char *cat = (const char *)sqlite3_column_text(st, 3);
+                if (group.n > 0 && (minute != g_minute || run != g_run)) {
+                        for (size_t i = 0; i < group.n && r == 0; i++)
+                                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
+                        op_aggs_done(&group);
+                }
+                g_minute = minute;
+                g_run = run;
+                const void *blob = sqlite3_column_blob(st, 5);
+                int blen = sqlite3_column_bytes(st, 5);
+                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
+                if (r == 0 && op)
+                        r = op_aggs_add(&group, op, cat, sqlite3_column_double(st, 4), has_h ? &h : NULL);
+        }
+        for (size_t i = 0; i < group.n && r == 0; i++)
+                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
+        op_aggs_done(&group);
+        hist_done(&h);
+        if (rc != SQLITE_DONE)
+                return -EIO;
+        return r;
+}
 
 int store_rollup(struct store *s, int64_t upto_ms) {
         int64_t from, until = upto_ms / MINUTE_MS * MINUTE_MS;
@@ -389,7 +503,8 @@ int store_rollup(struct store *s, int64_t upto_ms) {
         sqlite3_bind_int64(st, 2, until);
         if (store_begin(s) < 0)
                 return -EIO;
-        if (sqlite3_step(st) != SQLITE_DONE || meta_set_i64(s->w, "rollup_until", until) < 0) {
+        if (sqlite3_step(st) != SQLITE_DONE || rollup_op_slices(s, from, until) < 0 ||
+            meta_set_i64(s->w, "rollup_until", until) < 0) {
                 log_warning("rollup failed: %s", sqlite3_errmsg(s->w));
                 s->write_errors++;
                 store_rollback(s);
@@ -421,16 +536,23 @@ static int delete_batch(struct store *s, const char *table, int64_t cutoff, unsi
 
 int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
                     unsigned *ret_deleted) {
-        unsigned a = 0, b = 0;
-        int r = delete_batch(s, "samples", raw_cutoff_ms, batch, &a);
-        if (r < 0)
-                return r;
-        if (a < batch) {
-                r = delete_batch(s, "samples_1m", rollup_cutoff_ms, batch - a, &b);
+        static const struct {
+                const char *table;
+                bool raw;
+        } tables[] = {
+                { "samples", true },  { "op_slices", true },     { "gauges", true },
+                { "samples_1m", false }, { "op_slices_1m", false },
+        };
+        unsigned total = 0;
+        for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
+                unsigned n = 0;
+                int r = delete_batch(s, tables[i].table, tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms,
+                                     batch - total, &n);
                 if (r < 0)
                         return r;
+                total += n;
         }
-        *ret_deleted = a + b;
+        *ret_deleted = total;
         return 0;
 }
 

@@ -42,6 +42,12 @@ int store_update_run_identity(struct store *s, int64_t id, const char *comm, con
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp);
 
+struct op_slice;
+struct gauge_value;
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl);
+int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g);
+int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label);
+
 /* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
  * samples_1m. Idempotent. */
 int store_rollup(struct store *s, int64_t upto_ms);

@@ -22,7 +22,7 @@ port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
     --track-fds=yes --log-file="$dir/vg.log" \
     "$mlmond" -c "$dir/empty.conf" --db "$dir/db" --listen "127.0.0.1:$port" --socket "$dir/sock" \
-    --statsd-udp none --interval 200ms 2>"$dir/stderr" &
+    --statsd-socket "$dir/statsd.sock" --statsd-udp none --interval 200ms 2>"$dir/stderr" &
 vgpid=$!
 
 for _ in $(seq 100); do
@@ -41,6 +41,21 @@ id=$(echo "$resp" |
 sleep 1
 for path in /v1/health /v1/system /v1/runs "/v1/runs?state=all" "/v1/runs/$id" "/v1/runs/$id/samples?step=1s" \
     "/v1/runs/$id/throughput?window=1s,1m" /v1/runs/abc "/v1/runs/$id/throughput?window=5x" /nope; do
+    curl -s "http://127.0.0.1:$port$path" >/dev/null
+done
+# what applications report: StatsD (good and garbage), observations, marks
+/usr/bin/python3 - "$dir/statsd.sock" "$id" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for d in [f"infer:{i % 40}.5|ms|#run:{sys.argv[2]},category:model\nreq:1|c|#run:{sys.argv[2]}\nq:{i}|g|#run:{sys.argv[2]}" for i in range(300)] + ["", ":", "a:NaN|ms", "x" * 20000, "b:1|c"]:
+    s.sendto(d.encode(), sys.argv[1])
+PY
+u -X POST -d '[{"op":"pre","ms":1.5,"category":"prep"},{"op":"hits","count":2},{"op":"depth","gauge":3}]' "http://x/v1/runs/$id/observations" >/dev/null
+u -X POST -d '[{"op":"pre"}]' "http://x/v1/runs/$id/observations" >/dev/null
+u -X POST -d '{"label":"warm"}' "http://x/v1/runs/$id/marks" >/dev/null
+sleep 1.2
+for path in "/v1/runs/$id/latency?window=1m&q=50,99.9" "/v1/runs/$id/latency?since_mark=warm" "/v1/runs/$id/marks" \
+    "/v1/runs/$id/latency?q=0" "/v1/runs/$id/samples?from=10s"; do
     curl -s "http://127.0.0.1:$port$path" >/dev/null
 done
 curl -s -X POST "http://127.0.0.1:$port/v1/runs" -d '{}' >/dev/null

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* StatsD line parsing: `name:value|type[|@rate][|#tag:val,...]`, several
+ * lines per datagram separated by '\n'. Pure functions of the text: no I/O,
+ * no globals, no allocation (results point into the input buffer). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum statsd_type {
+        STATSD_TIMING,  /* "ms" and "h": a duration in milliseconds */
+        STATSD_COUNTER, /* "c": an increment (feeds throughput) */
+        STATSD_GAUGE,   /* "g": a value, stored with the samples */
+};
+
+#define STATSD_NAME_MAX 200     /* longer names are malformed */
+#define STATSD_CATEGORY_MAX 64
+
+struct statsd_metric {
+        const char *name; /* not NUL-terminated: name_len bytes, valid UTF-8, no control chars */
+        size_t name_len;
+        enum statsd_type type;
+        double value;       /* finite; timings >= 0 */
+        double sample_rate; /* (0, 1], 1 when absent */
+        bool gauge_delta;   /* "g" value written with an explicit sign: +N / -N */
+        /* understood tags (others are ignored) */
+        bool has_run;
+        int64_t run;        /* #run:ID, > 0 */
+        bool has_pid;
+        int32_t pid;        /* #pid:N, > 0 */
+        const char *category; /* #category:C, NULL if absent; category_len bytes */
+        size_t category_len;
+};
+
+/* Parses one line (without the '\n'; a trailing '\r' is allowed). Returns 0,
+ * or -EINVAL for a malformed line: empty name, missing ':' or '|', unknown
+ * type, a value that is not a finite number (NaN, inf, 1e999), a negative
+ * timing, a sample rate outside (0, 1], a name or category that is too long
+ * or not valid UTF-8 or contains control characters or any of ":|@#", a
+ * malformed run/pid tag value. Whitespace is not trimmed: " a:1|c" is
+ * malformed. */
+int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret);
+
+/* Splits a datagram into lines and calls fn for each parsed metric; counts
+ * the malformed ones. Empty lines (e.g. a trailing "\n") are skipped, not
+ * malformed. Returns the number of well-formed lines. */
+typedef void (*statsd_metric_fn)(const struct statsd_metric *m, void *userdata);
+size_t statsd_parse_datagram(const char *buf, size_t len, statsd_metric_fn fn, void *userdata,
+                             uint64_t *ret_malformed);
