@@ -393,13 +393,11 @@ static int get_double(const uint8_t *buf, size_t len, size_t *pos, double *ret) 
 struct hist_header {
         uint64_t count, zero_count, nb;
         int64_t lo, last;
-        size_t buckets_pos;
+        size_t pos; /* where the buckets start */
         double sum, sum_sq, min, max;
 };
 
-/* Validates everything; if counts is non-NULL (with window base lo), also
- * stores the bucket counts. */
-static int hist_parse(const uint8_t *buf, size_t len, struct hist_header *hh, uint64_t *counts) {
+static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header *hh) {
         size_t pos = 0;
         uint64_t u;
 
@@ -412,13 +410,21 @@ static int hist_parse(const uint8_t *buf, size_t len, struct hist_header *hh, ui
         hh->lo = unzigzag(u);
         if (get_varint(buf, len, &pos, &hh->nb) < 0)
                 return -EINVAL;
-        if (hh->zero_count > hh->count || hh->nb > HIST_INDEX_SPAN)
+        if (hh->zero_count > hh->count || hh->nb > HIST_INDEX_SPAN || hh->nb > (len - pos) / 2)
                 return -EINVAL;
         if (hh->nb == 0 ? hh->lo != 0 : hh->lo < HIST_INDEX_MIN || hh->lo > HIST_INDEX_MAX)
                 return -EINVAL;
+        hh->pos = pos;
+        return 0;
+}
 
+/* The buckets and the rest; counts[idx - lo] for idx in [lo, HIST_INDEX_MAX]
+ * receives each bucket's count (zeroed beforehand). */
+static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *hh, uint64_t *counts) {
+        size_t pos = hh->pos;
         uint64_t total = 0;
         int64_t idx = hh->lo;
+
         for (uint64_t k = 0; k < hh->nb; k++) {
                 uint64_t delta, c;
                 if (get_varint(buf, len, &pos, &delta) < 0 || get_varint(buf, len, &pos, &c) < 0)
@@ -428,8 +434,7 @@ static int hist_parse(const uint8_t *buf, size_t len, struct hist_header *hh, ui
                 idx += (int64_t) delta;
                 if (c == 0 || __builtin_add_overflow(total, c, &total))
                         return -EINVAL;
-                if (counts)
-                        counts[idx - hh->lo] = c;
+                counts[idx - hh->lo] = c;
         }
         if (total != hh->count - hh->zero_count)
                 return -EINVAL;
@@ -450,29 +455,30 @@ static int hist_parse(const uint8_t *buf, size_t len, struct hist_header *hh, ui
 
 int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         struct hist_header hh = {};
+        uint64_t *counts = NULL;
         int r;
 
-        r = hist_parse(buf, len, &hh, NULL);
-        if (r < 0) {
-                hist_reset(h);
-                return r;
-        }
-
-        uint64_t *counts = NULL;
-        uint32_t n = 0;
+        r = hist_parse_header(buf, len, &hh);
+        if (r < 0)
+                goto fail;
         if (hh.nb > 0) {
-                n = (uint32_t) (hh.last - hh.lo + 1);
-                counts = calloc(n, sizeof counts[0]);
+                /* room up to the top of the range, trimmed once the last
+                 * bucket is known: one pass over the input */
+                counts = calloc((size_t) (HIST_INDEX_MAX - hh.lo + 1), sizeof counts[0]);
                 if (!counts) {
-                        hist_reset(h);
-                        return -ENOMEM;
+                        r = -ENOMEM;
+                        goto fail;
                 }
-                r = hist_parse(buf, len, &hh, counts);
-                if (r < 0) { /* cannot happen: same input */
-                        free(counts);
-                        hist_reset(h);
-                        return r;
-                }
+        }
+        r = hist_parse_body(buf, len, &hh, counts);
+        if (r < 0)
+                goto fail;
+
+        uint32_t n = hh.nb > 0 ? (uint32_t) (hh.last - hh.lo + 1) : 0;
+        if (n > 0 && n < (uint32_t) (HIST_INDEX_MAX - hh.lo + 1)) {
+                uint64_t *c = realloc(counts, (size_t) n * sizeof c[0]);
+                if (c)
+                        counts = c;
         }
 
         free(h->counts);
@@ -488,4 +494,9 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
                 .counts = counts,
         };
         return 0;
+
+fail:
+        free(counts);
+        hist_reset(h);
+        return r;
 }

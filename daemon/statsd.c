@@ -20,15 +20,18 @@
  *  - after the type, each section starts with '@' (rate) or '#' (tags) and
  *    comes at most once; an empty section ("a:1|c|") or any other kind
  *    (DogStatsD's "|c:container" and "|T123") is malformed.
- *  - tags: split on ',', then on the first ':'. Empty tags and bare tags
- *    (no ':') are ignored, and so is a key other than run/pid/category
- *    (keys are case-sensitive: "Run:5" is just an unknown tag). run and pid
+ *  - tags: split on ',', then on the first ':'. Empty tags (an empty "|#"
+ *    section too) and bare tags (no ':') are ignored, and so is a key
+ *    other than run/pid/category (keys are case-sensitive: "Run:5" is just
+ *    an unknown tag). run and pid
  *    take plain decimal digits (no sign, no blank, leading zeros fine); a
  *    known key that comes twice in one line is malformed, whatever the
  *    values, rather than one silently winning.
  *  - a NUL byte anywhere in the line is malformed; a single trailing '\r'
  *    is dropped before parsing.
- *  - on -EINVAL, *ret is left untouched. */
+ *  - on -EINVAL, *ret is left untouched; statsd_parse_datagram() sets
+ *    *ret_malformed (it does not add to it), and takes a NULL fn or
+ *    ret_malformed. */
 #include "statsd.h"
 
 #include <errno.h>

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ops.h"
 #include "store.h"
 #include "util.h"
 #include "tap.h"
@@ -281,6 +282,66 @@ static void test_catch_up_totals(void) {
         store_close(s);
 }
 
+/* Op slices: stored with their histograms, merged per minute by the rollup
+ * (counts add, histograms merge), dropped by retention with the samples. */
+static void test_op_slices(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/ops.db", tmpdir);
+        struct store *s = NULL;
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        const int64_t t0 = 1700000040000;
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 400);
+        /* a sample so the rollup has a starting point */
+        struct sample m0 = { .ts_ms = t0 };
+        CHECK_EQ_INT(store_insert_sample(s, id, &m0), 0);
+        for (int sec = 0; sec < 120; sec++) {
+                struct op_slice sl = { .op = "infer", .category = "model", .ts = t0 + sec * 1000, .count = 10 };
+                hist_init(&sl.h);
+                for (int k = 0; k < 10; k++)
+                        hist_add(&sl.h, 1.0 + sec, 1);
+                CHECK_EQ_INT(store_insert_op_slice(s, id, &sl), 0);
+                hist_done(&sl.h);
+                struct op_slice c = { .op = "req", .ts = t0 + sec * 1000, .count = 2.5 };
+                hist_init(&c.h);
+                CHECK_EQ_INT(store_insert_op_slice(s, id, &c), 0);
+        }
+        struct gauge_value g = { .ts = t0, .name = "depth", .value = 3 };
+        CHECK_EQ_INT(store_insert_gauge(s, id, &g), 0);
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 240);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices WHERE hist IS NULL"), 120);
+
+        CHECK_EQ_INT(store_rollup(s, t0 + 2 * 60000), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
+        CHECK_EQ_INT(scalar(db, "SELECT timings FROM op_slices_1m WHERE op='infer' ORDER BY ts LIMIT 1"), 600);
+        CHECK_EQ_INT(scalar(db, "SELECT CAST(count AS INTEGER) FROM op_slices_1m WHERE op='req' ORDER BY ts LIMIT 1"),
+                     150);
+        /* the merged histogram decodes and spans the minute's values */
+        sqlite3_stmt *st = NULL;
+        CHECK(sqlite3_prepare_v2(db, "SELECT hist FROM op_slices_1m WHERE op='infer' ORDER BY ts DESC LIMIT 1", -1,
+                                 &st, NULL) == SQLITE_OK &&
+              sqlite3_step(st) == SQLITE_ROW);
+        struct hist h;
+        hist_init(&h);
+        CHECK_EQ_INT(hist_decode(&h, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0)), 0);
+        CHECK_EQ_INT(h.count, 600);
+        CHECK(h.min == 61 && h.max == 120);
+        hist_done(&h);
+        sqlite3_finalize(st);
+
+        /* retention takes the raw slices and gauges older than the cutoff */
+        unsigned deleted;
+        CHECK_EQ_INT(store_retention(s, t0 + 60000, 0, 5000, &deleted), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 120);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM gauges"), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
+        store_close(s);
+}
+
 int main(int argc, char **argv) {
         const char *fixtures = argc > 1 ? argv[1] : "tests/fixtures";
         log_set_max_level(LOG_WARNING);
@@ -293,6 +354,7 @@ int main(int argc, char **argv) {
         test_retention_and_rollup();
         test_unclean_stop();
         test_catch_up_totals();
+        test_op_slices();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
         if (system(cmd) != 0)

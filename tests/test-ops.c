@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* The in-memory op tables (slices, rotation, merge, gauges, limits) and the
+ * /proc/net/udp lookup that attributes UDP StatsD senders. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "ingest.h"
+#include "ops.h"
+#include "tap.h"
+
+static const struct op_agg *find(const struct op_aggs *a, const char *op) {
+        for (size_t i = 0; i < a->n; i++)
+                if (strcmp(a->v[i].op, op) == 0)
+                        return &a->v[i];
+        return NULL;
+}
+
+static void test_slices(void) {
+        struct op_table t = {};
+        const int64_t t0 = 1700000000000; /* a slice boundary */
+        /* 3 timings in slice 0, 2 in slice 1, a counter in both */
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, "model", 5, OP_TIMING, 10, 1, t0 + 10), 0);
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 20, 1, t0 + 500), 0);
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 30, 1, t0 + 999), 0);
+        CHECK_EQ_INT(ops_observe(&t, "req", 3, NULL, 0, OP_COUNTER, 3, 0.5, t0 + 100), 0);
+        CHECK_EQ_INT(t.n_done, 0);
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 40, 1, t0 + 1000), 0);
+        /* the first slice of infer closed when its op saw the next slice */
+        CHECK_EQ_INT(t.n_done, 1);
+        CHECK_EQ_INT(t.done[0].h.count, 3);
+        CHECK(t.done[0].category && strcmp(t.done[0].category, "model") == 0);
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 50, 0.25, t0 + 1500), 0); /* weight 4 */
+        CHECK_EQ_INT(ops_rotate(&t, t0 + 1999), 0);
+        CHECK_EQ_INT(t.n_done, 2); /* req's slice 0 closed too; infer's slice 1 still open */
+        CHECK_EQ_INT(ops_rotate(&t, t0 + 2000), 0);
+        CHECK_EQ_INT(t.n_done, 3);
+
+        /* the aggregate over both slices, and over the first only */
+        struct op_aggs a = {};
+        CHECK_EQ_INT(op_aggs_add_live(&a, &t, t0, t0 + 2000, NULL), 0);
+        const struct op_agg *infer = find(&a, "infer"), *req = find(&a, "req");
+        CHECK(infer && req);
+        if (infer && req) {
+                CHECK_EQ_INT(infer->h.count, 3 + 1 + 4);
+                CHECK(infer->count == 8);
+                CHECK(fabs(infer->h.sum - (10 + 20 + 30 + 40 + 4 * 50)) < 1e-9);
+                CHECK(infer->h.min == 10 && infer->h.max == 50);
+                CHECK(req->count == 6); /* 3 at rate 0.5 */
+                CHECK_EQ_INT(req->h.count, 0);
+                CHECK(infer->category && strcmp(infer->category, "model") == 0);
+        }
+        op_aggs_done(&a);
+        CHECK_EQ_INT(op_aggs_add_live(&a, &t, t0, t0 + 1000, "infer"), 0);
+        CHECK_EQ_INT(a.n, 1);
+        if (a.n == 1)
+                CHECK_EQ_INT(a.v[0].h.count, 3);
+        op_aggs_done(&a);
+
+        ops_clear_done(&t);
+        CHECK_EQ_INT(t.n_done, 0);
+        ops_table_done(&t);
+}
+
+static void test_bad_and_limits(void) {
+        struct op_table t = {};
+        CHECK_EQ_INT(ops_observe(&t, "a", 1, NULL, 0, OP_TIMING, -1, 1, 0), -EINVAL);
+        CHECK_EQ_INT(ops_observe(&t, "a", 1, NULL, 0, OP_TIMING, NAN, 1, 0), -EINVAL);
+        CHECK_EQ_INT(ops_observe(&t, "a", 1, NULL, 0, OP_COUNTER, 1, 0, 0), -EINVAL);
+        CHECK_EQ_INT(ops_observe(&t, "a", 1, NULL, 0, OP_COUNTER, 1, 1.5, 0), -EINVAL);
+        CHECK_EQ_INT(ops_observe(&t, "", 0, NULL, 0, OP_COUNTER, 1, 1, 0), -EINVAL);
+        char name[16];
+        for (int i = 0; i < OPS_MAX_PER_RUN; i++) {
+                snprintf(name, sizeof name, "op%d", i);
+                CHECK_EQ_INT(ops_observe(&t, name, strlen(name), NULL, 0, OP_COUNTER, 1, 1, 0), 0);
+        }
+        CHECK_EQ_INT(ops_observe(&t, "one-too-many", 12, NULL, 0, OP_COUNTER, 1, 1, 0), -ENOSPC);
+        CHECK_EQ_INT(t.dropped, 1);
+        /* a known op still works */
+        CHECK_EQ_INT(ops_observe(&t, "op7", 3, NULL, 0, OP_COUNTER, 1, 1, 0), 0);
+        ops_table_done(&t);
+}
+
+static void test_gauges(void) {
+        struct op_table t = {};
+        CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE, 5, 1, 1000), 0);
+        CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE_DELTA, 2, 1, 2000), 0);
+        CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE_DELTA, -10, 1, 3000), 0);
+        CHECK_EQ_INT(ops_observe(&t, "fresh", 5, NULL, 0, OP_GAUGE_DELTA, 4, 1, 3000), 0);
+        CHECK_EQ_INT(t.n_gauges, 4);
+        if (t.n_gauges == 4) {
+                CHECK(t.gauges[0].value == 5 && t.gauges[1].value == 7 && t.gauges[2].value == -3);
+                CHECK(t.gauges[3].value == 4); /* a delta on a new gauge starts from 0 */
+                CHECK_EQ_INT(t.gauges[1].ts, 2000);
+        }
+        ops_clear_done(&t);
+        /* the last values survive storing, for the next delta */
+        CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE_DELTA, 1, 1, 4000), 0);
+        CHECK(t.n_gauges == 1 && t.gauges[0].value == -2);
+        ops_table_done(&t);
+}
+
+static void test_net_udp(void) {
+        static const char text[] =
+                "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"
+                "  339: 0100007F:1FBD 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 41234 2 0000000000000000 0\n"
+                "  874: 0100007F:9C40 0100007F:1FBD 01 00000000:00000000 00:00000000 00000000  1000        0 99887766 2 0000000000000000 0\n";
+        uint64_t inode = 0;
+        CHECK_EQ_INT(proc_net_udp_find_port(text, 0x9C40, &inode), 0);
+        CHECK_EQ_INT(inode, 99887766);
+        CHECK_EQ_INT(proc_net_udp_find_port(text, 8125, &inode), 0);
+        CHECK_EQ_INT(inode, 41234);
+        CHECK_EQ_INT(proc_net_udp_find_port(text, 1234, &inode), -ENOENT);
+        CHECK_EQ_INT(proc_net_udp_find_port("", 1234, &inode), -ENOENT);
+        CHECK_EQ_INT(proc_net_udp_find_port("header only\n", 1234, &inode), -ENOENT);
+        CHECK_EQ_INT(proc_net_udp_find_port("h\n garbage: ::: \n", 1234, &inode), -ENOENT);
+}
+
+int main(void) {
+        test_slices();
+        test_bad_and_limits();
+        test_gauges();
+        test_net_udp();
+        TEST_DONE();
+}

@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/statsd.c: one table of lines and what each must parse to (or
+ * -EINVAL), the edge cases that need built inputs (NUL bytes, long names),
+ * the decimal fast path against strtod(), and datagram splitting. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "statsd.h"
+#include "tap.h"
+#include "util.h"
+
+#define BAD -EINVAL
+
+struct line_case {
+        const char *in;
+        int r;
+        const char *name;
+        enum statsd_type type;
+        double value;
+        double rate;     /* 0 means 1 (absent) */
+        bool delta;
+        int64_t run;     /* 0: no run tag */
+        int32_t pid;     /* 0: no pid tag */
+        const char *category; /* NULL: no category tag */
+};
+
+#define OK(in_, name_, type_, value_, ...) \
+        { .in = (in_), .r = 0, .name = (name_), .type = (type_), .value = (value_), __VA_ARGS__ }
+/* STATSD_CATEGORY_MAX bytes */
+#define CAT64 "0123456789012345678901234567890123456789012345678901234567890123"
+#define NO(in_) { .in = (in_), .r = BAD }
+
+static const struct line_case line_cases[] = {
+        /* the plain forms */
+        OK("inference:12.7|ms", "inference", STATSD_TIMING, 12.7),
+        OK("inference:12.7|h", "inference", STATSD_TIMING, 12.7),
+        OK("requests:1|c", "requests", STATSD_COUNTER, 1),
+        OK("requests:3|c|@0.5", "requests", STATSD_COUNTER, 3, .rate = 0.5),
+        OK("requests:-2|c", "requests", STATSD_COUNTER, -2),
+        OK("requests:+2|c", "requests", STATSD_COUNTER, 2),
+        OK("q:5|g", "q", STATSD_GAUGE, 5),
+        OK("q:+5|g", "q", STATSD_GAUGE, 5, .delta = true),
+        OK("q:-5|g", "q", STATSD_GAUGE, -5, .delta = true),
+        OK("q:-0|g", "q", STATSD_GAUGE, 0, .delta = true),
+        OK("t:0|ms", "t", STATSD_TIMING, 0),
+        OK("t:+3|ms", "t", STATSD_TIMING, 3),
+        OK("t:.5|ms", "t", STATSD_TIMING, 0.5),
+        OK("t:5.|ms", "t", STATSD_TIMING, 5),
+        OK("t:1e-05|ms", "t", STATSD_TIMING, 1e-05),
+        OK("t:1.5E3|ms", "t", STATSD_TIMING, 1500),
+        OK("t:1e-999|ms", "t", STATSD_TIMING, 0), /* underflow: kept as 0 */
+        OK("t:12345678901234567890|ms", "t", STATSD_TIMING, 12345678901234567890.0),
+        OK("t:1|ms|@1", "t", STATSD_TIMING, 1, .rate = 1),
+        OK("t:1|ms|@1e-3", "t", STATSD_TIMING, 1, .rate = 0.001),
+        OK("a.b-c_d/e,f:1|c", "a.b-c_d/e,f", STATSD_COUNTER, 1),
+        OK("h\xc3\xa9llo\xe2\x82\xac:1|c", "h\xc3\xa9llo\xe2\x82\xac", STATSD_COUNTER, 1),
+
+        /* tags */
+        OK("a:1|ms|#run:7", "a", STATSD_TIMING, 1, .run = 7),
+        OK("a:1|ms|#pid:42,category:model_inference", "a", STATSD_TIMING, 1, .pid = 42,
+           .category = "model_inference"),
+        OK("a:1|ms|@0.5|#category:x", "a", STATSD_TIMING, 1, .rate = 0.5, .category = "x"),
+        OK("a:1|ms|#category:x|@0.5", "a", STATSD_TIMING, 1, .rate = 0.5, .category = "x"),
+        OK("a:1|ms|#foo,bar:baz", "a", STATSD_TIMING, 1),
+        OK("a:1|ms|#run:9223372036854775807", "a", STATSD_TIMING, 1, .run = INT64_MAX),
+        OK("a:1|ms|#pid:2147483647", "a", STATSD_TIMING, 1, .pid = INT32_MAX),
+        OK("a:1|ms|#run:007", "a", STATSD_TIMING, 1, .run = 7),
+        OK("a:1|ms|#Run:abc,env:prod,,x:", "a", STATSD_TIMING, 1), /* unknown, empty: ignored */
+        OK("a:1|ms|#run", "a", STATSD_TIMING, 1),                   /* bare tag: ignored */
+        OK("a:1|ms|#", "a", STATSD_TIMING, 1),                      /* no tags at all */
+        OK("a:1|ms|#x:\x01\xff", "a", STATSD_TIMING, 1),            /* unknown tag, not read */
+        OK("a:1|ms|#category:caf\xc3\xa9", "a", STATSD_TIMING, 1, .category = "caf\xc3\xa9"),
+        OK("a:1|ms|#category:" CAT64, "a", STATSD_TIMING, 1, .category = CAT64),
+        OK("a:1|ms\r", "a", STATSD_TIMING, 1),
+        OK("a:1|c|#run:3\r", "a", STATSD_COUNTER, 1, .run = 3),
+
+        /* garbage */
+        NO(""),
+        NO("\r"),
+        NO(":"),
+        NO("a:"),
+        NO(":1|c"),
+        NO("a"),
+        NO("a:1"),
+        NO("a:1|"),
+        NO("a:|c"),
+        NO("a:1|x"),
+        NO("a:1|s"),
+        NO("a:1|d"),
+        NO("a:1|C"),
+        NO("a:1|msx"),
+        NO("a:NaN|ms"),
+        NO("a:nan|ms"),
+        NO("a:inf|ms"),
+        NO("a:-inf|c"),
+        NO("a:infinity|g"),
+        NO("a:1e999|ms"),
+        NO("a:-1e999|c"),
+        NO("a:0x10|c"),
+        NO("a:1,5|c"),
+        NO("a:1.2.3|c"),
+        NO("a:1e|c"),
+        NO("a:+|c"),
+        NO("a:.|c"),
+        NO("a:--1|c"),
+        NO("a:-1|ms"),
+        NO("a:-0|ms"),
+        NO("a:-1|h"),
+        NO("a:1|ms|@0"),
+        NO("a:1|ms|@-0.5"),
+        NO("a:1|ms|@1.5"),
+        NO("a:1|ms|@x"),
+        NO("a:1|ms|@"),
+        NO("a:1|ms|@nan"),
+        NO("a:1|ms|#run:0"),
+        NO("a:1|ms|#run:abc"),
+        NO("a:1|ms|#run:"),
+        NO("a:1|ms|#run:+5"),
+        NO("a:1|ms|#run:9223372036854775808"),
+        NO("a:1|ms|#pid:-3"),
+        NO("a:1|ms|#pid:2147483648"),
+        NO("a:1|ms|#pid:1 "),
+        NO("a:1|ms|#run:1,run:1"),
+        NO("a:1|ms|#category:"),
+        NO("a:1|ms|#category:a:b"),
+        NO("a:1|ms|#category:a@b"),
+        NO("a:1|ms|#category:a#b"),
+        NO("a:1|ms|#category:a b"),
+        NO("a:1|ms|#category:a\tb"),
+        NO("a:1|ms|#category:\xff"),
+        NO("a:1|ms|#category:\xc2\x9b"),
+        NO("a:1|ms|#category:x,category:y"),
+        NO("a:1|ms|#category:" CAT64 "4"),
+        NO("a:1|ms|@0.5|@0.5"),
+        NO("a:1|ms|#run:1|#pid:2"),
+        NO("a:1|ms|"),
+        NO("a:1|ms||@0.5"),
+        NO("a:1|c|c:abc"),      /* DogStatsD container id: not understood */
+        NO("a:1|c|T1700000000"),
+        NO("a:1 |ms"),
+        NO("a: 1|ms"),
+        NO(" a:1|c"),
+        NO("a :1|c"),
+        NO("a b:1|c"),
+        NO("a:1|ms "),
+        NO("a:1|ms\r\r"),
+        NO("a\r:1|c"),
+        NO("\xff:1|c"),
+        NO("a\xc3:1|c"),        /* truncated sequence */
+        NO("\xc0\xaf:1|c"),     /* overlong */
+        NO("\xed\xa0\x80:1|c"), /* surrogate */
+        NO("\xc2\x85:1|c"),     /* C1 control (NEL) */
+        NO("a\x01:1|c"),
+        NO("a\x1b[31m:1|c"),
+        NO("a\x7f:1|c"),
+        NO("a|b:1|c"),
+        NO("a@b:1|c"),
+        NO("a#b:1|c"),
+        NO("a:b:1|c"),
+};
+
+static bool same_double(double a, double b) {
+        return a == b || (a != 0 && fabs(a - b) <= fabs(a) * 1e-15);
+}
+
+static void check_case(const char *in, size_t len, const struct line_case *c) {
+        struct statsd_metric m;
+        memset(&m, 0xA5, sizeof m);
+        int r = statsd_parse_line(in, len, &m);
+        if (r != c->r)
+                fprintf(stderr, "statsd_parse_line(\"%s\") = %d, expected %d\n", in, r, c->r);
+        CHECK_EQ_INT(r, c->r);
+        if (r < 0 || c->r < 0)
+                return;
+        CHECK(m.name == in);
+        CHECK_EQ_INT(m.name_len, strlen(c->name));
+        CHECK(memcmp(m.name, c->name, m.name_len) == 0);
+        CHECK_EQ_INT(m.type, c->type);
+        if (!same_double(m.value, c->value))
+                fprintf(stderr, "\"%s\": value %.17g, expected %.17g\n", in, m.value, c->value);
+        CHECK(same_double(m.value, c->value));
+        CHECK(isfinite(m.value));
+        CHECK(m.sample_rate == (c->rate == 0 ? 1.0 : c->rate));
+        CHECK_EQ_INT(m.gauge_delta, c->delta);
+        CHECK_EQ_INT(m.has_run, c->run != 0);
+        if (c->run)
+                CHECK_EQ_INT(m.run, c->run);
+        CHECK_EQ_INT(m.has_pid, c->pid != 0);
+        if (c->pid)
+                CHECK_EQ_INT(m.pid, c->pid);
+        if (c->category) {
+                CHECK(m.category != NULL);
+                CHECK_EQ_INT(m.category_len, strlen(c->category));
+                CHECK(m.category && memcmp(m.category, c->category, m.category_len) == 0);
+                CHECK(m.category >= in && m.category + m.category_len <= in + len);
+        } else
+                CHECK(m.category == NULL);
+}
+
+static void test_lines(void) {
+        for (size_t i = 0; i < ELEMENTSOF(line_cases); i++) {
+                /* a heap copy of exactly len bytes, so ASan sees any read past it */
+                size_t len = strlen(line_cases[i].in);
+                char *copy = malloc(len ? len : 1);
+                memcpy(copy, line_cases[i].in, len);
+                check_case(copy, len, &line_cases[i]);
+                free(copy);
+        }
+        /* the parser never reads past len: a prefix of a longer line */
+        struct statsd_metric m;
+        CHECK_EQ_INT(statsd_parse_line("a:1|c|@0.5", 5, &m), 0);
+        CHECK(m.sample_rate == 1.0 && m.type == STATSD_COUNTER);
+        CHECK_EQ_INT(statsd_parse_line("a:12|c", 3, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line("a:1|ms", 5, &m), BAD); /* type "m" */
+        CHECK_EQ_INT(statsd_parse_line(NULL, 0, &m), BAD);
+
+        /* on error *ret is untouched */
+        memset(&m, 0x5A, sizeof m);
+        struct statsd_metric before = m;
+        CHECK_EQ_INT(statsd_parse_line("a:1|ms|#run:0", 13, &m), BAD);
+        CHECK(memcmp(&m, &before, sizeof m) == 0);
+}
+
+static void test_nul(void) {
+        struct statsd_metric m;
+        static const char name_nul[] = "a\0b:1|c";
+        static const char value_nul[] = "a:1\0|c";
+        static const char type_nul[] = "a:1|c\0";
+        static const char rate_nul[] = "a:1|c|@0.5\0";
+        static const char tag_nul[] = "a:1|c|#foo:\0bar";
+        static const char cat_nul[] = "a:1|c|#category:a\0";
+        CHECK_EQ_INT(statsd_parse_line(name_nul, sizeof name_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(value_nul, sizeof value_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(type_nul, sizeof type_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(rate_nul, sizeof rate_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(tag_nul, sizeof tag_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(cat_nul, sizeof cat_nul - 1, &m), BAD);
+}
+
+/* name of n bytes of 'x' followed by suffix, in an exact-size heap buffer */
+static int parse_long_name(size_t n, const char *suffix, struct statsd_metric *m, char **ret_buf) {
+        size_t sl = strlen(suffix);
+        char *b = malloc(n + sl);
+        memset(b, 'x', n);
+        memcpy(b + n, suffix, sl);
+        int r = statsd_parse_line(b, n + sl, m);
+        *ret_buf = b;
+        return r;
+}
+
+static void test_lengths(void) {
+        struct statsd_metric m;
+        char *b;
+
+        CHECK_EQ_INT(parse_long_name(STATSD_NAME_MAX, ":1|c", &m, &b), 0);
+        CHECK_EQ_INT(m.name_len, STATSD_NAME_MAX);
+        free(b);
+        CHECK_EQ_INT(parse_long_name(STATSD_NAME_MAX + 1, ":1|c", &m, &b), BAD);
+        free(b);
+        CHECK_EQ_INT(parse_long_name(60 * 1024, ":1|c", &m, &b), BAD);
+        free(b);
+        CHECK_EQ_INT(parse_long_name(60 * 1024, "", &m, &b), BAD); /* no ':' at all */
+        free(b);
+
+        /* a 200-byte name made of 2-byte characters is fine; 201 bytes is not */
+        char name[STATSD_NAME_MAX + 16];
+        for (size_t i = 0; i < STATSD_NAME_MAX; i += 2)
+                memcpy(name + i, "\xc3\xa9", 2);
+        memcpy(name + STATSD_NAME_MAX, ":1|c", 4);
+        CHECK_EQ_INT(statsd_parse_line(name, STATSD_NAME_MAX + 4, &m), 0);
+        name[STATSD_NAME_MAX] = 'x';
+        memcpy(name + STATSD_NAME_MAX + 1, ":1|c", 4);
+        CHECK_EQ_INT(statsd_parse_line(name, STATSD_NAME_MAX + 5, &m), BAD);
+
+        /* numbers: 64 bytes fine, 65 malformed */
+        char line[256];
+        memcpy(line, "a:", 2);
+        memset(line + 2, '0', 63);
+        line[2 + 63] = '1';
+        memcpy(line + 2 + 64, "|c", 2);
+        CHECK_EQ_INT(statsd_parse_line(line, 2 + 64 + 2, &m), 0);
+        CHECK(m.value == 1);
+        memset(line + 2, '0', 64);
+        line[2 + 64] = '1';
+        memcpy(line + 2 + 65, "|c", 2);
+        CHECK_EQ_INT(statsd_parse_line(line, 2 + 65 + 2, &m), BAD);
+        /* same for the rate */
+        int n = snprintf(line, sizeof line, "a:1|c|@0.%063d", 5);
+        CHECK_EQ_INT(statsd_parse_line(line, (size_t)n, &m), BAD); /* 65 bytes after '@' */
+        n = snprintf(line, sizeof line, "a:1|c|@0.%062d", 5);
+        CHECK_EQ_INT(statsd_parse_line(line, (size_t)n, &m), 0);
+        CHECK(m.sample_rate == strtod(line + 7, NULL) && m.sample_rate > 0);
+}
+
+/* The fast path for plain decimals must agree with strtod() to the bit. */
+static void test_numbers_vs_strtod(void) {
+        static const char *fixed[] = {
+                "0.1", "0.3", "12.734", "999999999999999", "0.000000000000001", "123456789.012345",
+                "9007199254740993", "0.1234567890123456789", "1.7976931348623157e308", "4.9e-324",
+                "2.2250738585072011e-308", "-0.0", "+000000000000000000000001.5",
+        };
+        char line[128], num[80];
+        struct statsd_metric m;
+        unsigned seed = 12345, mismatches = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(fixed) + 200000; i++) {
+                if (i < ELEMENTSOF(fixed))
+                        snprintf(num, sizeof num, "%s", fixed[i]);
+                else {
+                        /* random digits with a random point, 1..20 digits */
+                        seed = seed * 1103515245u + 12345u;
+                        unsigned nd = 1 + (seed >> 16) % 20;
+                        seed = seed * 1103515245u + 12345u;
+                        unsigned dot = (seed >> 16) % (nd + 1);
+                        size_t k = 0;
+                        for (unsigned d = 0; d < nd; d++) {
+                                if (d == dot && d > 0)
+                                        num[k++] = '.';
+                                seed = seed * 1103515245u + 12345u;
+                                num[k++] = (char)('0' + (seed >> 16) % 10);
+                        }
+                        num[k] = 0;
+                }
+                int n = snprintf(line, sizeof line, "x:%s|c", num);
+                double want = strtod(num, NULL);
+                if (statsd_parse_line(line, (size_t)n, &m) < 0 ||
+                    memcmp(&m.value, &want, sizeof want) != 0) {
+                        if (mismatches++ < 5)
+                                fprintf(stderr, "\"%s\": %.17g, strtod %.17g\n", num, m.value, want);
+                }
+        }
+        CHECK_EQ_INT(mismatches, 0);
+}
+
+struct collect {
+        size_t n;
+        char names[8][16];
+        double values[8];
+};
+
+static void collect_fn(const struct statsd_metric *m, void *userdata) {
+        struct collect *c = userdata;
+        if (c->n < 8) {
+                snprintf(c->names[c->n], sizeof c->names[c->n], "%.*s", (int)m->name_len, m->name);
+                c->values[c->n] = m->value;
+        }
+        c->n++;
+}
+
+/* a literal and its length, without the terminating NUL */
+#define S(lit) (lit), (sizeof(lit) - 1)
+
+static size_t datagram(const char *buf, size_t len, struct collect *c, uint64_t *malformed) {
+        memset(c, 0, sizeof *c);
+        *malformed = 12345;
+        return statsd_parse_datagram(buf, len, collect_fn, c, malformed);
+}
+
+static void test_datagrams(void) {
+        struct collect c;
+        uint64_t bad;
+        size_t n;
+
+        n = datagram(S("a:1|c\nb:x|c\nc:3|ms"), &c, &bad);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(bad, 1);
+        CHECK_EQ_INT(c.n, 2);
+        CHECK(strcmp(c.names[0], "a") == 0 && c.values[0] == 1);
+        CHECK(strcmp(c.names[1], "c") == 0 && c.values[1] == 3);
+
+        n = datagram(S("a:1|c\nb:2|c\n"), &c, &bad);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(bad, 0);
+
+        n = datagram(S("\n\n\n"), &c, &bad);
+        CHECK_EQ_INT(n, 0);
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(c.n, 0);
+
+        n = datagram(S(""), &c, &bad);
+        CHECK_EQ_INT(n, 0);
+        CHECK_EQ_INT(bad, 0);
+        n = datagram(NULL, 0, &c, &bad);
+        CHECK_EQ_INT(n, 0);
+        CHECK_EQ_INT(bad, 0);
+
+        /* CRLF line ends, a lone "\r" line */
+        n = datagram(S("a:1|c\r\n\r\nb:2|g\r\n"), &c, &bad);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(bad, 0);
+
+        /* a NUL inside one line spoils that line only */
+        static const char nul[] = "a:1|c\nb:\0002|c\nc:3|c";
+        n = datagram(nul, sizeof nul - 1, &c, &bad);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(bad, 1);
+        CHECK(strcmp(c.names[1], "c") == 0);
+
+        /* a line that is only a NUL is malformed, not empty */
+        n = datagram(S("\0\n"), &c, &bad);
+        CHECK_EQ_INT(n, 0);
+        CHECK_EQ_INT(bad, 1);
+
+        /* a blank line is not empty */
+        n = datagram(S(" \na:1|c"), &c, &bad);
+        CHECK_EQ_INT(n, 1);
+        CHECK_EQ_INT(bad, 1);
+
+        /* no callback, no malformed counter: still counts */
+        CHECK_EQ_INT(statsd_parse_datagram(S("a:1|c\nb:1|c\nx"), NULL, NULL, NULL), 2);
+
+        /* the length bounds the datagram, not a NUL */
+        n = datagram("a:1|c\nb:2|c", 5, &c, &bad);
+        CHECK_EQ_INT(n, 1);
+        CHECK_EQ_INT(bad, 0);
+}
+
+int main(void) {
+        test_lines();
+        test_nul();
+        test_lengths();
+        test_numbers_vs_strtod();
+        test_datagrams();
+        printf("%zu line cases\n", ELEMENTSOF(line_cases));
+        TEST_DONE();
+}
