@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -14,9 +15,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "compare.h"
 #include "http-client.h"
 #include "json-util.h"
 #include "output.h"
+#include "report.h"
+#include "top.h"
 #include "util.h"
 #include "version.h"
 
@@ -29,6 +33,10 @@
  * it through a pidfd, i.e. at once), and how often to ask. */
 #define EXIT_WAIT_USEC (3 * USEC_PER_SEC)
 #define EXIT_POLL_USEC (50 * USEC_PER_MSEC)
+/* `compare`: worse by more than this many percent is a regression */
+#define DEFAULT_THRESHOLD_PCT 10.0
+/* mark labels, as the API takes them */
+#define LABEL_MAX 64
 
 enum {
         EXIT_OK = 0,
@@ -92,6 +100,25 @@ static void help(void) {
                "                         Run CMD as a registered run, forward signals to it,\n"
                "                         print its report on stderr when it ends (and write it\n"
                "                         as JSON to FILE); exits with CMD's status\n"
+               "  observe [--id ID] [--category C] OP MS\n"
+               "                         Record one timing of MS milliseconds for operation OP\n"
+               "                         (default run: this process's or its nearest registered\n"
+               "                         ancestor's)\n"
+               "  mark ID LABEL          Put a phase marker on a running run (e.g. warmup-done)\n"
+               "  report ID [--window W] [--since-mark LABEL]\n"
+               "                         Profiling report: summary, then per operation count,\n"
+               "                         total, avg, min, max, p50, p90, p99 and share of time,\n"
+               "                         grouped by category; default span: the whole run\n"
+               "  compare BASE.json CUR.json [--threshold PCT]\n"
+               "                         Compare two reports (report --json, run --report):\n"
+               "                         per op p50/p90/p99 and ops/s, peak RSS, CPU and wall\n"
+               "                         time; exit 1 if any got worse by more than PCT\n"
+               "                         (default 10%%); needs no daemon\n"
+               "  top [--interval DUR] [--iterations N]\n"
+               "                         Live view of running runs: CPU, RSS, I/O and the\n"
+               "                         busiest operation over the last " TOP_WINDOW ", refreshed\n"
+               "                         every DUR (default 1s) until Ctrl-C or N refreshes\n"
+               "                         (default 1 when stdout is not a terminal)\n"
                "\n"
                "Register options:\n"
                "  --name N               Name the run\n"
@@ -107,7 +134,8 @@ static void help(void) {
                "  --version              Show the version\n"
                "\n"
                "Exit status: 0 success, 1 request refused or failed, 2 usage error;\n"
-               "`run` exits with CMD's status (128+N if killed by signal N).\n");
+               "`run` exits with CMD's status (128+N if killed by signal N); `compare`\n"
+               "exits 1 when a figure regressed, 2 when a file cannot be read.\n");
 }
 
 /* ---- options --------------------------------------------------------------- */
@@ -122,6 +150,12 @@ enum {
         ARG_TAG,
         ARG_ALL,
         ARG_REPORT,
+        ARG_ID,
+        ARG_CATEGORY,
+        ARG_WINDOW,
+        ARG_SINCE_MARK,
+        ARG_THRESHOLD,
+        ARG_ITERATIONS,
 };
 
 #define OPTIONS_GLOBAL                                                  \
@@ -145,6 +179,12 @@ struct args {
         json_object *tags; /* owned */
         bool all;
         const char *report;
+        uint64_t id; /* --id; 0: not given */
+        const char *category;
+        const char *window;
+        const char *since_mark;
+        double threshold; /* --threshold; NAN: not given */
+        uint64_t iterations; /* 0: not given */
 
         char **operands; /* pointers into argv, owned array */
         size_t n_operands;
@@ -173,6 +213,48 @@ static int add_tag(struct args *a, const char *kv) {
         }
         json_object_object_add(a->tags, key, v); /* a repeated key: the last wins */
         return CONTINUE;
+}
+
+/* Positive decimal id or pid. */
+static int parse_id(const char *s, const char *what, uint64_t max, uint64_t *ret) {
+        uint64_t v;
+        if (safe_atou64(s, &v) < 0 || v == 0 || v > max)
+                return usage_error("invalid %s '%s': expected a positive integer", what, s);
+        *ret = v;
+        return CONTINUE;
+}
+
+/* Mark labels: 1-64 bytes of UTF-8 without control characters. */
+static int check_label(const char *what, const char *s) {
+        size_t l = strlen(s);
+        if (l == 0)
+                return usage_error("%s: the label is empty", what);
+        if (l > LABEL_MAX)
+                return usage_error("%s: the label is longer than %d bytes", what, LABEL_MAX);
+        if (!utf8_is_valid(s, l))
+                return usage_error("%s: the label is not valid UTF-8", what);
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+                if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+                        return usage_error("%s: the label contains control characters", what);
+        return CONTINUE;
+}
+
+/* "5", "5%", "12.5 %" */
+static int parse_threshold(const char *s, double *ret) {
+        char buf[64];
+        size_t l = strlen(s);
+        if (l == 0 || l >= sizeof buf)
+                return -EINVAL;
+        memcpy(buf, s, l + 1);
+        if (buf[l - 1] == '%')
+                buf[--l] = 0;
+        while (l > 0 && buf[l - 1] == ' ')
+                buf[--l] = 0;
+        double v;
+        if (safe_atod(buf, &v) < 0 || v < 0 || buf[0] == ' ')
+                return -EINVAL;
+        *ret = v;
+        return 0;
 }
 
 /* Parses argv[1..] with opts. in_order: stop at the first operand and leave
@@ -239,6 +321,41 @@ static int parse_options(int argc, char *argv[], const struct option *opts, bool
                                 return usage_error("--report: empty file name");
                         a->report = optarg;
                         break;
+                case ARG_ID:
+                        r = parse_id(optarg, "run ID", INT64_MAX, &a->id);
+                        if (r != CONTINUE)
+                                return r;
+                        break;
+                case ARG_CATEGORY:
+                        if (!*optarg)
+                                return usage_error("--category: empty category");
+                        if (!utf8_is_valid(optarg, strlen(optarg)))
+                                return usage_error("--category: not valid UTF-8");
+                        a->category = optarg;
+                        break;
+                case ARG_WINDOW: {
+                        usec_t u;
+                        if (parse_duration(optarg, &u) < 0 || u == 0)
+                                return usage_error("invalid window '%s': expected a duration like 30s, 5m, 1h",
+                                                   optarg);
+                        a->window = optarg;
+                        break;
+                }
+                case ARG_SINCE_MARK:
+                        r = check_label("--since-mark", optarg);
+                        if (r != CONTINUE)
+                                return r;
+                        a->since_mark = optarg;
+                        break;
+                case ARG_THRESHOLD:
+                        if (parse_threshold(optarg, &a->threshold) < 0)
+                                return usage_error("invalid threshold '%s': expected a percentage like 10 or 5%%",
+                                                   optarg);
+                        break;
+                case ARG_ITERATIONS:
+                        if (safe_atou64(optarg, &a->iterations) < 0 || a->iterations == 0)
+                                return usage_error("invalid iterations '%s': expected a positive integer", optarg);
+                        break;
                 case ':':
                         return usage_error("option '%s' requires an argument", argv[optind - 1]);
                 case '?':
@@ -253,15 +370,6 @@ static int parse_options(int argc, char *argv[], const struct option *opts, bool
         a->rest = optind;
         for (int i = optind; i < argc; i++)
                 a->operands[a->n_operands++] = argv[i];
-        return CONTINUE;
-}
-
-/* Positive decimal id or pid. */
-static int parse_id(const char *s, const char *what, uint64_t max, uint64_t *ret) {
-        uint64_t v;
-        if (safe_atou64(s, &v) < 0 || v == 0 || v > max)
-                return usage_error("invalid %s '%s': expected a positive integer", what, s);
-        *ret = v;
         return CONTINUE;
 }
 
@@ -325,9 +433,9 @@ static void print_http_error(const struct http_response *resp) {
 
 /* One API call. On success (2xx) returns 0 with the parsed answer in
  * *ret_json and, if ret_raw, the body as sent; else prints one error line
- * and returns -1. */
-static int api_call(const char *method, const char *path, json_object *body, int timeout_ms,
-                    json_object **ret_json, char **ret_raw) {
+ * (unless quiet) and returns -1. */
+static int api_call_full(const char *method, const char *path, json_object *body, int timeout_ms, bool quiet,
+                         json_object **ret_json, char **ret_raw) {
         struct http_response resp = {};
         const char *b = body ? json_to_string(body) : NULL;
         int r;
@@ -338,17 +446,20 @@ static int api_call(const char *method, const char *path, json_object *body, int
         }
         r = http_request_unix(arg_socket, method, path, b, timeout_ms, &resp);
         if (r < 0) {
-                print_request_error(r);
+                if (!quiet)
+                        print_request_error(r);
                 return -1;
         }
         if (resp.status < 200 || resp.status > 299) {
-                print_http_error(&resp);
+                if (!quiet)
+                        print_http_error(&resp);
                 http_response_done(&resp);
                 return -1;
         }
         json_object *j = json_tokener_parse(resp.body);
         if (!j) {
-                error_line("%s: mlmond's answer is not valid JSON", arg_socket);
+                if (!quiet)
+                        error_line("%s: mlmond's answer is not valid JSON", arg_socket);
                 http_response_done(&resp);
                 return -1;
         }
@@ -357,6 +468,11 @@ static int api_call(const char *method, const char *path, json_object *body, int
                 *ret_raw = TAKE_PTR(resp.body);
         http_response_done(&resp);
         return 0;
+}
+
+static int api_call(const char *method, const char *path, json_object *body, int timeout_ms,
+                    json_object **ret_json, char **ret_raw) {
+        return api_call_full(method, path, body, timeout_ms, false, ret_json, ret_raw);
 }
 
 /* --json: the body verbatim, ending in a newline. */
@@ -374,6 +490,127 @@ static int finish_stdout(int code) {
                 return code == EXIT_OK ? EXIT_FAILED : code;
         }
         return code;
+}
+
+/* ---- op figures --------------------------------------------------------------- */
+
+/* Percent-encodes s for a query string: all but RFC 3986's unreserved
+ * characters. */
+static char *url_escape(const char *s) {
+        static const char hex[] = "0123456789ABCDEF";
+        char *out = malloc(strlen(s) * 3 + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                    strchr("-._~", *p))
+                        *o++ = (char)*p;
+                else {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 15];
+                }
+        }
+        *o = 0;
+        return out;
+}
+
+/* The span of a whole run for its latency and throughput queries: from its
+ * registration to its end, or now while it runs. */
+static bool run_span(json_object *run, int64_t *ret_from, int64_t *ret_until) {
+        if (!json_get_int(run, "registered_ts", ret_from))
+                return false;
+        if (!json_get_int(run, "ended_ts", ret_until))
+                *ret_until = now_realtime_ms();
+        if (*ret_until < *ret_from)
+                *ret_until = *ret_from;
+        return true;
+}
+
+/* The op figures of run id: GET .../latency?<latency_query>&q=50,90,99,
+ * then the throughput window over the span that answer covers (see
+ * latency_span()), else GET .../throughput?<throughput_fallback>. Errors
+ * are printed; partial: go on to the throughput after a failed latency
+ * query. A part that did not come stays NULL. Returns 0 if both came. */
+static int fetch_op_figures(int64_t id, const char *latency_query, const char *throughput_fallback, bool partial,
+                            json_object **ret_latency, json_object **ret_window) {
+        _cleanup_free_ char *lpath = NULL, *tpath = NULL;
+        _cleanup_json_ json_object *latency = NULL, *throughput = NULL;
+        int64_t from = 0, until = 0;
+        int r = 0, k;
+
+        *ret_latency = *ret_window = NULL;
+        if (asprintf(&lpath, "/v1/runs/%" PRId64 "/latency?%s&q=" REPORT_QUANTILES, id, latency_query) < 0) {
+                lpath = NULL;
+                oom();
+                return -1;
+        }
+        if (api_call("GET", lpath, NULL, REQUEST_TIMEOUT_MS, &latency, NULL) < 0) {
+                if (!partial)
+                        return -1;
+                r = -1;
+        }
+        if (latency_span(latency, &from, &until))
+                k = asprintf(&tpath, "/v1/runs/%" PRId64 "/throughput?window=%" PRId64 "ms&until=%" PRId64, id,
+                             until - from > 0 ? until - from : 1, until);
+        else
+                k = asprintf(&tpath, "/v1/runs/%" PRId64 "/throughput?%s", id, throughput_fallback);
+        if (k < 0) {
+                tpath = NULL;
+                oom();
+                return -1;
+        }
+        if (api_call("GET", tpath, NULL, REQUEST_TIMEOUT_MS, &throughput, NULL) < 0)
+                r = -1;
+        else {
+                json_object *windows = json_get_array(throughput, "windows");
+                json_object *w = windows && json_object_array_length(windows) > 0
+                                         ? json_object_array_get_idx(windows, 0)
+                                         : NULL;
+                if (!w || !json_object_is_type(w, json_type_object)) {
+                        error_line("%s: mlmond's throughput answer has no window", arg_socket);
+                        r = -1;
+                } else
+                        *ret_window = json_object_get(w);
+        }
+        *ret_latency = TAKE_PTR(latency);
+        return r;
+}
+
+/* The op figures of a whole run (see run_span), as much of them as came. */
+static int fetch_run_op_figures(int64_t id, json_object *run, json_object **ret_latency, json_object **ret_window) {
+        char lq[96], tq[96];
+        int64_t from, until;
+        *ret_latency = *ret_window = NULL;
+        if (!run_span(run, &from, &until)) {
+                error_line("%s: mlmond's run %" PRId64 " has no registration time", arg_socket, id);
+                return -1;
+        }
+        snprintf(lq, sizeof lq, "from=%" PRId64 "&until=%" PRId64, from, until);
+        snprintf(tq, sizeof tq, "window=%" PRId64 "ms&until=%" PRId64, until - from > 0 ? until - from : 1, until);
+        return fetch_op_figures(id, lq, tq, true, ret_latency, ret_window);
+}
+
+/* {"run", "latency", "throughput"}: see doc/api-contract.md, "The report
+ * document". NULL parts are null. */
+static json_object *report_document(json_object *run, json_object *latency, json_object *window) {
+        json_object *doc = json_object_new_object();
+        if (!doc)
+                return NULL;
+        json_object_object_add(doc, "run", json_object_get(run));
+        json_object_object_add(doc, "latency", json_object_get(latency));
+        json_object_object_add(doc, "throughput", json_object_get(window));
+        return doc;
+}
+
+static const char *json_pretty(json_object *doc) {
+        return json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+static bool has_ops(json_object *latency, json_object *window) {
+        json_object *l = json_get_object(latency, "ops"), *t = json_get_object(window, "ops");
+        return (l && json_object_object_length(l) > 0) || (t && json_object_object_length(t) > 0);
 }
 
 /* ---- register ------------------------------------------------------------- */
@@ -637,19 +874,18 @@ static json_object *fetch_final_run(int64_t id) {
         return run;
 }
 
-static int write_report(const char *file, json_object *run, char **cmd, int exit_status, int sig) {
-        _cleanup_json_ json_object *doc = json_object_new_object(), *command = json_object_new_array();
+static int write_report(const char *file, json_object *run, json_object *latency, json_object *window, char **cmd,
+                        int exit_status, int sig) {
+        _cleanup_json_ json_object *doc = report_document(run, latency, window), *command = json_object_new_array();
         if (!doc || !command)
                 return -ENOMEM;
         for (char **c = cmd; *c; c++)
                 json_object_array_add(command, json_string_sanitized(*c, strlen(*c)));
-        json_object_object_add(doc, "run", json_object_get(run)); /* NULL: null */
         json_object_object_add(doc, "command", json_object_get(command));
         json_object_object_add(doc, "exit_status", json_object_new_int(exit_status));
         json_object_object_add(doc, "signal", sig > 0 ? json_object_new_int(sig) : NULL);
 
-        const char *s = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
+        const char *s = json_pretty(doc);
         if (!s)
                 return -ENOMEM;
         if (!file)
@@ -664,7 +900,7 @@ static int write_report(const char *file, json_object *run, char **cmd, int exit
 }
 
 static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, int exit_status, int sig,
-                             double wall_s, json_object *run) {
+                             double wall_s, json_object *run, json_object *latency, json_object *window) {
         _cleanup_free_ char *pname = name ? text_printable(name) : NULL;
         _cleanup_free_ char *pcmd = text_printable(cmd[0]);
         char what[64];
@@ -678,6 +914,12 @@ static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, 
                 pname ? pname : "", pname ? ")" : "", pcmd ? pcmd : cmd[0], what, wall_s);
         if (run)
                 print_summary(f, json_get_object(run, "summary"));
+        if (has_ops(latency, window)) {
+                fputc('\n', f);
+                print_op_tables(f, latency, window);
+                fputc('\n', f);
+                print_throughput(f, window, latency);
+        }
 }
 
 static int cmd_run(int argc, char *argv[]) {
@@ -688,7 +930,7 @@ static int cmd_run(int argc, char *argv[]) {
                 {},
         };
         _cleanup_(args_done) struct args a = {};
-        _cleanup_json_ json_object *run = NULL;
+        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL;
         int sv[2], r, status;
         int64_t id;
 
@@ -758,19 +1000,379 @@ static int cmd_run(int argc, char *argv[]) {
         int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         int exit_status = sig > 0 ? 128 + sig : WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_FAILED;
 
+        /* the ops of the whole run; what did not come is left out (and said) */
+        if (run)
+                (void) fetch_run_op_figures(id, run, &latency, &window);
+
         if (arg_json) {
                 /* stdout is the job's; the JSON report goes where the text
                  * one would */
-                (void) write_report(NULL, run, cmd, exit_status, sig);
+                (void) write_report(NULL, run, latency, window, cmd, exit_status, sig);
         } else
-                print_run_report(stderr, id, a.name, cmd, exit_status, sig, wall_s, run);
+                print_run_report(stderr, id, a.name, cmd, exit_status, sig, wall_s, run, latency, window);
 
         if (a.report) {
-                r = write_report(a.report, run, cmd, exit_status, sig);
+                r = write_report(a.report, run, latency, window, cmd, exit_status, sig);
                 if (r < 0)
                         error_line("cannot write report to %s: %s", a.report, strerror(-r));
         }
         return exit_status;
+}
+
+/* ---- observe, mark ------------------------------------------------------------ */
+
+static int cmd_observe(int argc, char *argv[]) {
+        static const struct option opts[] = {
+                OPTIONS_GLOBAL,
+                { "id", required_argument, NULL, ARG_ID },
+                { "category", required_argument, NULL, ARG_CATEGORY },
+                {},
+        };
+        _cleanup_(args_done) struct args a = {};
+        _cleanup_json_ json_object *answer = NULL, *body = NULL;
+        _cleanup_free_ char *raw = NULL;
+        char path[64];
+        double ms;
+        int r;
+
+        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+                return r;
+        if ((r = expect_operands(&a, "observe", 2, a.n_operands == 0 ? "OP and MS" : "MS")) != CONTINUE)
+                return r;
+        const char *op = a.operands[0];
+        if (!*op)
+                return usage_error("observe: empty operation name");
+        if (!utf8_is_valid(op, strlen(op)))
+                return usage_error("observe: the operation name is not valid UTF-8");
+        if (safe_atod(a.operands[1], &ms) < 0 || ms < 0)
+                return usage_error("invalid MS '%s': expected a non-negative number of milliseconds",
+                                   a.operands[1]);
+
+        json_object *item = json_object_new_object();
+        body = json_object_new_array();
+        if (!item || !body) {
+                json_object_put(item);
+                return oom();
+        }
+        json_object_array_add(body, item);
+        json_object_object_add(item, "op", json_object_new_string(op));
+        json_object_object_add(item, "ms", json_number_short(ms == 0 ? 0 : ms)); /* no "-0" */
+        if (a.category)
+                json_object_object_add(item, "category", json_object_new_string(a.category));
+
+        if (a.id > 0)
+                snprintf(path, sizeof path, "/v1/runs/%" PRIu64 "/observations", a.id);
+        else
+                /* the daemon finds the run from our pid (SO_PEERCRED) */
+                snprintf(path, sizeof path, "/v1/observations");
+        if (api_call("POST", path, body, REQUEST_TIMEOUT_MS, &answer, &raw) < 0)
+                return EXIT_FAILED;
+        if (arg_json)
+                print_raw(stdout, raw);
+        return finish_stdout(EXIT_OK);
+}
+
+static int cmd_mark(int argc, char *argv[]) {
+        static const struct option opts[] = { OPTIONS_GLOBAL, {} };
+        _cleanup_(args_done) struct args a = {};
+        _cleanup_json_ json_object *answer = NULL, *body = NULL;
+        _cleanup_free_ char *raw = NULL;
+        char path[64];
+        uint64_t id = 0;
+        int r;
+
+        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+                return r;
+        if ((r = expect_operands(&a, "mark", 2, a.n_operands == 0 ? "run ID and LABEL" : "LABEL")) != CONTINUE)
+                return r;
+        if ((r = parse_id(a.operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
+                return r;
+        if ((r = check_label("mark", a.operands[1])) != CONTINUE)
+                return r;
+
+        body = json_object_new_object();
+        if (!body)
+                return oom();
+        json_object_object_add(body, "label", json_object_new_string(a.operands[1]));
+        snprintf(path, sizeof path, "/v1/runs/%" PRIu64 "/marks", id);
+        if (api_call("POST", path, body, REQUEST_TIMEOUT_MS, &answer, &raw) < 0)
+                return EXIT_FAILED;
+        if (arg_json)
+                print_raw(stdout, raw);
+        return finish_stdout(EXIT_OK);
+}
+
+/* ---- report ------------------------------------------------------------------ */
+
+static int cmd_report(int argc, char *argv[]) {
+        static const struct option opts[] = {
+                OPTIONS_GLOBAL,
+                { "window", required_argument, NULL, ARG_WINDOW },
+                { "since-mark", required_argument, NULL, ARG_SINCE_MARK },
+                {},
+        };
+        _cleanup_(args_done) struct args a = {};
+        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL, *doc = NULL;
+        _cleanup_free_ char *lq = NULL, *tq = NULL, *w = NULL, *mark = NULL;
+        char path[64];
+        uint64_t id = 0;
+        int64_t from, until;
+        int r;
+
+        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+                return r;
+        if ((r = expect_operands(&a, "report", 1, "run ID")) != CONTINUE)
+                return r;
+        if ((r = parse_id(a.operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
+                return r;
+
+        snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
+        if (api_call("GET", path, NULL, REQUEST_TIMEOUT_MS, &run, NULL) < 0)
+                return EXIT_FAILED;
+        if (a.since_mark && !(mark = url_escape(a.since_mark)))
+                return oom();
+        if (a.window) {
+                if (!(w = url_escape(a.window)))
+                        return oom();
+                r = asprintf(&lq, "window=%s%s%s", w, mark ? "&since_mark=" : "", mark ? mark : "");
+                if (r >= 0)
+                        r = asprintf(&tq, "window=%s", w);
+        } else {
+                if (!run_span(run, &from, &until)) {
+                        error_line("%s: mlmond's run %" PRIu64 " has no registration time", arg_socket, id);
+                        return EXIT_FAILED;
+                }
+                r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until,
+                             mark ? "&since_mark=" : "", mark ? mark : "");
+                if (r >= 0)
+                        r = asprintf(&tq, "window=%" PRId64 "ms&until=%" PRId64, until - from > 0 ? until - from : 1,
+                                     until);
+        }
+        if (r < 0) {
+                lq = tq = NULL;
+                return oom();
+        }
+        if (fetch_op_figures((int64_t)id, lq, tq, false, &latency, &window) < 0)
+                return EXIT_FAILED;
+
+        doc = report_document(run, latency, window);
+        if (!doc)
+                return oom();
+        if (arg_json) {
+                const char *text = json_pretty(doc);
+                if (!text)
+                        return oom();
+                puts(text);
+        } else
+                print_report(stdout, doc);
+        return finish_stdout(EXIT_OK);
+}
+
+/* ---- compare ----------------------------------------------------------------- */
+
+static int cmd_compare(int argc, char *argv[]) {
+        static const struct option opts[] = {
+                OPTIONS_GLOBAL,
+                { "threshold", required_argument, NULL, ARG_THRESHOLD },
+                {},
+        };
+        _cleanup_(args_done) struct args a = { .threshold = NAN };
+        _cleanup_json_ json_object *base = NULL, *current = NULL, *result = NULL;
+        int64_t regressions = 0;
+        int r;
+
+        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+                return r;
+        if ((r = expect_operands(&a, "compare", 2, a.n_operands == 0 ? "BASE.json and CUR.json" : "CUR.json")) !=
+            CONTINUE)
+                return r;
+        double threshold = isnan(a.threshold) ? DEFAULT_THRESHOLD_PCT : a.threshold;
+
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_free_ char *err = NULL;
+                if (report_load(a.operands[i], i == 0 ? &base : &current, &err) < 0) {
+                        if (!err)
+                                return oom(), EXIT_USAGE;
+                        error_line("%s", err);
+                        return EXIT_USAGE;
+                }
+        }
+        result = compare_reports(base, current, threshold);
+        if (!result)
+                return oom();
+        (void) json_get_int(result, "regressions", &regressions);
+        if (arg_json) {
+                const char *text = json_pretty(result);
+                if (!text)
+                        return oom();
+                puts(text);
+        } else
+                print_comparison(stdout, result, threshold);
+        return finish_stdout(regressions > 0 ? EXIT_FAILED : EXIT_OK);
+}
+
+/* ---- top --------------------------------------------------------------------- */
+
+static volatile sig_atomic_t top_quit;
+
+static void top_signal(int sig _unused_) { top_quit = 1; }
+
+/* Sleeps until deadline (CLOCK_MONOTONIC) or a quit signal. */
+static void top_sleep_until(usec_t deadline) {
+        while (!top_quit) {
+                usec_t now = now_usec(CLOCK_MONOTONIC);
+                if (now >= deadline)
+                        return;
+                usec_t left = deadline - now;
+                struct timespec ts = { .tv_sec = (time_t)(left / USEC_PER_SEC),
+                                       .tv_nsec = (long)(left % USEC_PER_SEC * 1000) };
+                (void) nanosleep(&ts, NULL); /* EINTR: look at top_quit */
+        }
+}
+
+/* One refresh: the running runs and, per run, its op figures over the last
+ * TOP_WINDOW. Writes the screen (or, --json, one JSON line) to *ret_text.
+ * Returns 0, or -1 (printed) when the run list could not be had. */
+static int top_frame(char **ret_text) {
+        _cleanup_json_ json_object *answer = NULL, *health = NULL, *out = NULL;
+        _cleanup_free_ struct top_run *runs = NULL;
+        char *text = NULL;
+        size_t len = 0, n = 0;
+        int r = -1;
+
+        if (api_call("GET", "/v1/runs", NULL, REQUEST_TIMEOUT_MS, &answer, NULL) < 0)
+                return -1;
+        json_object *list = json_get_array(answer, "runs");
+        if (!list) {
+                error_line("%s: mlmond's answer has no \"runs\" list", arg_socket);
+                return -1;
+        }
+        /* a missing figure is shown as "-", not an error: a run may end
+         * between the list and its figures */
+        (void) api_call_full("GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, true, &health, NULL);
+        n = json_object_array_length(list);
+        runs = calloc(n + 1, sizeof *runs);
+        if (!runs)
+                return oom(), -1;
+        for (size_t i = 0; i < n && !top_quit; i++) {
+                char path[128];
+                int64_t id;
+                _cleanup_json_ json_object *t = NULL;
+                runs[i].run = json_object_array_get_idx(list, i);
+                if (!json_get_int(runs[i].run, "id", &id))
+                        continue;
+                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/latency?window=" TOP_WINDOW "&q=99", id);
+                (void) api_call_full("GET", path, NULL, REQUEST_TIMEOUT_MS, true, &runs[i].latency, NULL);
+                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
+                if (api_call_full("GET", path, NULL, REQUEST_TIMEOUT_MS, true, &t, NULL) == 0) {
+                        json_object *windows = json_get_array(t, "windows");
+                        json_object *w = windows && json_object_array_length(windows) > 0
+                                                 ? json_object_array_get_idx(windows, 0)
+                                                 : NULL;
+                        if (w && json_object_is_type(w, json_type_object))
+                                runs[i].window = json_object_get(w);
+                }
+        }
+
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                goto finish;
+        if (arg_json) {
+                json_object *arr = json_object_new_array();
+                out = json_object_new_object();
+                if (!out || !arr) {
+                        json_object_put(arr);
+                        fclose(f);
+                        goto finish;
+                }
+                json_object_object_add(out, "ts", json_object_new_int64(now_realtime_ms()));
+                json_object_object_add(out, "health", json_object_get(health));
+                json_object_object_add(out, "runs", arr);
+                for (size_t i = 0; i < n; i++) {
+                        json_object *o = json_object_new_object();
+                        if (!o)
+                                break;
+                        json_object_object_add(o, "run", json_object_get(runs[i].run));
+                        json_object_object_add(o, "latency", json_object_get(runs[i].latency));
+                        json_object_object_add(o, "throughput", json_object_get(runs[i].window));
+                        json_object_array_add(arr, o);
+                }
+                fprintf(f, "%s\n", json_to_string(out));
+        } else
+                print_top(f, health, runs, n, now_realtime_ms(), terminal_width());
+        if (fclose(f) != 0) {
+                free(text);
+                text = NULL;
+        } else
+                r = 0;
+finish:
+        for (size_t i = 0; i < n; i++) {
+                json_object_put(runs[i].latency);
+                json_object_put(runs[i].window);
+        }
+        if (r < 0)
+                return oom(), -1;
+        *ret_text = text;
+        return 0;
+}
+
+static int cmd_top(int argc, char *argv[]) {
+        static const struct option opts[] = {
+                OPTIONS_GLOBAL,
+                { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "iterations", required_argument, NULL, ARG_ITERATIONS },
+                {},
+        };
+        static const int quit_signals[] = { SIGINT, SIGTERM };
+        struct sigaction saved[ELEMENTSOF(quit_signals)];
+        _cleanup_(args_done) struct args a = {};
+        usec_t interval = USEC_PER_SEC;
+        int r, code = EXIT_OK;
+
+        if ((r = parse_options(argc, argv, opts, false, &a)) != CONTINUE)
+                return r;
+        if ((r = expect_operands(&a, "top", 0, "")) != CONTINUE)
+                return r;
+        if (a.interval)
+                (void) parse_duration(a.interval, &interval); /* checked by parse_options */
+        /* on a terminal, refresh until Ctrl-C; into a pipe or file, one
+         * screen (a script that wants more says how many) */
+        bool screen = isatty(STDOUT_FILENO) && !arg_json;
+        uint64_t iterations = a.iterations > 0 ? a.iterations : isatty(STDOUT_FILENO) ? 0 : 1;
+
+        /* no SA_RESTART: a signal ends the sleep at once */
+        struct sigaction sa = { .sa_handler = top_signal };
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++)
+                sigaction(quit_signals[i], &sa, &saved[i]);
+        if (screen)
+                fputs("\033[?25l", stdout); /* hide the cursor while we redraw */
+
+        for (uint64_t i = 0; !top_quit && (iterations == 0 || i < iterations); i++) {
+                usec_t start = now_usec(CLOCK_MONOTONIC);
+                _cleanup_free_ char *text = NULL;
+                if (top_frame(&text) < 0) {
+                        code = EXIT_FAILED;
+                        break;
+                }
+                if (top_quit)
+                        break;
+                if (screen)
+                        fputs("\033[H\033[2J", stdout);
+                else if (i > 0 && !arg_json)
+                        fputc('\n', stdout);
+                fputs(text, stdout);
+                if (fflush(stdout) != 0)
+                        break; /* finish_stdout says why */
+                if (iterations == 0 || i + 1 < iterations)
+                        top_sleep_until(start + interval);
+        }
+
+        if (screen)
+                fputs("\033[?25h", stdout); /* the cursor back, whatever ended us */
+        for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++)
+                sigaction(quit_signals[i], &saved[i], NULL);
+        return finish_stdout(code);
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -784,6 +1386,11 @@ static const struct command {
         { "list", cmd_list },
         { "show", cmd_show },
         { "run", cmd_run },
+        { "observe", cmd_observe },
+        { "mark", cmd_mark },
+        { "report", cmd_report },
+        { "compare", cmd_compare },
+        { "top", cmd_top },
 };
 
 int main(int argc, char *argv[]) {

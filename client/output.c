@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -52,6 +53,16 @@ bool json_get_int(json_object *o, const char *key, int64_t *ret) {
 int json_get_bool(json_object *o, const char *key) {
         json_object *v = get_typed(o, key, json_type_boolean);
         return v ? json_object_get_boolean(v) : -1;
+}
+
+json_object *json_number_short(double v) {
+        char buf[32];
+        for (int prec = 1; prec <= 17; prec++) {
+                snprintf(buf, sizeof buf, "%.*g", prec, v);
+                if (strtod(buf, NULL) == v)
+                        break;
+        }
+        return json_object_new_double_s(v, buf);
 }
 
 /* ---- text ----------------------------------------------------------------- */
@@ -148,6 +159,22 @@ const char *fmt_ts_ms(char *buf, size_t size, bool known, int64_t ts_ms) {
         /* "+0100" -> "+01:00" (ISO 8601 extended format) */
         size_t l = strlen(buf);
         snprintf(buf + l, size - l, "%.3s:%.2s", zone, zone + 3);
+        return buf;
+}
+
+const char *fmt_ms(char *buf, size_t size, bool known, double ms) {
+        if (!known)
+                return "-";
+        /* each bound is where the finer unit would round up to 1000 */
+        double a = fabs(ms);
+        if (a < 0.99995)
+                snprintf(buf, size, "%.1fus", ms * 1000);
+        else if (a < 999.995)
+                snprintf(buf, size, "%.2fms", ms);
+        else if (a < 59999.5)
+                snprintf(buf, size, "%.3fs", ms / 1000);
+        else
+                return fmt_seconds(buf, size, true, (double)llround(ms / 1000));
         return buf;
 }
 
@@ -295,6 +322,91 @@ void print_run_table(FILE *f, json_object *runs, int max_width) {
                 free(cells[i]);
 }
 
+/* ---- generic tables ------------------------------------------------------- */
+
+static void *xrealloc_array(void *p, size_t n, size_t size) {
+        if (size != 0 && n > SIZE_MAX / size)
+                p = NULL;
+        else
+                p = realloc(p, n * size);
+        if (!p) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        return p;
+}
+
+void table_add(struct table *t, const char *cell) {
+        if (t->ncells == t->alloc) {
+                t->alloc = t->alloc ? t->alloc * 2 : 64;
+                t->cells = xrealloc_array(t->cells, t->alloc, sizeof(char *));
+        }
+        char *c = text_printable(cell);
+        if (!c) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        t->cells[t->ncells++] = c;
+}
+
+void table_addf(struct table *t, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        int r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        table_add(t, s);
+}
+
+size_t table_rows(const struct table *t) { return t->ncols ? t->ncells / t->ncols : 0; }
+
+void table_print(FILE *f, const struct table *t, const char *indent, int max_width, size_t shrink) {
+        size_t nrows = table_rows(t);
+        _cleanup_free_ size_t *width = xrealloc_array(NULL, t->ncols, sizeof(size_t));
+
+        for (size_t c = 0; c < t->ncols; c++) {
+                width[c] = text_width(t->titles[c]);
+                for (size_t r = 0; r < nrows; r++) {
+                        size_t w = text_width(t->cells[r * t->ncols + c]);
+                        if (w > width[c])
+                                width[c] = w;
+                }
+        }
+        if (max_width > 0 && shrink < t->ncols && !t->right[shrink]) {
+                size_t used = indent ? strlen(indent) : 0;
+                for (size_t c = 0; c < t->ncols; c++)
+                        if (c != shrink)
+                                used += width[c] + 2;
+                size_t left = (size_t)max_width > used ? (size_t)max_width - used : 0;
+                if (left < text_width(t->titles[shrink]))
+                        left = text_width(t->titles[shrink]);
+                if (left < width[shrink]) {
+                        width[shrink] = left;
+                        for (size_t r = 0; r < nrows; r++)
+                                text_truncate(t->cells[r * t->ncols + shrink], left);
+                }
+        }
+        for (size_t r = 0; r <= nrows; r++) {
+                fputs(indent ? indent : "", f);
+                for (size_t c = 0; c < t->ncols; c++) {
+                        const char *s = r == 0 ? t->titles[c] : t->cells[(r - 1) * t->ncols + c];
+                        print_cell(f, s, width[c], t->right[c], c + 1 == t->ncols);
+                }
+        }
+}
+
+void table_done(struct table *t) {
+        for (size_t i = 0; i < t->ncells; i++)
+                free(t->cells[i]);
+        free(t->cells);
+        t->cells = NULL;
+        t->ncells = t->alloc = 0;
+}
+
 /* ---- blocks ----------------------------------------------------------------- */
 
 #define LABEL_WIDTH 14
@@ -302,6 +414,8 @@ void print_run_table(FILE *f, json_object *runs, int max_width) {
 static void field(FILE *f, const char *label, const char *value) {
         fprintf(f, "  %-*s %s\n", LABEL_WIDTH, label, value);
 }
+
+void print_field(FILE *f, const char *label, const char *value) { field(f, label, value); }
 
 static void field_text(FILE *f, const char *label, const char *value) {
         _cleanup_free_ char *p = text_printable(value);

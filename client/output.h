@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util.h"
+
 /* ---- typed lookups: o may be NULL or not an object ----------------------- */
 
 json_object *json_get_object(json_object *o, const char *key);
@@ -18,6 +20,9 @@ bool json_get_number(json_object *o, const char *key, double *ret);
 bool json_get_int(json_object *o, const char *key, int64_t *ret);
 /* 1 true, 0 false, -1 unknown */
 int json_get_bool(json_object *o, const char *key);
+/* A JSON number in the shortest form that reads back as v ("12.7", not
+ * json-c's "12.699999999999999"). v must be finite. */
+json_object *json_number_short(double v);
 
 /* ---- text ----------------------------------------------------------------- */
 
@@ -32,6 +37,9 @@ const char *fmt_rate(char *buf, size_t size, bool known, double bytes_per_s); /*
 const char *fmt_seconds(char *buf, size_t size, bool known, double s);        /* "1.23 s", "2m 03s" */
 const char *fmt_pct(char *buf, size_t size, bool known, double pct);          /* "31.2 %" */
 const char *fmt_ts_ms(char *buf, size_t size, bool known, int64_t ts_ms);     /* local ISO 8601 */
+/* A duration given in milliseconds, for latencies: "812.3us", "12.70ms",
+ * "1.234s", "2m 03s". */
+const char *fmt_ms(char *buf, size_t size, bool known, double ms);
 
 #define FMT_MAX 64
 
@@ -44,3 +52,28 @@ void print_run_table(FILE *f, json_object *runs, int max_width);
 void print_run(FILE *f, json_object *run);
 /* The summary object as "  label: value" lines. */
 void print_summary(FILE *f, json_object *summary);
+/* One "  label:         value" line of those blocks. */
+void print_field(FILE *f, const char *label, const char *value);
+
+/* ---- tables ----------------------------------------------------------------- */
+
+/* A text table: titles, then rows of cells, each column as wide as its widest
+ * cell, two spaces apart; numbers align right. Cells are copied and made
+ * printable (they may come from the monitored process). Out of memory is
+ * fatal (exit 1), as everywhere in this file. */
+struct table {
+        size_t ncols;
+        const char *const *titles;
+        const bool *right; /* per column: align right */
+        char **cells;      /* row-major, nrows * ncols */
+        size_t ncells, alloc;
+};
+
+/* Appends one cell; rows fill left to right. NULL prints as "-". */
+void table_add(struct table *t, const char *cell);
+void table_addf(struct table *t, const char *fmt, ...) _printf_(2, 3);
+size_t table_rows(const struct table *t);
+/* indent: printed before each line. max_width > 0: cut column shrink (a
+ * left-aligned one) so that lines fit, never below its title. */
+void table_print(FILE *f, const struct table *t, const char *indent, int max_width, size_t shrink);
+void table_done(struct table *t);

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+#include "report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output.h"
+#include "util.h"
+
+bool latency_span(json_object *latency, int64_t *ret_from, int64_t *ret_until) {
+        int64_t from, until;
+        double window_s;
+        if (!json_get_int(latency, "until", &until))
+                return false;
+        /* "from" is where the first 1-second slice of data begins, which
+         * may be before the span asked for: window_s is the span */
+        if (json_get_number(latency, "window_s", &window_s) && window_s >= 0 && window_s < 1e12)
+                from = until - llround(window_s * 1000);
+        else if (!json_get_int(latency, "from", &from))
+                return false;
+        if (from > until)
+                return false;
+        *ret_from = from;
+        *ret_until = until;
+        return true;
+}
+
+/* ---- the ops of a latency answer ------------------------------------------ */
+
+struct op {
+        const char *name;
+        const char *category; /* NULL: none */
+        json_object *o;       /* the op's object in "ops" */
+        bool total_known;
+        double total_ms;
+};
+
+/* Categories by name, "no category" last; in a category, the op that took
+ * the most time first (unknown totals last), then by name. */
+static int op_cmp(const void *a, const void *b) {
+        const struct op *x = a, *y = b;
+        if (!x->category != !y->category)
+                return x->category ? -1 : 1;
+        if (x->category) {
+                int c = strcmp(x->category, y->category);
+                if (c != 0)
+                        return c;
+        }
+        if (x->total_known != y->total_known)
+                return x->total_known ? -1 : 1;
+        if (x->total_known && x->total_ms != y->total_ms)
+                return x->total_ms > y->total_ms ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+/* The ops of latency["ops"], sorted for printing; NULL (and 0) if none. */
+static struct op *collect_ops(json_object *latency, size_t *ret_n) {
+        json_object *ops = json_get_object(latency, "ops");
+        size_t n = 0, k = 0;
+        *ret_n = 0;
+        if (!ops)
+                return NULL;
+        n = (size_t)json_object_object_length(ops);
+        if (n == 0)
+                return NULL;
+        struct op *v = calloc(n, sizeof *v);
+        if (!v) {
+                fputs("mlmonctl: out of memory\n", stderr);
+                exit(EXIT_FAILURE);
+        }
+        json_object_object_foreach(ops, name, o) {
+                if (!json_object_is_type(o, json_type_object))
+                        continue;
+                const char *cat = json_get_str(o, "category");
+                v[k] = (struct op){
+                        .name = name,
+                        .category = cat && *cat ? cat : NULL,
+                        .o = o,
+                };
+                v[k].total_known = json_get_number(o, "total_ms", &v[k].total_ms);
+                k++;
+        }
+        qsort(v, k, sizeof *v, op_cmp);
+        *ret_n = k;
+        return v;
+}
+
+static bool same_category(const struct op *a, const struct op *b) {
+        return (!a->category && !b->category) || (a->category && b->category && streq(a->category, b->category));
+}
+
+static void add_ms(struct table *t, json_object *o, const char *key) {
+        char b[FMT_MAX];
+        double d;
+        bool known = json_get_number(o, key, &d);
+        table_add(t, fmt_ms(b, sizeof b, known, d));
+}
+
+/* "124.0", "0.52", "12345" */
+static const char *fmt_per_s(char *buf, size_t size, double v) {
+        if (v >= 1000)
+                snprintf(buf, size, "%.0f", v);
+        else if (v >= 1 || v == 0)
+                snprintf(buf, size, "%.1f", v);
+        else
+                snprintf(buf, size, "%.2g", v);
+        return buf;
+}
+
+/* "  ops/s: a 124.0, b 3.5" for the ops in v[0..n) that the window has a
+ * rate for. */
+static void print_ops_rates(FILE *f, const struct op *v, size_t n, json_object *window) {
+        json_object *tops = json_get_object(window, "ops");
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+                char b[FMT_MAX];
+                double per_s;
+                if (!json_get_number(json_get_object(tops, v[i].name), "per_s", &per_s))
+                        continue;
+                _cleanup_free_ char *name = text_printable(v[i].name);
+                fprintf(f, "%s%s %s", any ? ", " : "  ops/s: ", name ? name : "?", fmt_per_s(b, sizeof b, per_s));
+                any = true;
+        }
+        if (any)
+                fputc('\n', f);
+}
+
+void print_op_tables(FILE *f, json_object *latency, json_object *throughput) {
+        static const char *const titles[] = { "Operation", "Count", "Total", "Avg", "Min",
+                                              "Max",       "p50",   "p90",   "p99", "Share" };
+        static const bool right[] = { false, true, true, true, true, true, true, true, true, true };
+        size_t n;
+        _cleanup_free_ struct op *v = collect_ops(latency, &n);
+        double sum = 0;
+
+        if (n == 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].total_known && v[i].total_ms > 0)
+                        sum += v[i].total_ms;
+
+        for (size_t start = 0, end; start < n; start = end) {
+                for (end = start + 1; end < n && same_category(&v[start], &v[end]); end++)
+                        ;
+                _cleanup_free_ char *cat = text_printable(v[start].category ? v[start].category : "(none)");
+                fprintf(f, "%scategory %s\n", start > 0 ? "\n" : "", cat ? cat : "?");
+
+                struct table t = { .ncols = ELEMENTSOF(titles), .titles = titles, .right = right };
+                for (size_t i = start; i < end; i++) {
+                        json_object *o = v[i].o;
+                        double d;
+                        table_add(&t, v[i].name);
+                        if (json_get_number(o, "count", &d))
+                                table_addf(&t, "%.0f", d);
+                        else
+                                table_add(&t, NULL);
+                        add_ms(&t, o, "total_ms");
+                        add_ms(&t, o, "mean_ms");
+                        add_ms(&t, o, "min_ms");
+                        add_ms(&t, o, "max_ms");
+                        add_ms(&t, o, "p50_ms");
+                        add_ms(&t, o, "p90_ms");
+                        add_ms(&t, o, "p99_ms");
+                        if (v[i].total_known && sum > 0)
+                                table_addf(&t, "%.1f%%", v[i].total_ms / sum * 100);
+                        else
+                                table_add(&t, NULL);
+                }
+                table_print(f, &t, "  ", 0, 0);
+                table_done(&t);
+                print_ops_rates(f, v + start, end - start, throughput);
+        }
+}
+
+/* ---- throughput ------------------------------------------------------------ */
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void print_throughput(FILE *f, json_object *window, json_object *latency) {
+        char w[FMT_MAX], c[FMT_MAX], r[FMT_MAX], wr[FMT_MAX], rx[FMT_MAX], tx[FMT_MAX];
+        double d;
+        bool known;
+
+        if (!window)
+                return;
+        known = json_get_number(window, "window_s", &d);
+        fputs("Throughput", f);
+        if (known)
+                fprintf(f, " over %s", fmt_seconds(w, sizeof w, true, d));
+        known = json_get_number(window, "cpu_pct", &d);
+        fprintf(f, ": CPU %s", fmt_pct(c, sizeof c, known, d));
+        known = json_get_number(window, "read_bytes_per_s", &d);
+        fprintf(f, ", read %s", fmt_rate(r, sizeof r, known, d));
+        known = json_get_number(window, "write_bytes_per_s", &d);
+        fprintf(f, ", write %s", fmt_rate(wr, sizeof wr, known, d));
+        known = json_get_number(window, "netns_rx_bytes_per_s", &d);
+        fprintf(f, ", netns rx %s", fmt_rate(rx, sizeof rx, known, d));
+        known = json_get_number(window, "netns_tx_bytes_per_s", &d);
+        fprintf(f, ", tx %s\n", fmt_rate(tx, sizeof tx, known, d));
+
+        /* ops without timings (counters), which no table showed */
+        json_object *ops = json_get_object(window, "ops"), *timed = json_get_object(latency, "ops");
+        size_t n = ops ? (size_t)json_object_object_length(ops) : 0, k = 0;
+        if (n == 0)
+                return;
+        _cleanup_free_ const char **names = calloc(n, sizeof(char *));
+        if (!names)
+                return;
+        json_object_object_foreach(ops, name, o) {
+                if (json_get_object(timed, name) || !json_object_is_type(o, json_type_object))
+                        continue;
+                names[k++] = name;
+        }
+        qsort(names, k, sizeof(char *), name_cmp);
+        for (size_t i = 0; i < k; i++) {
+                char b[FMT_MAX];
+                double per_s, count;
+                json_object *op = json_get_object(ops, names[i]);
+                _cleanup_free_ char *p = text_printable(names[i]);
+                fprintf(f, "%s%s ", i == 0 ? "  ops/s: " : ", ", p ? p : "?");
+                if (json_get_number(op, "per_s", &per_s))
+                        fputs(fmt_per_s(b, sizeof b, per_s), f);
+                else
+                        fputc('-', f);
+                if (json_get_number(op, "count", &count))
+                        fprintf(f, " (%.0f)", count);
+        }
+        if (k > 0)
+                fputc('\n', f);
+}
+
+/* ---- the whole report -------------------------------------------------------- */
+
+void print_report(FILE *f, json_object *doc) {
+        json_object *run = json_get_object(doc, "run"), *latency = json_get_object(doc, "latency"),
+                    *window = json_get_object(doc, "throughput");
+        char b[FMT_MAX], e[FMT_MAX], d[FMT_MAX], line[4 * FMT_MAX + 128];
+        int64_t id = 0, from, until;
+
+        bool known = json_get_int(run, "id", &id);
+        const char *name = json_get_str(run, "name"), *cmd = json_get_str(run, "cmdline");
+        if (!cmd || !*cmd)
+                cmd = json_get_str(run, "comm");
+        _cleanup_free_ char *pname = name ? text_printable(name) : NULL;
+        _cleanup_free_ char *pcmd = text_printable(cmd);
+        fprintf(f, "run %s%s%s%s: %s\n", known ? (snprintf(b, sizeof b, "%" PRId64, id), b) : "-",
+                pname ? " (" : "", pname ? pname : "", pname ? ")" : "", pcmd ? pcmd : "-");
+        print_field(f, "pid:", json_get_int(run, "pid", &id) ? (snprintf(b, sizeof b, "%" PRId64, id), b) : "-");
+        _cleanup_free_ char *state = text_printable(json_get_str(run, "state"));
+        print_field(f, "state:", state ? state : "-");
+
+        /* the span the op figures cover: the latency answer's, else the run's */
+        bool fknown, uknown;
+        if (latency_span(latency, &from, &until))
+                fknown = uknown = true;
+        else {
+                fknown = json_get_int(run, "registered_ts", &from);
+                uknown = json_get_int(run, "ended_ts", &until);
+        }
+        fmt_ts_ms(b, sizeof b, fknown, from);
+        if (uknown)
+                fmt_ts_ms(e, sizeof e, true, until);
+        else
+                strcpy(e, "now");
+        int l = snprintf(line, sizeof line, "%s .. %s", b, e);
+        if (fknown && uknown && until >= from && l > 0 && (size_t)l < sizeof line)
+                l += snprintf(line + l, sizeof line - (size_t)l, " (%s)",
+                              fmt_seconds(d, sizeof d, true, (double)(until - from) / 1000));
+        json_object *mark = json_get_object(latency, "since_mark");
+        if (mark && l > 0 && (size_t)l < sizeof line) {
+                _cleanup_free_ char *label = text_printable(json_get_str(mark, "label"));
+                snprintf(line + l, sizeof line - (size_t)l, ", since mark %s", label ? label : "?");
+        }
+        print_field(f, "span:", line);
+
+        json_object *summary = json_get_object(run, "summary");
+        if (summary)
+                print_summary(f, summary);
+
+        fputc('\n', f);
+        size_t n;
+        _cleanup_free_ struct op *v = collect_ops(latency, &n);
+        if (!latency)
+                fputs("No latency figures.\n", f);
+        else if (n == 0)
+                fputs("No timed operations in this span.\n", f);
+        else
+                print_op_tables(f, latency, window);
+        if (window) {
+                fputc('\n', f);
+                print_throughput(f, window, latency);
+        }
+}

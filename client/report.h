@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* The profiling report of a run (see doc/api-contract.md, "The report
+ * document"): {"run": <GET /v1/runs/ID>, "latency": <GET .../latency>,
+ * "throughput": <one window of GET .../throughput>}, printed as a summary and
+ * per-op tables grouped by category. Knows nothing of HTTP. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The percentiles a report asks for, as the latency query's q= and the keys
+ * of its answer. */
+#define REPORT_QUANTILES "50,90,99"
+
+/* The span a latency answer covers: [until - window_s, until] (its "from" is
+ * the start of the first 1-second slice of data), else [from, until]. */
+bool latency_span(json_object *latency, int64_t *ret_from, int64_t *ret_until);
+
+/* The whole report: run identity and span, the summary, the op tables and
+ * the throughput lines. */
+void print_report(FILE *f, json_object *doc);
+
+/* The op tables of a latency answer: one per category ("(none)" last), each
+ * followed by its ops' rates from the throughput window. Nothing if no ops. */
+void print_op_tables(FILE *f, json_object *latency, json_object *throughput);
+/* "Throughput over 12.34 s: CPU ..., read ..." and the rates of the window's
+ * ops that latency has no timings of (counters). */
+void print_throughput(FILE *f, json_object *window, json_object *latency);
