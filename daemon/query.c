@@ -34,9 +34,9 @@ static int step_error(sqlite3 *db, int rc) {
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r;
-        if (sqlite3_prepare_v2(db, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", -1, &st, NULL) != SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -63,16 +63,15 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
                size_t *ret_n, bool *ret_truncated) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct run_info *v = NULL;
         size_t n = 0;
         int r = 0, rc;
         bool truncated = false;
 
-        if (sqlite3_prepare_v2(db,
+        if (store_reader_prepare(s,
                                "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                               "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
-                               -1, &st, NULL) != SQLITE_OK) {
+                               "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -115,10 +114,9 @@ out:
 int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r;
-        if (sqlite3_prepare_v2(db, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", -1, &st,
-                               NULL) != SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -150,7 +148,7 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                   unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         _cleanup_free_ struct sample *v = NULL;
         size_t n = 0;
         int r = 0, rc;
@@ -162,7 +160,7 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                                         "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
                                       : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -228,13 +226,13 @@ void window_rates_from(const struct sample *a, const struct sample *z, struct wi
         }
 }
 
-static int edge_sample(sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last, struct sample *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last, struct sample *ret) {
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         const char *sql = last ? "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
                                  "ORDER BY ts DESC LIMIT 1"
                                : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
                                  "ORDER BY ts ASC LIMIT 1";
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
                 return step_error(db, SQLITE_ERROR);
         sqlite3_bind_int64(st, 1, run_id);
         sqlite3_bind_int64(st, 2, from);
@@ -254,15 +252,14 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
         sqlite3 *db = reader_begin(s, l, &b);
         struct window_rates w = { .from_ms = from, .until_ms = until };
         struct sample a, z;
-        int r = edge_sample(db, run_id, from, until, false, &a);
+        int r = edge_sample(s, db, run_id, from, until, false, &a);
         if (r == 0)
-                r = edge_sample(db, run_id, from, until, true, &z);
+                r = edge_sample(s, db, run_id, from, until, true, &z);
         if (r == 0) {
                 window_rates_from(&a, &z, &w);
-                _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                if (sqlite3_prepare_v2(db,
-                                       "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
-                                       -1, &st, NULL) == SQLITE_OK) {
+                _cleanup_reset_ sqlite3_stmt *st = NULL;
+                if (store_reader_prepare(s,
+                                       "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?", &st) == SQLITE_OK) {
                         sqlite3_bind_int64(st, 1, run_id);
                         sqlite3_bind_int64(st, 2, from);
                         sqlite3_bind_int64(st, 3, until);
@@ -284,15 +281,15 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
         return r;
 }
 
-static int merge_slices(sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
+static int merge_slices(struct store *s, sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
                         const char *op_filter, struct op_aggs *a) {
-        char sql[256];
-        snprintf(sql, sizeof sql,
-                 "SELECT op, category, count, hist FROM %s WHERE ts >= ?1 AND ts < ?2 AND run_id = ?3 "
-                 "AND (?4 IS NULL OR op = ?4)",
-                 table);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        static const char raw[] = "SELECT op, category, count, hist FROM op_slices WHERE ts >= ?1 AND ts < ?2 "
+                                  "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
+        static const char rollup[] = "SELECT op, category, count, hist FROM op_slices_1m WHERE ts >= ?1 AND ts < ?2 "
+                                     "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
+        const char *sql = streq(table, "op_slices") ? raw : rollup;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
                 return step_error(db, SQLITE_ERROR);
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, until);
@@ -327,9 +324,9 @@ int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int
         /* minutes wholly before the raw retention come from the rollups */
         int64_t split = rollup_before - rollup_before % 60000;
         if (from < split)
-                r = merge_slices(db, "op_slices_1m", run_id, from, split < until ? split : until, op_filter, a);
+                r = merge_slices(s, db, "op_slices_1m", run_id, from, split < until ? split : until, op_filter, a);
         if (r == 0 && until > split)
-                r = merge_slices(db, "op_slices", run_id, from > split ? from : split, until, op_filter, a);
+                r = merge_slices(s, db, "op_slices", run_id, from > split ? from : split, until, op_filter, a);
         reader_end(s);
         return r;
 }
@@ -343,12 +340,11 @@ void marks_free(struct mark *v, size_t n) {
 int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct mark *v = NULL;
         size_t n = 0;
         int r = 0, rc;
-        if (sqlite3_prepare_v2(db, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", -1, &st,
-                               NULL) != SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -385,9 +381,9 @@ out:
 int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r;
-        if (sqlite3_prepare_v2(db, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", -1, &st, NULL) !=
+        if (store_reader_prepare(s, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st) !=
             SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
@@ -418,17 +414,16 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
                  unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct gauge_point *v = NULL;
         size_t n = 0;
         int r = 0, rc;
         bool truncated = false;
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
-        if (sqlite3_prepare_v2(db,
+        if (store_reader_prepare(s,
                                "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
-                               "ORDER BY ts LIMIT ?",
-                               -1, &st, NULL) != SQLITE_OK) {
+                               "ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }

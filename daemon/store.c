@@ -16,6 +16,10 @@ struct store {
         sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
         bool in_txn;
         uint64_t write_errors;
+        struct {
+                const char *sql;
+                sqlite3_stmt *st;
+        } reader_cache[24];
 };
 
 unsigned store_schema_version(void) { return (unsigned)sql_migrations_count; }
@@ -175,6 +179,8 @@ void store_close(struct store *s) {
         sqlite3_finalize(s->update_state);
         sqlite3_finalize(s->insert_run);
         sqlite3_finalize(s->insert_op_slice);
+        for (size_t i = 0; i < ELEMENTSOF(s->reader_cache); i++)
+                sqlite3_finalize(s->reader_cache[i].st);
         sqlite3_finalize(s->insert_gauge);
         if (s->r)
                 sqlite3_close_v2(s->r);
@@ -702,4 +708,26 @@ int store_catch_up_totals(struct store *s, struct run_info *ri) {
                 run_totals_add(&ri->totals, &m);
         }
         return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
+        size_t i;
+        for (i = 0; i < ELEMENTSOF(s->reader_cache) && s->reader_cache[i].sql; i++)
+                if (s->reader_cache[i].sql == sql) {
+                        *ret = s->reader_cache[i].st;
+                        return SQLITE_OK;
+                }
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v3(s->r, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+        if (rc != SQLITE_OK)
+                return rc;
+        if (i == ELEMENTSOF(s->reader_cache)) { /* full: the oldest goes */
+                sqlite3_finalize(s->reader_cache[0].st);
+                memmove(&s->reader_cache[0], &s->reader_cache[1], sizeof s->reader_cache - sizeof s->reader_cache[0]);
+                i--;
+        }
+        s->reader_cache[i].sql = sql;
+        s->reader_cache[i].st = st;
+        *ret = st;
+        return SQLITE_OK;
 }

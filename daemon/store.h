@@ -62,6 +62,19 @@ int store_checkpoint(struct store *s, bool truncate);
 
 /* ---- reads (reader connection) ------------------------------------------ */
 
+/* A prepared statement on the reader connection, cached by the address of
+ * its SQL text (a string constant): preparing costs more than running the
+ * small queries an HTTP request makes. Do not finalize it: reset it when
+ * done (_cleanup_reset_). Returns an SQLite result code. */
+int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret);
+static inline void sqlite3_resetp(sqlite3_stmt **s) {
+        if (*s) {
+                sqlite3_reset(*s);
+                sqlite3_clear_bindings(*s);
+        }
+}
+#define _cleanup_reset_ __attribute__((cleanup(sqlite3_resetp)))
+
 /* Row -> run_info, for "SELECT <STORE_RUN_COLUMNS> FROM runs ...". */
 #define STORE_RUN_COLUMNS                                                                            \
         "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, " \
