@@ -458,7 +458,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         }
 
         /* VmHWM of the main process, every few ticks */
-        if (r->ticks % PEAK_REFRESH_TICKS == 0) {
+        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
                 struct proc_status status;
                 if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm) {
                         r->has_peak = true;
@@ -502,6 +502,12 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                         s.netns_rx_bytes_per_s = (double)d_rx / dt_s;
                         s.netns_tx_bytes_per_s = (double)d_tx / dt_s;
                 }
+        }
+        if (!net_known && final && base->has_net) {
+                /* an exited process has no namespace left to read */
+                s.has_net = true;
+                s.netns_rx_bytes = base->netns_rx_bytes;
+                s.netns_tx_bytes = base->netns_tx_bytes;
         }
         if (!s.has_rss && final && r->has_last && r->last.has_rss) {
                 /* the exited process's memory is gone: its last RSS stands */
