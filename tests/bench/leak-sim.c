@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: MIT */
+/* Simulation of daemon/leak.c over thousands of generated series; prints a
+ * table, checks nothing.
+ *
+ *   meson compile -C build leak-sim && build/tests/leak-sim [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-v]
+ *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/leak.c -lm -o leak-sim
+ *
+ * Every series is judged the way the daemon judges it: at EVERY sample, on
+ * the samples up to it (registration at t = 0, so the grace runs from 0).
+ *  - quiet shapes (10 000 series each at -n 1): a series with a suspected
+ *    verdict at any sample is a false positive; the table gives the share of
+ *    such series and of such evaluations;
+ *  - leaking shapes (2 000 series each): the detection delay (first suspected
+ *    verdict minus the start of the leak) median and p95, the share found
+ *    within the shape's goal and within the series, and the reported slope's
+ *    error at detection (median and p95 of |slope / true - 1|).
+ * Parameters are drawn per series from realistic ranges (see the shape
+ * table below); the seed of series i of shape k is fixed, so the table is the
+ * same for any -j. Series last 15 min (quiet) -- long enough for every default
+ * window, the 15 min one included, to be judged -- and leaking ones stop at
+ * the first detection. -n 0.1 runs a tenth of the series for a quick look. */
+#include <errno.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "leak.h"
+
+#define MIB (1024.0 * 1024.0)
+#define GIB (1024.0 * MIB)
+
+/* ---- random numbers ------------------------------------------------------ */
+
+struct rng {
+        uint64_t s;
+};
+
+static uint64_t rng_next(struct rng *r) { /* xorshift64* */
+        r->s ^= r->s >> 12;
+        r->s ^= r->s << 25;
+        r->s ^= r->s >> 27;
+        return r->s * 0x2545f4914f6cdd1dull;
+}
+static void rng_seed(struct rng *r, uint64_t a, uint64_t b) {
+        r->s = (a * 0x9e3779b97f4a7c15ull) ^ (b + 0x632be59bd9b4e019ull) ^ 0xd1b54a32d192ed03ull;
+        if (!r->s)
+                r->s = 1;
+        for (int i = 0; i < 8; i++)
+                rng_next(r);
+}
+static double unit(struct rng *r) { return ((double) (rng_next(r) >> 11) + 0.5) * 0x1p-53; } /* (0,1) */
+static double unif(struct rng *r, double a, double b) { return a + (b - a) * unit(r); }
+static double logunif(struct rng *r, double a, double b) { return exp(unif(r, log(a), log(b))); }
+static double normal(struct rng *r) { return sqrt(-2 * log(unit(r))) * cos(2 * M_PI * unit(r)); }
+
+/* ---- shapes ---------------------------------------------------------------- */
+
+struct gen {
+        double dt, duration;
+        double leak_from, rate; /* leaking shapes: when and how fast (bytes/s) */
+        double base, sigma;     /* level and noise at the start of the leak */
+        double goal;            /* seconds after leak_from; 0: from the windows (window_goal) */
+};
+
+/* Per-series noise: Gaussian sigma, and rare outliers (1 sample in 500,
+ * +-50..200 MiB) in half the series. */
+struct noise {
+        double sigma;
+        bool outliers;
+};
+
+static double add_noise(struct rng *r, const struct noise *nz, double v) {
+        v += nz->sigma * normal(r);
+        if (nz->outliers && unit(r) < 1.0 / 500)
+                v += (unit(r) < 0.5 ? -1 : 1) * unif(r, 50 * MIB, 200 * MIB);
+        return v > 0 ? v : 0;
+}
+
+/* A garbage collector: the heap climbs at `climb` bytes/s for a cycle of
+ * `period` (+-25% jitter per cycle), then drops back to the trough (+-2% of
+ * the amplitude). Returns the offset above the trough at t. */
+struct gc {
+        double period, amp, next_drop, cur_start, jitter_trough;
+        double trough_off;
+};
+static void gc_init(struct gc *g, struct rng *r, double period, double amp) {
+        g->period = period;
+        g->amp = amp;
+        double first = period * unif(r, 0.75, 1.25);
+        g->cur_start = -first * unit(r); /* random phase */
+        g->next_drop = g->cur_start + first;
+        g->trough_off = 0;
+}
+static double gc_at(struct gc *g, struct rng *r, double t) {
+        while (t >= g->next_drop) {
+                g->cur_start = g->next_drop;
+                g->next_drop += g->period * unif(r, 0.75, 1.25);
+                g->trough_off = 0.02 * g->amp * normal(r);
+        }
+        double len = g->next_drop - g->cur_start;
+        return g->trough_off + g->amp * (t - g->cur_start) / len;
+}
+
+enum shape {
+        Q_FLAT,
+        Q_STEP,
+        Q_LEVELOFF,
+        Q_SAWTOOTH,
+        Q_CHURN,
+        L_GOAL,
+        L_LINEAR,
+        L_SAWTOOTH,
+        L_LATE,
+        L_SLOW,
+        N_SHAPES,
+};
+
+static const struct shape_info {
+        const char *name;
+        const char *params;
+        bool leak;
+} shapes[N_SHAPES] = {
+        [Q_FLAT] = { "flat", "base 64M-4G, noise 0-5%, outliers", false },
+        [Q_STEP] = { "step", "+256M-2G, rise 0-5 s, noise 0-2%", false },
+        [Q_LEVELOFF] = { "level-off ramp", "load 0.5-4G/5-25 s; log/exp warm-up", false },
+        [Q_SAWTOOTH] = { "GC sawtooth", "+-10-100M, period 5-30 s +-25%", false },
+        [Q_CHURN] = { "churn (OU walk)", "sd 0.5-2% of base, tau 5-120 s", false },
+        [L_GOAL] = { "2 MiB/s on 300M", "noise 0-1%, outliers; goal 60 s", true },
+        [L_LINEAR] = { "linear leak", "0.5-10 MiB/s, base 64M-2G, noise 0-2%", true },
+        [L_SAWTOOTH] = { "leak under GC", "0.5 MiB/s, +-50M, period 10-30 s; goal 5 min", true },
+        [L_LATE] = { "late leak", "flat 2-10 min, then 0.5-5 MiB/s", true },
+        [L_SLOW] = { "slow leak", "3-12 MiB/min, base 64M-1G", true },
+};
+
+/* Fills v[0..n) (t = i*dt); returns n. */
+static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t cap, struct gen *g) {
+        size_t n = (size_t) (g->duration / g->dt) + 1;
+        if (n > cap)
+                n = cap;
+        struct noise nz = { 0 };
+        double base = logunif(r, 64 * MIB, 4 * GIB);
+        g->leak_from = 0;
+        g->rate = 0;
+        g->goal = 0;
+
+        switch (k) {
+        case Q_FLAT:
+                nz.sigma = unif(r, 0, 0.05) * base;
+                nz.outliers = unit(r) < 0.5;
+                for (size_t i = 0; i < n; i++)
+                        v[i] = (struct leak_point) { i * g->dt, add_noise(r, &nz, base) };
+                break;
+        case Q_STEP: {
+                /* one big allocation, touched over 0-5 s */
+                nz.sigma = unif(r, 0, 0.02) * base;
+                nz.outliers = unit(r) < 0.5;
+                double at = unif(r, 0, g->duration), size = logunif(r, 256 * MIB, 2 * GIB), rise = unif(r, 0, 5);
+                for (size_t i = 0; i < n; i++) {
+                        double t = i * g->dt, x = base;
+                        if (t >= at)
+                                x += rise > 0 && t < at + rise ? size * (t - at) / rise : size;
+                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                }
+                break;
+        }
+        case Q_LEVELOFF: {
+                nz.sigma = unif(r, 0, 0.01) * base;
+                nz.outliers = unit(r) < 0.5;
+                base = logunif(r, 32 * MIB, 512 * MIB);
+                int kind = (int) (unit(r) * 3);
+                double c = kind == 0 ? unif(r, 0.5 * GIB, 4 * GIB) : logunif(r, 64 * MIB, 2 * GIB);
+                double T = kind == 0 ? unif(r, 5, 25) : unif(r, 10, 40);
+                double tau = kind == 1 ? unif(r, 0.5, 5) : unif(r, 2, 8);
+                for (size_t i = 0; i < n; i++) {
+                        double t = i * g->dt, x;
+                        if (kind == 0) /* model load: linear, then flat */
+                                x = base + c * (t < T ? t / T : 1);
+                        else if (kind == 1) /* cache warm-up, logarithmic until full */
+                                x = base + c * (t < T ? log1p(t / tau) / log1p(T / tau) : 1);
+                        else /* warm-up saturating exponentially */
+                                x = base + c * -expm1(-t / tau);
+                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                }
+                break;
+        }
+        case Q_SAWTOOTH:
+        case L_SAWTOOTH: {
+                struct gc gc;
+                base = logunif(r, 100 * MIB, 2 * GIB);
+                double amp = k == L_SAWTOOTH ? 100 * MIB : 2 * unif(r, 10 * MIB, 100 * MIB);
+                double period = k == L_SAWTOOTH ? unif(r, 10, 30) : unif(r, 5, 30);
+                nz.sigma = unif(r, 0, 0.005) * base;
+                nz.outliers = unit(r) < 0.5;
+                gc_init(&gc, r, period, amp);
+                if (k == L_SAWTOOTH) {
+                        g->rate = 0.5 * MIB;
+                        g->goal = 300;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        double t = i * g->dt;
+                        v[i] = (struct leak_point) { t, add_noise(r, &nz, base + gc_at(&gc, r, t) + g->rate * t) };
+                }
+                break;
+        }
+        case Q_CHURN: {
+                double sd = unif(r, 0.005, 0.02) * base, tau = unif(r, 5, 120);
+                double a = exp(-g->dt / tau), x = sd * normal(r);
+                nz.sigma = unif(r, 0, 0.005) * base;
+                for (size_t i = 0; i < n; i++) {
+                        x = a * x + sd * sqrt(1 - a * a) * normal(r);
+                        v[i] = (struct leak_point) { i * g->dt, add_noise(r, &nz, base + x) };
+                }
+                break;
+        }
+        case L_GOAL:
+        case L_LINEAR:
+        case L_LATE:
+        case L_SLOW:
+                if (k == L_GOAL) {
+                        base = 300 * MIB;
+                        g->rate = 2 * MIB;
+                        g->goal = 60;
+                        nz.sigma = unif(r, 0, 0.01) * base;
+                } else if (k == L_LINEAR) {
+                        base = logunif(r, 64 * MIB, 2 * GIB);
+                        g->rate = logunif(r, 0.5 * MIB, 10 * MIB);
+                        nz.sigma = unif(r, 0, 0.02) * base;
+                        g->goal = 0;
+                } else if (k == L_LATE) {
+                        base = logunif(r, 64 * MIB, 1 * GIB);
+                        g->rate = logunif(r, 0.5 * MIB, 5 * MIB);
+                        g->leak_from = unif(r, 120, 600);
+                        nz.sigma = unif(r, 0, 0.01) * base;
+                } else {
+                        base = logunif(r, 64 * MIB, 1 * GIB);
+                        g->rate = unif(r, 3, 12) * MIB / 60;
+                        nz.sigma = unif(r, 0, 0.005) * base;
+                }
+                nz.outliers = unit(r) < 0.5;
+                g->base = base;
+                g->sigma = nz.sigma;
+                for (size_t i = 0; i < n; i++) {
+                        double t = i * g->dt;
+                        double x = base + (t > g->leak_from ? g->rate * (t - g->leak_from) : 0);
+                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                }
+                break;
+        case N_SHAPES:
+                break;
+        }
+        return n;
+}
+
+/* ---- running ------------------------------------------------------------------ */
+
+struct result { /* per series */
+        float delay;   /* leaking: first detection - leak start; NAN: missed; quiet: first FP time or NAN */
+        float slope_err;
+        uint32_t fp_evals, evals;
+};
+
+/* -f RES: the detector sees one floor (minimum) per RES seconds and judges
+ * when a floor completes, as the daemon feeds it (daemon/leakwatch.c). */
+static double floor_res;
+
+static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
+        size_t m = 0;
+        double b0 = NAN, mn = 0;
+        for (size_t i = 0; i < n; i++) {
+                double b = floor(pts[i].t_s / floor_res);
+                if (b != b0) {
+                        if (!isnan(b0)) {
+                                end[m] = pts[i].t_s;
+                                pts[m++] = (struct leak_point) { (b0 + 0.5) * floor_res, mn };
+                        }
+                        b0 = b;
+                        mn = pts[i].bytes;
+                } else if (pts[i].bytes < mn)
+                        mn = pts[i].bytes;
+        }
+        return m;
+}
+
+static void run_series(enum shape k, size_t idx, double dt, struct leak_point *buf, double *when, size_t cap,
+                       const struct leak_params *p, struct result *res) {
+        struct rng r;
+        struct gen g = { .dt = dt, .duration = shapes[k].leak ? 20 * 60 : 15 * 60 };
+        rng_seed(&r, (uint64_t) k + 1, idx);
+        size_t n = generate(k, &r, buf, cap, &g);
+        if (floor_res > 0)
+                n = to_floors(buf, n, when);
+        else
+                for (size_t i = 0; i < n; i++)
+                        when[i] = buf[i].t_s;
+        *res = (struct result) { .delay = NAN, .slope_err = NAN };
+        for (size_t i = 0; i < n; i++) {
+                struct leak_verdict v;
+                if (leak_evaluate(buf, i + 1, 0, p, &v) < 0) {
+                        fprintf(stderr, "leak_evaluate failed\n");
+                        exit(2);
+                }
+                res->evals++;
+                if (!v.suspected)
+                        continue;
+                if (!shapes[k].leak || when[i] < g.leak_from) {
+                        if (isnan(res->delay))
+                                res->delay = (float) when[i];
+                        res->fp_evals++;
+                        continue;
+                }
+                res->delay = (float) (when[i] - g.leak_from);
+                res->slope_err = (float) fabs(v.slope_bytes_per_s / g.rate - 1);
+                break;
+        }
+}
+
+/* -b: microseconds per evaluation of a full look-back (15 min + the grace)
+ * at 250 ms and 1 s, on fresh series each time (a repeated series would
+ * teach the branch predictor the data), median of 5 runs. */
+static double bench_one(enum shape k, double dt, const struct leak_params *p) {
+        size_t cap = (size_t) (1200 / dt) + 2, reps = dt < 0.5 ? 400 : 1600;
+        struct leak_point *buf = malloc(cap * sizeof *buf);
+        double runs[5];
+        if (!buf)
+                exit(1);
+        for (int run = 0; run < 5; run++) {
+                double total = 0;
+                for (size_t it = 0; it < reps; it++) {
+                        struct rng r;
+                        struct gen g = { .dt = dt, .duration = 1200 };
+                        rng_seed(&r, 99 + (uint64_t) k, it);
+                        size_t n = generate(k, &r, buf, cap, &g);
+                        struct timespec a, b;
+                        struct leak_verdict v;
+                        clock_gettime(CLOCK_MONOTONIC, &a);
+                        leak_evaluate(buf, n, 0, p, &v);
+                        clock_gettime(CLOCK_MONOTONIC, &b);
+                        total += (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+                }
+                runs[run] = total / (double) reps;
+        }
+        for (int i = 1; i < 5; i++) /* insertion sort, for the median */
+                for (int j = i; j > 0 && runs[j - 1] > runs[j]; j--) {
+                        double t = runs[j];
+                        runs[j] = runs[j - 1];
+                        runs[j - 1] = t;
+                }
+        free(buf);
+        return runs[2];
+}
+
+static void bench(const struct leak_params *p) {
+        static const enum shape ks[] = { Q_FLAT, Q_SAWTOOTH, L_LINEAR };
+        printf("us per evaluation, 20-min series judged at its end (look-back 15 min + grace):\n");
+        printf("%-17s %10s %10s\n", "shape", "250 ms", "1 s");
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+                printf("%-17s %10.2f %10.2f\n", shapes[ks[i]].name, bench_one(ks[i], 0.25, p), bench_one(ks[i], 1, p));
+}
+
+/* -p NAME=VALUE: one parameter other than the default. */
+static int set_param(struct leak_params *p, const char *arg) {
+        static const struct {
+                const char *name;
+                size_t off;
+        } names[] = {
+#define P(f) { #f, offsetof(struct leak_params, f) }
+                P(grace_s), P(min_growth_bytes), P(min_growth_pct), P(min_z), P(growth_bound_z),
+                P(min_coverage), P(max_gap_frac), P(min_growth_se), P(min_part_ratio),
+                P(min_end_ratio), P(max_step_fit), P(min_new_high), P(drop_min_bytes), P(drop_noise_k),
+                P(outlier_noise_k), P(sawtooth_stop_factor), P(restart_frac),
+#undef P
+        };
+        const char *eq = strchr(arg, '=');
+        if (!eq)
+                return -EINVAL;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+                if (strlen(names[i].name) == (size_t) (eq - arg) && strncmp(names[i].name, arg, (size_t) (eq - arg)) == 0) {
+                        *(double *) (void *) ((char *) p + names[i].off) = atof(eq + 1);
+                        return 0;
+                }
+        if (strncmp(arg, "min_floors=", 11) == 0) {
+                p->min_floors = (size_t) atoi(eq + 1);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* -d SHAPE,INDEX: print one series' verdicts whenever the reason changes. */
+static void debug_series(int k, size_t idx, double dt, const struct leak_params *p) {
+        size_t cap = (size_t) (20 * 60 / dt) + 2;
+        struct leak_point *buf = malloc(cap * sizeof *buf);
+        struct rng r;
+        struct gen g = { .dt = dt, .duration = shapes[k].leak ? 20 * 60 : 15 * 60 };
+        if (!buf)
+                return;
+        rng_seed(&r, (uint64_t) k + 1, idx);
+        size_t n = generate((enum shape) k, &r, buf, cap, &g);
+        char last[256] = "";
+        printf("%s #%zu: %zu samples, first %.1f MiB, last %.1f MiB, leak from %.0f s at %.3f MiB/s\n", shapes[k].name,
+               idx, n, buf[0].bytes / MIB, buf[n - 1].bytes / MIB, g.leak_from, g.rate / MIB);
+        for (size_t i = 0; i < n; i++) {
+                struct leak_verdict v;
+                leak_evaluate(buf, i + 1, 0, p, &v);
+                if (strcmp(v.reason, last) != 0 && (v.suspected || strncmp(v.reason, last, 12) != 0)) {
+                        printf("t=%7.1f %8.1f MiB %c %s\n", buf[i].t_s, buf[i].bytes / MIB, v.suspected ? '!' : ' ',
+                               v.reason);
+                        snprintf(last, sizeof last, "%s", v.reason);
+                }
+        }
+        free(buf);
+}
+
+static int cmp_float(const void *a, const void *b) {
+        float x = *(const float *) a, y = *(const float *) b;
+        return (x > y) - (x < y);
+}
+
+static double quantile(float *a, size_t n, double q) { /* a sorted */
+        if (n == 0)
+                return NAN;
+        size_t i = (size_t) ceil(q * (double) n);
+        return a[i ? i - 1 : 0];
+}
+
+/* The goal of a linear leak found from `from` (registration: the grace
+ * applies, a window is judged on 80% of its span; a late start: the window
+ * must lie mostly in the leak), as test-leak states it: the first default
+ * window that holds >= 10 samples and over which the leak clears the growth
+ * floor (16 MiB, 5% of the level, 8 standard errors of the growth as the
+ * noise predicts them) with 25% to spare; half that window again with heavy
+ * noise (sigma >= 10 MiB). */
+static double window_goal(const struct leak_params *p, const struct gen *g) {
+        bool registration = g->leak_from == 0;
+        for (size_t w = 0; w < p->n_windows; w++) {
+                double W = p->windows_s[w], span = registration ? p->min_coverage * W : W;
+                double level = g->base + (registration ? g->rate * p->grace_s : 0);
+                double need = fmax(p->min_growth_bytes, p->min_growth_pct / 100 * level);
+                double per_floor = fmax(1, span / g->dt / LEAK_BUCKETS);
+                need = fmax(need, p->min_growth_se * 1.05 * g->sigma / (1 + 0.3 * log(per_floor)));
+                if (span / g->dt < 10 || g->rate * span < 1.25 * need)
+                        continue;
+                double extra = g->sigma >= 10 * MIB ? 1.5 : 1;
+                return registration ? p->grace_s + extra * W : extra * 1.5 * W;
+        }
+        return INFINITY;
+}
+
+int main(int argc, char *argv[]) {
+        double scale = 1, dt = 0.5;
+        struct leak_params p;
+        leak_params_default(&p);
+        int jobs = (int) sysconf(_SC_NPROCESSORS_ONLN), opt;
+        bool verbose = false, do_bench = false;
+        int dbg_shape = -1;
+        size_t dbg_idx = 0;
+        while ((opt = getopt(argc, argv, "n:j:i:vd:p:f:b")) != -1) {
+                switch (opt) {
+                case 'n': scale = atof(optarg); break;
+                case 'j': jobs = atoi(optarg); break;
+                case 'i': dt = atof(optarg); break;
+                case 'v': verbose = true; break;
+                case 'b': do_bench = true; break;
+                case 'f': floor_res = atof(optarg); break;
+                case 'p':
+                        if (set_param(&p, optarg) < 0) {
+                                fprintf(stderr, "-p NAME=VALUE: unknown parameter %s\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'd':
+                        if (sscanf(optarg, "%d,%zu", &dbg_shape, &dbg_idx) != 2 || dbg_shape < 0 || dbg_shape >= N_SHAPES) {
+                                fprintf(stderr, "-d SHAPE,INDEX\n");
+                                return 2;
+                        }
+                        break;
+                default:
+                        fprintf(stderr, "usage: %s [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-f FLOOR_S] [-v] [-d SHAPE,INDEX] [-p NAME=VALUE]... | -b\n", argv[0]);
+                        return 2;
+                }
+        }
+        if (!(scale > 0) || jobs < 1 || !(dt > 0)) {
+                fprintf(stderr, "bad option\n");
+                return 2;
+        }
+        if (dbg_shape >= 0) {
+                debug_series(dbg_shape, dbg_idx, dt, &p);
+                return 0;
+        }
+        size_t cap = (size_t) (20 * 60 / dt) + 2;
+        struct leak_point *buf = malloc(cap * sizeof *buf);
+        double *when = malloc(cap * sizeof *when);
+        if (!buf || !when)
+                return 1;
+        if (do_bench) {
+                bench(&p);
+                return 0;
+        }
+
+        if (floor_res > 0)
+                printf("leak-sim: interval %.3g s, fed one floor per %.3g s, evaluated at every floor; defaults: windows",
+                       dt, floor_res);
+        else
+                printf("leak-sim: interval %.3g s, evaluated at every sample; defaults: windows", dt);
+        for (size_t w = 0; w < p.n_windows; w++)
+                printf("%s%g", w ? "," : " ", p.windows_s[w]);
+        printf(" s, grace %g s, %g MiB, %g%%, Z %.1f\n\n", p.grace_s, p.min_growth_bytes / MIB, p.min_growth_pct,
+               p.min_z);
+        printf("%-17s %-46s %7s %9s %11s | %8s %8s %8s %8s %8s\n", "shape", "parameters", "series", "FP series",
+               "FP evals", "delay50", "delay95", "in goal", "found", "slope95");
+
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t total_evals = 0;
+        for (int k = 0; k < N_SHAPES; k++) {
+                size_t ns = (size_t) ((shapes[k].leak || k == Q_CHURN ? 2000 : 10000) * scale);
+                if (ns < 1)
+                        ns = 1;
+                struct result *res = calloc(ns, sizeof *res);
+                if (!res)
+                        return 1;
+                /* fork workers, each writes its slice back through a pipe */
+                int nj = jobs < (int) ns ? jobs : (int) ns;
+                int fds[64][2];
+                pid_t pids[64];
+                if (nj > 64)
+                        nj = 64;
+                for (int j = 0; j < nj; j++) {
+                        if (pipe(fds[j]) < 0)
+                                return 1;
+                        pids[j] = fork();
+                        if (pids[j] < 0)
+                                return 1;
+                        if (pids[j] == 0) {
+                                close(fds[j][0]);
+                                for (size_t i = (size_t) j; i < ns; i += (size_t) nj) {
+                                        struct result rr;
+                                        run_series((enum shape) k, i, dt, buf, when, cap, &p, &rr);
+                                        if (write(fds[j][1], &rr, sizeof rr) != (ssize_t) sizeof rr)
+                                                _exit(1);
+                                }
+                                _exit(0);
+                        }
+                        close(fds[j][1]);
+                }
+                for (int j = 0; j < nj; j++) {
+                        for (size_t i = (size_t) j; i < ns; i += (size_t) nj) {
+                                size_t got = 0;
+                                while (got < sizeof res[i]) {
+                                        ssize_t r = read(fds[j][0], (char *) &res[i] + got, sizeof res[i] - got);
+                                        if (r <= 0) {
+                                                fprintf(stderr, "worker died\n");
+                                                return 1;
+                                        }
+                                        got += (size_t) r;
+                                }
+                        }
+                        close(fds[j][0]);
+                        waitpid(pids[j], NULL, 0);
+                }
+
+                size_t fp_series = 0, found = 0, in_goal = 0, ne = 0;
+                uint64_t fp_evals = 0, evals = 0;
+                float *d = malloc(ns * sizeof(float)), *e = malloc(ns * sizeof(float));
+                size_t nerr = 0;
+                for (size_t i = 0; i < ns; i++) {
+                        evals += res[i].evals;
+                        fp_evals += res[i].fp_evals;
+                        if (res[i].fp_evals)
+                                fp_series++;
+                        if (shapes[k].leak && !isnan(res[i].delay)) {
+                                d[found++] = res[i].delay;
+                                e[nerr++] = res[i].slope_err;
+                                /* regenerate the parameters for the goal */
+                                struct rng r;
+                                struct gen g = { .dt = dt, .duration = 20 * 60 };
+                                rng_seed(&r, (uint64_t) k + 1, i);
+                                size_t n = generate((enum shape) k, &r, buf, cap, &g);
+                                (void) n;
+                                double goal = g.goal > 0 ? g.goal : window_goal(&p, &g);
+                                if (res[i].delay <= goal)
+                                        in_goal++;
+                        } else if (shapes[k].leak && verbose) {
+                                printf("  missed %s #%zu\n", shapes[k].name, i);
+                        }
+                        if (!shapes[k].leak && res[i].fp_evals && verbose)
+                                printf("  FP %s #%zu at t=%.1f\n", shapes[k].name, i, res[i].delay);
+                        (void) ne;
+                }
+                total_evals += evals;
+                qsort(d, found, sizeof(float), cmp_float);
+                qsort(e, nerr, sizeof(float), cmp_float);
+                char fs[32] = "-", fe[32] = "-", d50[16] = "-", d95[16] = "-", ig[16] = "-", fd[16] = "-", s95[16] = "-";
+                if (!shapes[k].leak) {
+                        snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double) fp_series / (double) ns);
+                        snprintf(fe, sizeof fe, "%.4f%%", 100.0 * (double) fp_evals / (double) evals);
+                } else {
+                        snprintf(d50, sizeof d50, "%.1f s", quantile(d, found, 0.5));
+                        snprintf(d95, sizeof d95, "%.1f s", quantile(d, found, 0.95));
+                        snprintf(ig, sizeof ig, "%.1f%%", 100.0 * (double) in_goal / (double) ns);
+                        snprintf(fd, sizeof fd, "%.1f%%", 100.0 * (double) found / (double) ns);
+                        snprintf(s95, sizeof s95, "%.1f%%", 100.0 * quantile(e, nerr, 0.95));
+                        if (fp_series)
+                                snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double) fp_series / (double) ns);
+                }
+                printf("%-17s %-46s %7zu %9s %11s | %8s %8s %8s %8s %8s\n", shapes[k].name, shapes[k].params, ns, fs,
+                       fe, d50, d95, ig, fd, s95);
+                fflush(stdout);
+                free(d);
+                free(e);
+                free(res);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double el = (double) (t1.tv_sec - t0.tv_sec) + 1e-9 * (double) (t1.tv_nsec - t0.tv_nsec);
+        printf("\n%llu evaluations in %.1f s on %d job(s): %.2f us per evaluation per job\n",
+               (unsigned long long) total_evals, el, jobs, 1e6 * el * jobs / (double) total_evals);
+        free(buf);
+        free(when);
+        return 0;
+}
