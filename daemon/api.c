@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "json-util.h"
+#include "leakwatch.h"
 #include "manager.h"
 #include "query.h"
 #include "render.h"
@@ -259,8 +260,10 @@ static bool latest_sample(struct request *rq, const struct run_info *ri, struct 
  * every few ticks: the live ones are the truth. */
 static void overlay_live(struct request *rq, struct run_info *ri) {
         struct run *r = manager_find_run(rq->l->api->m, ri->id);
-        if (r && ri->state == RUN_RUNNING)
+        if (r && ri->state == RUN_RUNNING) {
                 ri->totals = r->info.totals;
+                ri->leak_detected = ri->leak_detected || r->info.leak_detected;
+        }
 }
 
 static json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
@@ -331,11 +334,60 @@ static bool load_run(struct request *rq, const char *idtext, struct run_info *ri
         return true;
 }
 
+/* The verdict: live for a running run, as stored for a finished one; with
+ * the history of its changes. */
+static json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history) {
+        struct run *r = manager_find_run(rq->l->api->m, ri->id);
+        json_object *leak = r && r->leak.pts ? render_leak(&r->leak, ri->registered_ts_ms)
+                            : ri->leak_json ? json_tokener_parse(ri->leak_json)
+                                            : NULL;
+        if (!leak || !with_history)
+                return leak;
+        struct query_limits lim = limits(rq);
+        struct leak_event *ev = NULL;
+        size_t n = 0;
+        json_object *hist = json_object_new_array();
+        if (query_leak_events(rq->l->api->m->store, &lim, ri->id, &ev, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        json_object *e = json_object_new_object();
+                        json_add_i64(e, "ts", true, ev[i].ts_ms);
+                        json_add_string(e, "verdict", ev[i].suspected ? "suspected" : "cleared");
+                        json_add_string(e, "reason", ev[i].reason);
+                        json_object_array_add(hist, e);
+                }
+                leak_events_free(ev, n);
+        }
+        json_object_object_add(leak, "history", hist);
+        return leak;
+}
+
 static json_object *run_full(struct request *rq, const struct run_info *ri) {
         json_object *o = run_with_latest(rq, ri);
         json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms()));
-        json_object_object_add(o, "leak", NULL);
+        json_object_object_add(o, "leak", run_leak(rq, ri, true));
         return o;
+}
+
+static void h_leaks(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        struct manager *m = rq->l->api->m;
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < m->n_runs; i++) {
+                if (!m->runs[i]->leak.suspected)
+                        continue;
+                struct run_info ri;
+                struct query_limits lim = limits(rq);
+                if (query_run(m->store, &lim, m->runs[i]->info.id, &ri) < 0)
+                        continue;
+                overlay_live(rq, &ri);
+                json_object *o = run_with_latest(rq, &ri);
+                json_object_object_add(o, "leak", run_leak(rq, &ri, false));
+                json_object_array_add(arr, o);
+                run_info_done(&ri);
+        }
+        json_object_object_add(root, "runs", arr);
+        respond_json(rq, 200, root);
 }
 
 static void h_run_get(struct request *rq, const char *const *parts, size_t nparts) {
@@ -1057,6 +1109,7 @@ static const struct route routes[] = {
         { { "v1", "runs", "*", "marks" }, "POST", h_run_marks_post },
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
         { { "v1", "observations" }, "POST", h_observations },
+        { { "v1", "leaks" }, "GET", h_leaks },
 };
 
 static size_t pattern_len(const struct route *r) {

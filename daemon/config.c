@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include "leak.h"
+
 #include <ini.h>
 #include <stdio.h>
 #include <string.h>
 
-enum key_type { KEY_STRING, KEY_DURATION, KEY_UINT };
+enum key_type { KEY_STRING, KEY_DURATION, KEY_UINT, KEY_DOUBLE };
 
 struct config_key {
         const char *section;
@@ -44,6 +46,13 @@ static const struct config_key keys[] = {
         { "http", "max_body_bytes", KEY_UINT, OFF(http_max_body_bytes), "65536", 1024, 1048576, NULL },
         { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
+        /* the leak detector (daemon/leak.h); etc/mlmond.conf says why each default */
+        { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,2m,5m,15m", 0, 0, NULL },
+        { "leak", "grace", KEY_DURATION, OFF(leak_grace_usec), "30s", 0, USEC_PER_DAY, NULL },
+        { "leak", "min_growth_mib", KEY_UINT, OFF(leak_min_growth_mib), "16", 1, 1048576, NULL },
+        { "leak", "min_growth_pct", KEY_DOUBLE, OFF(leak_min_growth_pct), "5", 0, 1000, NULL },
+        { "leak", "min_z", KEY_DOUBLE, OFF(leak_min_z), "3", 1, 10, NULL },
+        { "leak", "clear_after", KEY_DURATION, OFF(leak_clear_after_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
 };
 
 static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
@@ -89,6 +98,20 @@ static int set_key(struct config *c, const struct config_key *k, const char *val
                         return -ERANGE;
                 }
                 *(usec_t *)field = u;
+                return 0;
+        }
+        case KEY_DOUBLE: {
+                double v;
+                if (safe_atod(value, &v) < 0) {
+                        snprintf(err, errlen, "%s: '%s' is not a number", k->name, value);
+                        return -EINVAL;
+                }
+                if (v < (double)k->min || v > (double)k->max) {
+                        snprintf(err, errlen, "%s: %g is out of range [%llu, %llu]", k->name, v,
+                                 (unsigned long long)k->min, (unsigned long long)k->max);
+                        return -ERANGE;
+                }
+                *(double *)field = v;
                 return 0;
         }
         case KEY_UINT: {
@@ -284,6 +307,13 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 snprintf(errbuf, errlen, "retention_rollup must be at least retention_raw");
                 return -EINVAL;
         }
+        struct leak_params lp;
+        if (config_leak_params(c, &lp) < 0) {
+                snprintf(errbuf, errlen,
+                         "leak windows: '%s' must be 1 to %d ascending durations between 10s and 1d, e.g. 30s,2m,5m,15m",
+                         c->leak_windows ? c->leak_windows : "", LEAK_MAX_WINDOWS);
+                return -EINVAL;
+        }
         if (c->http_per_ip_connection_limit > c->http_connection_limit) {
                 snprintf(errbuf, errlen, "per_ip_connection_limit must not exceed connection_limit");
                 return -EINVAL;
@@ -292,3 +322,29 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
 }
 
 bool config_synchronous_full(const struct config *c) { return streq(c->synchronous, "full"); }
+
+int config_leak_params(const struct config *c, struct leak_params *p) {
+        leak_params_default(p);
+        p->n_windows = 0;
+        char buf[256];
+        if (!c->leak_windows || strlen(c->leak_windows) >= sizeof buf)
+                return -EINVAL;
+        snprintf(buf, sizeof buf, "%s", c->leak_windows);
+        char *save = NULL;
+        double prev = 0;
+        for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                usec_t u;
+                if (p->n_windows == LEAK_MAX_WINDOWS || parse_duration(w, &u) < 0 || u < 10 * USEC_PER_SEC ||
+                    u > USEC_PER_DAY || (double)u / 1e6 <= prev)
+                        return -EINVAL;
+                prev = (double)u / 1e6;
+                p->windows_s[p->n_windows++] = prev;
+        }
+        if (p->n_windows == 0)
+                return -EINVAL;
+        p->grace_s = (double)c->leak_grace_usec / 1e6;
+        p->min_growth_bytes = (double)c->leak_min_growth_mib * 1048576.0;
+        p->min_growth_pct = c->leak_min_growth_pct;
+        p->min_z = c->leak_min_z;
+        return 0;
+}

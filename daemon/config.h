@@ -36,7 +36,18 @@ struct config {
         unsigned http_max_body_bytes;
         usec_t http_query_timeout_usec;
         unsigned http_max_rows;
+        /* [leak] */
+        char *leak_windows;       /* "30s,2m,5m,15m" */
+        usec_t leak_grace_usec;
+        unsigned leak_min_growth_mib;
+        double leak_min_growth_pct;
+        double leak_min_z;
+        usec_t leak_clear_after_usec;
 };
+
+struct leak_params;
+/* The [leak] keys as the detector's parameters. */
+int config_leak_params(const struct config *c, struct leak_params *ret);
 
 #define MIN_INTERVAL_USEC (100 * USEC_PER_MSEC)
 #define MAX_INTERVAL_USEC USEC_PER_HOUR

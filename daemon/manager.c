@@ -11,6 +11,7 @@
 #include "api.h"
 #include "ingest.h"
 #include "json-util.h"
+#include "render.h"
 #include "version.h"
 
 /* Retention deletes at most this many rows per transaction, so the sampler
@@ -40,6 +41,7 @@ static usec_t grid_next(usec_t after, usec_t interval) {
 
 static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
 static void store_run_ops(struct manager *m, struct run *r);
+static void store_leak_json(struct manager *m, struct run *r);
 
 int manager_new(struct manager **ret) {
         struct manager *m = calloc(1, sizeof *m);
@@ -145,6 +147,7 @@ static int manager_end_run(struct manager *m, struct run *r, enum run_state stat
                         m->tick_errors++;
                 ops_rotate(&r->ops, INT64_MAX);
                 store_run_ops(m, r);
+                store_leak_json(m, r);
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -183,6 +186,33 @@ static void sample_host(struct manager *m, int64_t now_ms) {
         h.has_mem = proc_read_meminfo(m->config.proc_root, &h.mem) == 0;
         h.has_load = proc_read_loadavg(m->config.proc_root, &h.load) == 0;
         m->host = h;
+}
+
+static void store_leak_json(struct manager *m, struct run *r) {
+        _cleanup_json_ json_object *j = render_leak(&r->leak, r->info.registered_ts_ms);
+        if (store_update_run_leak(m->store, r->info.id, json_to_string(j)) < 0)
+                m->tick_errors++;
+}
+
+/* Feeds the sample's anonymous RSS to the run's leak watch (inside the
+ * tick's transaction): a change of verdict is stored and logged. */
+static void leak_step(struct manager *m, struct run *r, const struct sample *s) {
+        if (!s->has_rss)
+                return;
+        double t_s = (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0;
+        enum leakwatch_change c =
+                leakwatch_add(&r->leak, &m->leak_params, t_s, s->ts_ms, (double)s->rss_anon_bytes,
+                              (int64_t)(m->config.leak_clear_after_usec / USEC_PER_MSEC));
+        if (c == LEAKWATCH_NONE)
+                return;
+        bool suspected = c == LEAKWATCH_SUSPECTED;
+        if (store_insert_leak_event(m->store, r->info.id, s->ts_ms, suspected, "rss_anon_bytes", &r->leak.v) < 0)
+                m->tick_errors++;
+        if (suspected)
+                r->info.leak_detected = true;
+        store_leak_json(m, r);
+        log_notice("run %lld (pid %d): leak %s: %s", (long long)r->info.id, r->info.pid,
+                   suspected ? "suspected" : "cleared", r->leak.v.reason);
 }
 
 /* Writes a run's closed op slices and gauges (inside a transaction) and
@@ -246,6 +276,7 @@ static int manager_tick(struct manager *m) {
                         in_txn = true;
                 }
                 run_totals_add(&r->info.totals, &s);
+                leak_step(m, r, &s);
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
@@ -411,6 +442,12 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         }
         run_totals_add(&ri->totals, &s);
         r->identity_changed = false; /* the row is written with the current comm below */
+        if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
+                run_free(r);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        leak_step(m, r, &s);
         q = store_begin(m->store);
         if (q == 0) {
                 if (store_insert_run(m->store, ri) < 0 || store_insert_sample(m->store, ri->id, &s) < 0 ||
@@ -503,6 +540,10 @@ static int manager_restore_runs(struct manager *m) {
                         .netns_tx_bytes = t->netns_tx_bytes,
                 };
                 r->next_due_usec = grid_next(now, (usec_t)r->info.interval_ms * USEC_PER_MSEC);
+                /* the floors were in memory: the watch starts again, with
+                 * its grace from now */
+                if (leakwatch_init(&r->leak, &m->leak_params) == 0)
+                        leakwatch_mark(&r->leak, (double)(now_realtime_ms() - r->info.registered_ts_ms) / 1000.0);
                 if (manager_add_run(m, r) < 0) {
                         run_free(r);
                         continue;
@@ -622,7 +663,7 @@ int manager_load_config(struct manager *m, char *err, size_t errlen) {
                 return q;
         config_done(&m->config);
         m->config = c;
-        return 0;
+        return config_leak_params(&m->config, &m->leak_params);
 }
 
 int manager_reload(struct manager *m, char *err, size_t errlen) {
@@ -655,8 +696,22 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
                         }
                 }
         }
+        struct leak_params lp;
+        if (config_leak_params(&c, &lp) < 0) {
+                config_done(&c);
+                return -EINVAL;
+        }
+        bool windows_changed = !streq(c.leak_windows, m->config.leak_windows);
         config_done(&m->config);
         m->config = c;
+        m->leak_params = lp;
+        /* new windows mean a new floor resolution: the watches start over */
+        for (size_t i = 0; windows_changed && i < m->n_runs; i++) {
+                struct run *r = m->runs[i];
+                leakwatch_done(&r->leak);
+                if (leakwatch_init(&r->leak, &m->leak_params) == 0)
+                        leakwatch_mark(&r->leak, (double)(now_realtime_ms() - r->info.registered_ts_ms) / 1000.0);
+        }
         return 0;
 }
 
@@ -746,6 +801,7 @@ static void manager_flush_totals(struct manager *m) {
                 store_update_run_totals(m->store, m->runs[i]->info.id, &m->runs[i]->info.totals);
                 ops_rotate(&m->runs[i]->ops, INT64_MAX);
                 store_run_ops(m, m->runs[i]);
+                store_leak_json(m, m->runs[i]);
         }
         store_commit(m->store);
 }
@@ -838,7 +894,9 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
                 return q;
         }
         q = store_commit(m->store);
-        if (q == 0)
+        if (q == 0) {
                 *ret_ts = ts;
+                leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+        }
         return q;
 }

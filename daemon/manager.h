@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "leak.h"
 #include "procfs.h"
 #include "runs.h"
 #include "store.h"
@@ -56,6 +57,7 @@ struct manager {
         bool has_self_cpu;
 
         usec_t host_next_due_usec; /* host counters are read on the default interval's grid */
+        struct leak_params leak_params; /* from the [leak] config keys */
         struct host_sample host;
         struct proc_cpu_total host_prev_cpu;
         bool has_host_prev;

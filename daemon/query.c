@@ -464,3 +464,53 @@ out:
         reader_end(s);
         return r;
 }
+
+void leak_events_free(struct leak_event *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].reason);
+        free(v);
+}
+
+int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
+                      size_t *ret_n) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct leak_event *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        if (store_reader_prepare(s, "SELECT ts, suspected, reason FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+                                 &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, l->max_rows);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct leak_event *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].suspected = sqlite3_column_int(st, 1) != 0;
+                v[n].reason = strdup((const char *)sqlite3_column_text(st, 2));
+                if (!v[n].reason) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+out:
+        if (v)
+                leak_events_free(v, n);
+        reader_end(s);
+        return r;
+}

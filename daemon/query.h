@@ -78,3 +78,12 @@ struct gauge_point {
 void gauge_points_free(struct gauge_point *v, size_t n);
 int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                  unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated);
+
+struct leak_event {
+        int64_t ts_ms;
+        bool suspected;
+        char *reason;
+};
+void leak_events_free(struct leak_event *v, size_t n);
+int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
+                      size_t *ret_n);

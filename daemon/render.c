@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "json-util.h"
+#include "leakwatch.h"
 #include "version.h"
 
 #define NS_PER_SEC 1e9
@@ -58,6 +59,27 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest) 
         return o;
 }
 
+json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms) {
+        const struct leak_verdict *v = &w->v;
+        json_object *o = json_object_new_object();
+        bool ev = w->evaluated_ms != 0 && v->evaluated;
+        json_object_object_add(o, "suspected", json_object_new_boolean(w->suspected));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(ev));
+        json_add_string(o, "metric", "rss_anon_bytes");
+        json_add_double(o, "slope_bytes_per_s", ev, v->slope_bytes_per_s);
+        json_add_double(o, "growth_bytes", ev, v->growth_bytes);
+        json_add_double(o, "window_s", ev, v->window_s);
+        json_add_double(o, "confidence", ev, v->confidence);
+        json_add_i64(o, "since", ev && w->suspected, registered_ts_ms + (int64_t)(v->since_t_s * 1000.0));
+        json_add_i64(o, "suspected_at", w->suspected, w->suspected_since_ms);
+        json_add_i64(o, "evaluated_ts", w->evaluated_ms != 0, w->evaluated_ms);
+        json_add_string(o, "reason",
+                        w->evaluated_ms == 0 ? "not evaluated yet: the first window is still filling (warm-up grace "
+                                               "plus the shortest window)"
+                                             : v->reason);
+        return o;
+}
+
 json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
         const struct run_totals *t = &ri->totals;
         json_object *o = json_object_new_object();
@@ -79,7 +101,7 @@ json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
         json_add_u64(o, "netns_tx_bytes", t->has_net, t->netns_tx_bytes);
         json_add_u64(o, "threads_max", t->samples > 0, t->threads_max);
         json_add_u64(o, "samples", true, t->samples);
-        json_object_object_add(o, "leak_detected", NULL);
+        json_object_object_add(o, "leak_detected", json_object_new_boolean(ri->leak_detected));
         json_object_object_add(o, "energy_j", NULL);
         json_object_object_add(o, "co2_g", NULL);
         return o;

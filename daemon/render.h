@@ -20,4 +20,8 @@ json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t 
 /* "p50_ms", "p99.9_ms". */
 void render_quantile_key(double q, char *buf, size_t size);
 json_object *render_health(const struct manager *m);
+/* The verdict of a run being watched (registered_ts: to turn the series'
+ * seconds into Unix ms). */
+struct leakwatch;
+json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms);
 json_object *render_system(const struct manager *m);

@@ -40,6 +40,7 @@ void run_free(struct run *r) {
         run_close_fds(r);
         run_info_done(&r->info);
         ops_table_done(&r->ops);
+        leakwatch_done(&r->leak);
         free(r->members);
         free(r->netns);
         free(r);

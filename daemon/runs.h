@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "leakwatch.h"
 #include "ops.h"
 #include "procfs.h"
 #include "sample.h"
@@ -51,6 +52,7 @@ struct run {
         bool has_last;
         struct sample last;
         struct op_table ops; /* what the application reports (StatsD, observations) */
+        struct leakwatch leak; /* anonymous RSS floors and the leak verdict */
         void *owner; /* the manager, for event callbacks */
         bool identity_changed; /* comm/cmdline re-read (exec): store them */
 };

@@ -29,7 +29,8 @@ void run_info_done(struct run_info *ri) {
         free(ri->comm);
         free(ri->cmdline);
         free(ri->tags_json);
-        ri->name = ri->comm = ri->cmdline = ri->tags_json = NULL;
+        free(ri->leak_json);
+        ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->leak_json = NULL;
 }
 
 static int dup_or_null(char **dst, const char *src) {
@@ -42,7 +43,8 @@ static int dup_or_null(char **dst, const char *src) {
 int run_info_copy(struct run_info *dst, const struct run_info *src) {
         *dst = *src;
         if (dup_or_null(&dst->name, src->name) < 0 || dup_or_null(&dst->comm, src->comm) < 0 ||
-            dup_or_null(&dst->cmdline, src->cmdline) < 0 || dup_or_null(&dst->tags_json, src->tags_json) < 0) {
+            dup_or_null(&dst->cmdline, src->cmdline) < 0 || dup_or_null(&dst->tags_json, src->tags_json) < 0 ||
+            dup_or_null(&dst->leak_json, src->leak_json) < 0) {
                 run_info_done(dst);
                 return -ENOMEM;
         }

@@ -66,6 +66,8 @@ struct run_info {
         int64_t registered_ts_ms;
         int64_t ended_ts_ms; /* 0 = still running */
         struct run_totals totals;
+        char *leak_json;     /* the last stored verdict (JSON), NULL if none */
+        bool leak_detected;  /* a leak was suspected at some point */
 };
 
 void run_info_done(struct run_info *ri);

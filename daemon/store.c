@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "leak.h"
 #include "ops.h"
 #include "util.h"
 
@@ -384,6 +385,35 @@ int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char
         return step_done(s, st);
 }
 
+int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
+                            const struct leak_verdict *v) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                               "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, ts_ms);
+        sqlite3_bind_int(st, 3, suspected);
+        sqlite3_bind_text(st, 4, metric, -1, SQLITE_STATIC);
+        bind_double(st, 5, v->evaluated, v->slope_bytes_per_s);
+        bind_double(st, 6, v->evaluated, v->growth_bytes);
+        bind_double(st, 7, v->evaluated, v->window_s);
+        bind_double(st, 8, v->evaluated, v->confidence);
+        sqlite3_bind_text(st, 9, v->reason, -1, SQLITE_STATIC);
+        return step_done(s, st);
+}
+
+int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET leak = ? WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        bind_text_or_null(st, 1, leak_json);
+        sqlite3_bind_int64(st, 2, run_id);
+        return step_done(s, st);
+}
+
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK)
@@ -624,6 +654,8 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         col_u64(st, 23, &t->write_bytes);
         t->has_net = col_u64(st, 24, &t->netns_rx_bytes);
         col_u64(st, 25, &t->netns_tx_bytes);
+        ri->leak_json = col_strdup(st, 26);
+        ri->leak_detected = sqlite3_column_int(st, 27) != 0;
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -47,6 +47,10 @@ struct gauge_value;
 int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl);
 int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g);
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label);
+struct leak_verdict;
+int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
+                            const struct leak_verdict *v);
+int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json);
 
 /* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
  * samples_1m. Idempotent. */
@@ -80,7 +84,8 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, " \
         "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "              \
         "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "    \
-        "netns_rx_bytes, netns_tx_bytes"
+        "netns_rx_bytes, netns_tx_bytes, leak, "                                                    \
+        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1)"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                        \

@@ -69,6 +69,20 @@ static void test_validate_and_set(void) {
         CHECK_EQ_INT(config_set(&c, "storage.retention_raw", "100d", err, sizeof err), 0);
         CHECK(config_validate(&c, err, sizeof err) < 0); /* rollups must outlive raw samples */
         CHECK(config_set(&c, "nope", "1", err, sizeof err) < 0);
+        CHECK_EQ_INT(config_set(&c, "storage.retention_raw", "7d", err, sizeof err), 0);
+        static const char *const bad_windows[] = { "5m,30s", "30s,30s", "5s", "", "1x", ",",
+                                                   "1m,2m,3m,4m,5m,6m,7m,8m,9m", "2d" };
+        for (size_t i = 0; i < ELEMENTSOF(bad_windows); i++) {
+                CHECK_EQ_INT(config_set(&c, "leak.windows", bad_windows[i], err, sizeof err), 0);
+                CHECK(config_validate(&c, err, sizeof err) < 0);
+                CHECK(strstr(err, "leak windows") != NULL);
+        }
+        CHECK_EQ_INT(config_set(&c, "leak.windows", "20s,10m", err, sizeof err), 0);
+        CHECK_EQ_INT(config_validate(&c, err, sizeof err), 0);
+        CHECK(config_set(&c, "leak.min_z", "0.5", err, sizeof err) < 0);
+        CHECK(config_set(&c, "leak.min_growth_pct", "nan", err, sizeof err) < 0);
+        CHECK_EQ_INT(config_set(&c, "leak.min_growth_pct", "2.5", err, sizeof err), 0);
+        CHECK(c.leak_min_growth_pct == 2.5);
         struct config d;
         CHECK_EQ_INT(config_copy(&d, &c), 0);
         CHECK(d.listen != c.listen && strcmp(d.listen, c.listen) == 0);
@@ -112,7 +126,7 @@ static void test_shipped_file(const char *path) {
         if (r < 0)
                 fprintf(stderr, "%s\n", err);
         CHECK_EQ_INT(r, 0);
-        CHECK_EQ_INT(keys, 20);
+        CHECK_EQ_INT(keys, 26);
         CHECK(strcmp(c.db_path, def.db_path) == 0 && c.interval_usec == def.interval_usec &&
               c.retention_raw_usec == def.retention_raw_usec && c.http_max_rows == def.http_max_rows);
         config_done(&c);
