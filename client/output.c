@@ -553,6 +553,17 @@ static void print_leak(FILE *f, json_object *run) {
                 fprintf(f, "leak: %s (%s)\n", verdict, reason);
         else
                 fprintf(f, "leak: %s\n", verdict);
+        /* each change of the verdict, oldest first */
+        json_object *hist = json_get_array(leak, "history");
+        size_t nh = hist ? json_object_array_length(hist) : 0;
+        for (size_t i = 0; i < nh; i++) {
+                json_object *e = json_object_array_get_idx(hist, i);
+                int64_t ts = 0;
+                bool has_ts = json_get_int(e, "ts", &ts);
+                _cleanup_free_ char *why = text_printable(json_get_str(e, "reason"));
+                const char *what = json_get_str(e, "verdict");
+                fprintf(f, "  %s %s: %s\n", fmt_ts_ms(b, sizeof b, has_ts, ts), what ? what : "-", why ? why : "-");
+        }
         if (suspected != 1)
                 return;
         field_text(f, "metric:", json_get_str(leak, "metric"));
