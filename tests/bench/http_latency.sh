@@ -1,0 +1,184 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# HTTP throughput against a minimal libmicrohttpd server: wrk -t2 -c32 -d10s
+# against tests/bench/mhd_minimal.c (built here; internal polling thread +
+# epoll, a fixed 400-byte JSON body) and against mlmond's
+# GET /v1/runs/ID/latency?window=1m with data in that window, interleaved,
+# REPS times. Prints req/s of both, per repetition and in the median, and
+# the ratio mlmond / minimal.
+#
+# The run's data: a registered sender (tests/bench/statsd_send.c) sends RATE
+# timings/s over the StatsD unix socket from PREFILL seconds before the first
+# wrk run to the end, so the 1-minute window stays full.
+# mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
+# would refuse half of wrk's 32 connections from 127.0.0.1.
+#
+# Goal (issue 3): mlmond >= 75% of the minimal server's req/s.
+#
+# usage: tests/bench/http_latency.sh [-r REPS] [-d SECONDS] [-c CONNS] [-t THREADS] [-R RATE]
+#                                    [-P PREFILL] [-m MLMOND] [-k] [-S]
+#   defaults: -r 3 -d 10 -c 32 -t 2 -R 1000 -P 60
+# Exit status: 0 ran, 1 mlmond misbehaved (errors, non-2xx answers, crash), 2 setup error,
+# 3 goal missed with -S.
+set -u -o pipefail
+
+REPS=3
+DUR=10
+CONNS=32
+THREADS=2
+RATE=1000
+PREFILL=60
+KEEP=0
+STRICT=0
+SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+MLMOND=${MLMOND:-}
+
+while getopts "r:d:c:t:R:P:m:kSh" o; do
+        case $o in
+        r) REPS=$OPTARG ;;
+        d) DUR=$OPTARG ;;
+        c) CONNS=$OPTARG ;;
+        t) THREADS=$OPTARG ;;
+        R) RATE=$OPTARG ;;
+        P) PREFILL=$OPTARG ;;
+        m) MLMOND=$OPTARG ;;
+        k) KEEP=1 ;;
+        S) STRICT=1 ;;
+        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) exit 2 ;;
+        esac
+done
+
+die() { echo "http_latency.sh: $*" >&2; exit 2; }
+for v in REPS DUR CONNS THREADS RATE PREFILL; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
+if [[ -z $MLMOND ]]; then
+        for c in "$SRCDIR/build-t3/daemon/mlmond" "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
+                [[ -x $c ]] && { MLMOND=$c; break; }
+        done
+fi
+[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+command -v wrk >/dev/null || die "wrk is needed (apt-get install -y wrk)"
+for t in gcc curl pkg-config; do command -v $t >/dev/null || die "$t is needed"; done
+pkg-config --exists libmicrohttpd || die "libmicrohttpd-dev is needed"
+PY=/usr/bin/python3
+
+TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
+MLMOND_PID=
+MHD_PID=
+SENDER_PID=
+cleanup() {
+        local rc=$?
+        trap - EXIT INT TERM
+        exec 3>&- 4>&- 2>/dev/null
+        for p in $SENDER_PID $MHD_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
+                kill -TERM "$MLMOND_PID"
+                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$MLMOND_PID" 2>/dev/null
+                wait "$MLMOND_PID" 2>/dev/null
+        fi
+        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+        exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+gcc -O2 -Wall -o "$TMP/mhd_minimal" "$SRCDIR/tests/bench/mhd_minimal.c" $(pkg-config --cflags --libs libmicrohttpd) ||
+        die "cannot build mhd_minimal"
+gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
+json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# --- mlmond, and a registered sender feeding one op ---
+PORT=$(free_port)
+printf '[http]\nper_ip_connection_limit = 64\n' >"$TMP/mlmond.conf"
+"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
+        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
+MLMOND_PID=$!
+for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
+ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+
+mkfifo "$TMP/go"
+exec 3<>"$TMP/go"
+total_s=$((PREFILL + REPS * 2 * (DUR + 2) + 60))
+"$TMP/statsd_send" unix "$TMP/statsd.sock" -b -r "$RATE" -d "$total_s" -o inference <&3 >"$TMP/send.out" &
+SENDER_PID=$!
+for _ in $(seq 100); do [[ -s $TMP/send.out ]] && break; sleep 0.05; done
+read -r _ spid <"$TMP/send.out"
+RUN=$(ucurl -X POST -H 'Content-Type: application/json' -d "{\"pid\":$spid,\"name\":\"http-bench\"}" http://x/v1/runs |
+        json 'd["id"]') || die "registering the sender failed"
+echo go >&3
+
+# --- the minimal server ---
+MPORT=$(free_port)
+mkfifo "$TMP/mhd_in"
+exec 4<>"$TMP/mhd_in"
+"$TMP/mhd_minimal" "$MPORT" <&4 >"$TMP/mhd.out" &
+MHD_PID=$!
+for _ in $(seq 100); do [[ -s $TMP/mhd.out ]] && break; sleep 0.05; done
+[[ -s $TMP/mhd.out ]] || die "mhd_minimal did not start"
+
+MURL="http://127.0.0.1:$MPORT/v1/runs/$RUN/latency?window=1m"
+LURL="http://127.0.0.1:$PORT/v1/runs/$RUN/latency?window=1m"
+echo "HTTP benchmark: wrk -t$THREADS -c$CONNS -d${DUR}s, $REPS repetitions, interleaved; binary $MLMOND"
+echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); $(wrk -v 2>&1 | head -1)"
+echo "filling the window: $RATE timings/s for $PREFILL s ..."
+sleep "$PREFILL"
+count() { curl -sf "$LURL" | json 'd["ops"].get("inference", {}).get("count", 0)'; }
+echo "mlmond answer: $(curl -sf "$LURL" | wc -c) bytes, $(count) timings in the window;" \
+        "minimal answer: $(curl -sf "$MURL" | wc -c) bytes"
+
+wrk_run() { # label url -> prints "req/s p50 p99 errors"
+        local out
+        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$2" 2>&1)
+        echo "$out" >>"$TMP/wrk.log"
+        "$PY" - "$1" <<EOF
+import re, sys
+out = """$out"""
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+def lat(p):
+    m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, out, re.M)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)] if m else float("nan")
+err = re.search(r"Socket errors: (.*)", out)
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
+print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad.strip().replace(' ', '_') or '-'}")
+EOF
+}
+
+c0=$(date +%s)
+printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' rep "minimal r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
+rc=0
+: >"$TMP/results"
+for ((i = 1; i <= REPS; i++)); do
+        read -r m_rps m_p50 m_p99 m_err < <(wrk_run minimal "$MURL")
+        read -r l_rps l_p50 l_p99 l_err < <(wrk_run mlmond "$LURL")
+        ratio=$("$PY" -c "print(f'{$l_rps / $m_rps * 100:.1f}%')")
+        printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' "$i" "$m_rps" "$m_p50" "$m_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
+        [[ $m_err != - ]] && echo "  minimal: $m_err"
+        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
+        echo "$m_rps $l_rps" >>"$TMP/results"
+        kill -0 $MLMOND_PID 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
+done
+echo "after: $(count) timings in the window"
+"$PY" - "$TMP/results" <<'EOF'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+m = statistics.median(r[0] for r in rows)
+l = statistics.median(r[1] for r in rows)
+print(f"median: minimal {m:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / m * 100:.1f}%")
+print(f"goal >= 75%: {'met' if l / m >= 0.75 else 'MISSED'}")
+open(sys.argv[1] + ".ratio", "w").write(f"{l / m}")
+EOF
+if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
+        echo "MLMOND logged errors:" >&2
+        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
+        rc=1
+fi
+if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 0.75)"; then
+        rc=3
+fi
+exit $rc

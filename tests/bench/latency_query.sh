@@ -1,0 +1,201 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Latency query benchmark: 1 000 000 timings in one run, spread over the
+# slices of about LOAD seconds (sent over the StatsD unix socket by
+# tests/bench/statsd_send.c, built here), then 100 requests of
+# GET /v1/runs/ID/latency?window=2m over TCP: the server's time per request
+# (curl's time_starttransfer - time_pretransfer, one kept-alive connection),
+# median and p99, and mlmond's CPU per request (schedstat). Measured twice:
+# while the run is running (stored slices + the ones in memory), and after
+# it ended (stored slices only).
+#
+# Goal (issue 3): <= 1 ms per request.
+#
+# usage: tests/bench/latency_query.sh [-n TIMINGS] [-L LOAD_SECONDS] [-o OPS] [-q REQUESTS]
+#                                     [-m MLMOND] [-t TMPBASE] [-k] [-S]
+#   -n TIMINGS   timings to load (default 1000000)
+#   -L SECONDS   spread them over this long (default 50; at most 110, the window is 2m)
+#   -o OPS       spread them over this many op names (default 1)
+#   -q REQUESTS  requests per measurement (default 100)
+#   -m PATH      mlmond binary (default $MLMOND, else build-t3/, build-bench/, build/)
+#   -t DIR       where the temporary directory goes (default /var/tmp; not tmpfs)
+#   -k           keep the temporary directory
+#   -S           strict: exit 3 if the goal is missed
+# Exit status: 0 ran, 1 mlmond misbehaved (wrong count, crash, errors logged), 2 setup error.
+set -u -o pipefail
+
+N=1000000
+LOAD=50
+OPS=1
+Q=100
+TMPBASE=${TMPDIR_BENCH:-/var/tmp}
+KEEP=0
+STRICT=0
+SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+MLMOND=${MLMOND:-}
+
+while getopts "n:L:o:q:m:t:kSh" o; do
+        case $o in
+        n) N=$OPTARG ;;
+        L) LOAD=$OPTARG ;;
+        o) OPS=$OPTARG ;;
+        q) Q=$OPTARG ;;
+        m) MLMOND=$OPTARG ;;
+        t) TMPBASE=$OPTARG ;;
+        k) KEEP=1 ;;
+        S) STRICT=1 ;;
+        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) exit 2 ;;
+        esac
+done
+
+die() { echo "latency_query.sh: $*" >&2; exit 2; }
+[[ $N =~ ^[0-9]+$ && $N -ge 1 ]] || die "-n must be a positive integer"
+[[ $LOAD =~ ^[0-9]+$ && $LOAD -ge 1 && $LOAD -le 110 ]] || die "-L must be an integer in 1..110"
+[[ $OPS =~ ^[0-9]+$ && $OPS -ge 1 && $OPS -le 256 ]] || die "-o must be an integer in 1..256"
+[[ $Q =~ ^[0-9]+$ && $Q -ge 2 ]] || die "-q must be an integer >= 2"
+if [[ -z $MLMOND ]]; then
+        for c in "$SRCDIR/build-t3/daemon/mlmond" "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
+                [[ -x $c ]] && { MLMOND=$c; break; }
+        done
+fi
+[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+for t in gcc curl python3; do command -v $t >/dev/null || die "$t is needed"; done
+PY=/usr/bin/python3
+
+mkdir -p "$TMPBASE" || die "cannot create $TMPBASE"
+TMP=$(mktemp -d "$TMPBASE/mlmond-latq.XXXXXX") || die "mktemp failed"
+fstype=$(stat -f -c %T "$TMP")
+[[ $fstype == tmpfs || $fstype == ramfs ]] && { rm -rf "$TMP"; die "$TMPBASE is $fstype; use -t DIR"; }
+
+MLMOND_PID=
+SENDERS=()
+cleanup() {
+        local rc=$?
+        trap - EXIT INT TERM
+        for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
+                kill -TERM "$MLMOND_PID"
+                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$MLMOND_PID" 2>/dev/null
+                wait "$MLMOND_PID" 2>/dev/null
+        fi
+        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+        exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
+sched_ns() { local s=0 a t; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" && s=$((s + a)); done; echo $s; }
+ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
+json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+: >"$TMP/mlmond.conf"
+"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
+        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
+MLMOND_PID=$!
+for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
+ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+
+echo "latency query benchmark: $N timings over ~$LOAD s in $OPS op(s), $Q requests per measurement; binary $MLMOND"
+echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- load: one sender process per op, all into the run of the first (registered;
+# the others tag their lines with #run:ID) ---
+per_op=$(((N + OPS - 1) / OPS))
+rate=$(((per_op + LOAD - 1) / LOAD))
+mkfifo "$TMP/go"
+exec 3<>"$TMP/go"
+# the parent sender: its stdin is the fifo, so it waits for "go" and then, after
+# sending, for the fifo to close
+"$TMP/statsd_send" unix "$TMP/statsd.sock" -b -r "$rate" -d $((LOAD + 5)) -n "$per_op" -o op0 <&3 >"$TMP/send0.out" &
+SENDERS+=($!)
+for _ in $(seq 100); do [[ -s $TMP/send0.out ]] && break; sleep 0.05; done
+read -r _ spid <"$TMP/send0.out"
+RUN=$(ucurl -X POST -H 'Content-Type: application/json' -d "{\"pid\":$spid,\"name\":\"latq\"}" http://x/v1/runs | json 'd["id"]') ||
+        die "registering the sender failed"
+t_load=$(date +%s.%N)
+echo go >&3
+# more ops: senders registered under the same run via #run tags
+for ((i = 1; i < OPS; i++)); do
+        # tagged lines need no living sender: it may exit as soon as it is done
+        echo go | "$TMP/statsd_send" unix "$TMP/statsd.sock" -b -r "$rate" -d $((LOAD + 5)) -n "$per_op" -o "op$i" \
+                -t "run:$RUN" >"$TMP/send$i.out" &
+        SENDERS+=($!)
+done
+want=$((per_op * OPS))
+# wait for every timing to be taken
+deadline=$((SECONDS + LOAD + 60))
+while :; do
+        got=$(curl -sf "http://127.0.0.1:$PORT/v1/runs/$RUN/latency?window=2m" |
+                json 'sum(o["count"] for o in d["ops"].values())') || got=0
+        ((got >= want)) && break
+        ((SECONDS > deadline)) && { echo "MLMOND: only $got of $want timings taken after $((LOAD + 60)) s" >&2; exit 1; }
+        sleep 0.5
+done
+load_s=$("$PY" -c "import time; print(f'{time.time() - $t_load:.1f}')")
+echo "loaded $got timings in run $RUN in $load_s s; daemon RSS $(awk '$1 == "VmRSS:" {print $2, $3}' /proc/$MLMOND_PID/status)"
+sleep 2 # past the next tick: the closed slices are stored
+
+measure() { # label
+        local url="http://127.0.0.1:$PORT/v1/runs/$RUN/latency?window=2m"
+        local args=() i
+        for ((i = 0; i < Q; i++)); do args+=(-o /dev/null "$url"); done
+        # a first request, checked, warms the connection and the page cache
+        local first
+        first=$(curl -sf "$url") || { echo "MLMOND: the query failed" >&2; exit 1; }
+        local count
+        count=$(echo "$first" | json 'sum(o["count"] for o in d["ops"].values())')
+        if [[ $count != "$want" ]]; then
+                echo "MLMOND: count $count in the answer, expected $want" >&2
+                exit 1
+        fi
+        local c0 c1
+        c0=$(sched_ns $MLMOND_PID)
+        curl -sf -w '%{time_pretransfer} %{time_starttransfer} %{size_download}\n' "${args[@]}" >"$TMP/times" ||
+                { echo "MLMOND: a query failed" >&2; exit 1; }
+        c1=$(sched_ns $MLMOND_PID)
+        "$PY" - "$TMP/times" "$c0" "$c1" "$1" "$Q" <<'EOF'
+import math, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+t = sorted((s - p) * 1000.0 for p, s, _ in rows)
+n = len(t)
+med = t[n // 2] if n % 2 else (t[n // 2 - 1] + t[n // 2]) / 2
+p99 = t[min(n - 1, math.ceil(0.99 * n) - 1)]
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) / 1e6 / int(sys.argv[5])
+print(f"{sys.argv[4]}: server time per request over {n}: median {med:.3f} ms, p99 {p99:.3f} ms, "
+      f"min {t[0]:.3f} ms, max {t[-1]:.3f} ms; mlmond CPU {cpu:.3f} ms/request; body {int(rows[0][2])} bytes")
+print(f"RESULT {sys.argv[4].split()[0]} {med:.3f} {p99:.3f} {cpu:.3f}")
+EOF
+}
+
+measure "running (stored + in-memory slices)" | tee "$TMP/m1"
+# end the run: the senders exit, the last slices are stored
+exec 3>&-
+for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+SENDERS=()
+for _ in $(seq 100); do
+        st=$(ucurl "http://x/v1/runs/$RUN" | json 'd["state"]')
+        [[ $st != running ]] && break
+        sleep 0.1
+done
+echo "run $RUN is $st"
+measure "ended (stored slices only)" | tee "$TMP/m2"
+
+if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
+        echo "MLMOND logged errors:" >&2
+        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
+        exit 1
+fi
+worst=$(cat "$TMP/m1" "$TMP/m2" | awk '$1 == "RESULT" && $3 > w { w = $3 } END { print w + 0 }')
+if awk -v w="$worst" 'BEGIN { exit !(w <= 1.0) }'; then
+        echo "goal <= 1 ms per request: met (worst median $worst ms)"
+else
+        echo "goal <= 1 ms per request: MISSED (worst median $worst ms)"
+        ((STRICT)) && exit 3
+fi
+exit 0
