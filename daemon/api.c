@@ -33,9 +33,29 @@ struct listener {
         char *unlink_path;
 };
 
+/* GET answers cached per URL until the data changes (the manager's data
+ * generation moves with every sample, observation, registration, mark) or
+ * for at most CACHE_MAX_AGE_USEC, whichever comes first: a dashboard or a
+ * load test asking the same question 10 000 times a second gets one
+ * computation per change. The age cap bounds how far a window "ending now"
+ * can lag the clock when nothing new arrives. */
+#define CACHE_ENTRIES 64
+#define CACHE_MAX_AGE_USEC (250 * USEC_PER_MSEC)
+#define CACHE_MAX_BODY (1024 * 1024)
+
+struct cache_entry {
+        char *key; /* "path?query" as received */
+        char *body;
+        size_t body_len;
+        uint64_t generation;
+        usec_t stored;
+};
+
 struct api {
         struct manager *m;
         struct listener tcp, unx;
+        struct cache_entry cache[CACHE_ENTRIES];
+        unsigned cache_next;
 };
 
 /* Per-request state, from the first access-handler call to completion. */
@@ -89,9 +109,8 @@ static void respond_method_not_allowed(struct request *rq, const char *allow) {
                       rq->method, allow);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j, const char *allow) {
-        const char *text = j ? json_to_string(j) : "{}";
-        size_t len = strlen(text);
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text, size_t len,
+                                  const char *allow) {
         char *copy = malloc(len + 2);
         if (!copy)
                 return MHD_NO;
@@ -110,6 +129,11 @@ static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, 
         enum MHD_Result r = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return r;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j, const char *allow) {
+        const char *text = j ? json_to_string(j) : "{}";
+        return send_text(c, status, text, strlen(text), allow);
 }
 
 static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status, const char *code, const char *msg,
@@ -761,8 +785,11 @@ static bool parse_quantiles(struct request *rq, const char *spec, double *qs, si
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 double q;
                 const char *dot = strchr(t, '.');
-                if (n == MAX_QUANTILES || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) || (dot && strlen(dot + 1) > 3) ||
-                    !strchr("0123456789", t[0])) {
+                /* plain decimals only: strtod would also take 1e-4 or 0x10 */
+                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) &&
+                             t[0] != '.';
+                if (n == MAX_QUANTILES || !plain || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) ||
+                    (dot && strlen(dot + 1) > 3)) {
                         _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
                         respond_error(rq, 400, "bad_request",
                                       "q: '%s' is not a percentile in (0, 100] (at most %d, e.g. q=50,90,99.9)",
@@ -1173,6 +1200,68 @@ static void dispatch(struct request *rq, const char *url) {
 
 /* ---- libmicrohttpd glue ------------------------------------------------- */
 
+static char *cache_key(const struct request *rq, const char *url) {
+        size_t len = strlen(url) + 2;
+        for (size_t i = 0; i < rq->n_args; i++)
+                len += strlen(rq->args[i].key) + strlen(rq->args[i].value) + 2;
+        if (rq->args_overflow || rq->args_duplicate || len > 4096)
+                return NULL;
+        char *k = malloc(len), *p = k;
+        if (!k)
+                return NULL;
+        p = stpcpy(p, url);
+        for (size_t i = 0; i < rq->n_args; i++) {
+                *p++ = i ? '&' : '?';
+                p = stpcpy(p, rq->args[i].key);
+                *p++ = '=';
+                p = stpcpy(p, rq->args[i].value);
+        }
+        *p = 0;
+        return k;
+}
+
+static const struct cache_entry *cache_lookup(struct api *a, const char *key) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        for (size_t i = 0; i < CACHE_ENTRIES; i++) {
+                const struct cache_entry *e = &a->cache[i];
+                if (e->key && e->generation == a->m->data_generation && now - e->stored < CACHE_MAX_AGE_USEC &&
+                    streq(e->key, key))
+                        return e;
+        }
+        return NULL;
+}
+
+static void cache_entry_done(struct cache_entry *e) {
+        free(e->key);
+        free(e->body);
+        *e = (struct cache_entry){};
+}
+
+static void cache_store(struct api *a, char *key, const char *body) {
+        size_t len = strlen(body);
+        if (len > CACHE_MAX_BODY) {
+                free(key);
+                return;
+        }
+        /* the same key again, else round robin */
+        struct cache_entry *e = NULL;
+        for (size_t i = 0; i < CACHE_ENTRIES && !e; i++)
+                if (a->cache[i].key && streq(a->cache[i].key, key))
+                        e = &a->cache[i];
+        if (!e)
+                e = &a->cache[a->cache_next++ % CACHE_ENTRIES];
+        cache_entry_done(e);
+        e->body = strdup(body);
+        if (!e->body) {
+                free(key);
+                return;
+        }
+        e->key = key;
+        e->body_len = len;
+        e->generation = a->m->data_generation;
+        e->stored = now_usec(CLOCK_MONOTONIC);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -1232,9 +1321,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
         rq->method = method;
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, rq);
+        _cleanup_free_ char *key = NULL;
+        if (streq(method, "GET") || streq(method, "HEAD")) {
+                key = cache_key(rq, url);
+                const struct cache_entry *e = key ? cache_lookup(l->api, key) : NULL;
+                if (e)
+                        return send_text(conn, 200, e->body, e->body_len, NULL);
+        }
         dispatch(rq, url);
-        enum MHD_Result r = send_response(conn, rq->status ? rq->status : 500, rq->json, rq->allow);
-        return r;
+        unsigned status = rq->status ? rq->status : 500;
+        if (key && status == 200 && rq->json) {
+                const char *text = json_to_string(rq->json);
+                cache_store(l->api, TAKE_PTR(key), text);
+        }
+        return send_response(conn, status, rq->json, rq->allow);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -1428,6 +1528,8 @@ static void listener_stop(struct listener *l) {
 void api_free(struct api *a) {
         if (!a)
                 return;
+        for (size_t i = 0; i < CACHE_ENTRIES; i++)
+                cache_entry_done(&a->cache[i]);
         listener_stop(&a->tcp);
         listener_stop(&a->unx);
         free(a);

@@ -382,3 +382,8 @@ void ingest_free(struct ingest *g) {
         free(g->ports);
         free(g);
 }
+
+void ingest_forget_ports(struct ingest *g) {
+        if (g)
+                g->n_ports = 0;
+}

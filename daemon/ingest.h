@@ -13,6 +13,8 @@ struct ingest;
 
 int ingest_new(struct manager *m, struct ingest **ret, char *errbuf, size_t errlen);
 void ingest_free(struct ingest *g);
+/* Drops the cached port -> run answers. NULL is fine. */
+void ingest_forget_ports(struct ingest *g);
 
 /* /proc/net/udp text -> the inode of the socket bound to local port `port`
  * (any address). -ENOENT if none. Pure; exposed for tests. Format:

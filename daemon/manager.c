@@ -41,6 +41,7 @@ static usec_t grid_next(usec_t after, usec_t interval) {
 
 static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
 static void store_run_ops(struct manager *m, struct run *r);
+void manager_forget_senders(struct manager *m);
 static void store_leak_json(struct manager *m, struct run *r);
 
 int manager_new(struct manager **ret) {
@@ -157,6 +158,8 @@ static int manager_end_run(struct manager *m, struct run *r, enum run_state stat
         if (q < 0)
                 m->tick_errors++;
         log_debug("run %lld (pid %d) %s", (long long)r->info.id, r->info.pid, run_state_to_string(state));
+        m->data_generation++;
+        manager_forget_senders(m);
         size_t i = run_index(m, r);
         if (i != SIZE_MAX)
                 manager_drop_run(m, i);
@@ -304,6 +307,8 @@ static int manager_tick(struct manager *m) {
                 m->tick_errors++;
 
         usec_t end = now_usec(CLOCK_MONOTONIC);
+        if (in_txn)
+                m->data_generation++;
         m->ticks++;
         m->last_tick_ms = (double)(end - start) / 1000.0;
         m->last_tick_end_mono = end;
@@ -472,6 +477,9 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         }
         run_watch_exit(m, r);
         rearm_tick(m, now);
+        m->data_generation++;
+        /* a sender that was nobody's a moment ago may be this run's now */
+        manager_forget_senders(m);
         char comm[PROC_COMM_MAX];
         str_printable(ri->comm, comm, sizeof comm);
         log_info("run %lld: registered pid %d (%s), interval %lldms%s", (long long)ri->id, ri->pid, comm,
@@ -705,6 +713,7 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         config_done(&m->config);
         m->config = c;
         m->leak_params = lp;
+        m->data_generation++;
         /* new windows mean a new floor resolution: the watches start over */
         for (size_t i = 0; windows_changed && i < m->n_runs; i++) {
                 struct run *r = m->runs[i];
@@ -814,6 +823,11 @@ int manager_run(struct manager *m) {
         return q;
 }
 
+void manager_forget_senders(struct manager *m) {
+        m->n_pid_cache = 0;
+        ingest_forget_ports(m->ingest);
+}
+
 /* A sender's run: its own, or its nearest registered ancestor's. The walk
  * reads /proc/PID/stat up the parent chain (at most 64 steps); the answer,
  * positive or negative, is cached for PID_CACHE_USEC so a busy sender costs
@@ -877,6 +891,7 @@ struct run *manager_run_for_pid(struct manager *m, int pid) {
 
 int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
                     const char *category, size_t category_len, double value, double rate) {
+        m->data_generation++;
         return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
 }
 
@@ -894,6 +909,7 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
                 return q;
         }
         q = store_commit(m->store);
+        m->data_generation++;
         if (q == 0) {
                 *ret_ts = ts;
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);

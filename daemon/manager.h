@@ -58,6 +58,8 @@ struct manager {
 
         usec_t host_next_due_usec; /* host counters are read on the default interval's grid */
         struct leak_params leak_params; /* from the [leak] config keys */
+        /* moves whenever stored or live data changes: the API's cache key */
+        uint64_t data_generation;
         struct host_sample host;
         struct proc_cpu_total host_prev_cpu;
         bool has_host_prev;
@@ -111,6 +113,8 @@ struct run *manager_find_run(struct manager *m, int64_t id);
 /* The run of pid itself or of its nearest registered ancestor (NULL if
  * none); answers are cached for a second or two. */
 struct run *manager_run_for_pid(struct manager *m, int pid);
+/* Drops the cached sender -> run answers (runs came or went). */
+void manager_forget_senders(struct manager *m);
 
 /* One observation for a running run (counted as unmatched if the run is not
  * running). Returns 0, -EINVAL (bad value), -ENOSPC (too many ops). */

@@ -355,8 +355,6 @@ def test_bad_latency_queries(mlmond, agents):
         assert all(o[k] == 1.0 for k in keys)
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/api.c parse_quantiles() takes any strtod() number whose text "
-                   "has no '.': q=1e-4 answers \"p0_ms\", q=0x10 answers \"p16_ms\"")
 @pytest.mark.parametrize("q", ["1e-4", "0x10"])
 def test_quantile_not_in_plain_decimals_is_refused(mlmond, agents, q):
     a = agents()

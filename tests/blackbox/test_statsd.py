@@ -359,6 +359,25 @@ def test_lines_for_an_exited_run_are_unmatched(mlmond, agents):
     assert op_count(mlmond, rid, "late", "window=5m") == 0
 
 
+def test_unix_lines_right_after_registration_land(mlmond, agents):
+    a = agents()
+    a.unix(mlmond.statsd_path, ["early:1|ms"])  # not registered yet: unmatched
+    settle(lambda: counters(mlmond)["statsd_unmatched"], 1, "the early line, unmatched")
+    rid = registered(mlmond, a)
+    a.unix(mlmond.statsd_path, ["late:1|ms"])
+    settle(lambda: op_count(mlmond, rid, "late"), 1, "a line sent once registered", timeout=0.5, quiet=0)
+
+
+def test_udp_lines_right_after_registration_land(udp_mlmond, agents):
+    d = udp_mlmond
+    a = agents()
+    a.udp(d.udp_port, ["early:1|ms"])
+    settle(lambda: counters(d)["statsd_unmatched"], 1, "the early line, unmatched")
+    rid = registered(d, a)
+    a.udp(d.udp_port, ["late:1|ms"])
+    settle(lambda: op_count(d, rid, "late"), 1, "a line sent once registered", timeout=0.5, quiet=0)
+
+
 # ---- 6. garbage ---------------------------------------------------------------------
 
 # (payload, malformed lines it is worth)
