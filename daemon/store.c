@@ -346,23 +346,29 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m)
         return step_done(s, st);
 }
 
-int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
+/* One op row (raw slice or minute rollup) through st: the histogram, if it
+ * has timings, as daemon/histogram.c's encoding. */
+static int insert_op_row(struct store *s, sqlite3_stmt *st, int64_t ts, int64_t run_id, const char *op,
+                         const char *category, double count, const struct hist *h) {
         _cleanup_free_ uint8_t *blob = NULL;
         size_t len = 0;
-        if (sl->h.count > 0 && hist_encode(&sl->h, &blob, &len) < 0)
+        if (h->count > 0 && hist_encode(h, &blob, &len) < 0)
                 return -ENOMEM;
-        sqlite3_stmt *st = s->insert_op_slice;
-        sqlite3_bind_int64(st, 1, sl->ts);
+        sqlite3_bind_int64(st, 1, ts);
         sqlite3_bind_int64(st, 2, run_id);
-        sqlite3_bind_text(st, 3, sl->op, -1, SQLITE_STATIC);
-        bind_text_or_null(st, 4, sl->category);
-        sqlite3_bind_double(st, 5, sl->count);
-        sqlite3_bind_int64(st, 6, (int64_t)sl->h.count);
+        sqlite3_bind_text(st, 3, op, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, category);
+        sqlite3_bind_double(st, 5, count);
+        sqlite3_bind_int64(st, 6, (int64_t)h->count);
         if (blob)
                 sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
         else
                 sqlite3_bind_null(st, 7);
         return step_done(s, st);
+}
+
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
+        return insert_op_row(s, s->insert_op_slice, sl->ts, run_id, sl->op, sl->category, sl->count, &sl->h);
 }
 
 int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {
@@ -444,27 +450,13 @@ static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
 #define ROLLUP_MAX_SPAN_MS (60 * MINUTE_MS)
 
 static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, const struct op_agg *g) {
-        _cleanup_free_ uint8_t *blob = NULL;
-        size_t len = 0;
-        if (g->h.count > 0 && hist_encode(&g->h, &blob, &len) < 0)
-                return -ENOMEM;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(s->w,
                                "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
                                "VALUES (?,?,?,?,?,?,?)",
                                -1, &st, NULL) != SQLITE_OK)
                 return -EIO;
-        sqlite3_bind_int64(st, 1, minute);
-        sqlite3_bind_int64(st, 2, run_id);
-        sqlite3_bind_text(st, 3, g->op, -1, SQLITE_STATIC);
-        bind_text_or_null(st, 4, g->category);
-        sqlite3_bind_double(st, 5, g->count);
-        sqlite3_bind_int64(st, 6, (int64_t)g->h.count);
-        if (blob)
-                sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
-        else
-                sqlite3_bind_null(st, 7);
-        return step_done(s, st);
+        return insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
 }
 
 /* Histograms merge in C, not SQL: group the slices of each (minute, run,
