@@ -3,19 +3,26 @@
  * daemon judges a run -- at EVERY sample, on the samples up to it -- at the
  * sampling intervals people use (250 ms, 500 ms, 1 s, 5 s, 10 s):
  *  - leaks: linear growth at 0.5, 2 and 10 MiB/s and a slow 50 MiB/h, noise
- *    0, 1% and 5% of the base, rare +-200 MiB outliers; each must be found,
- *    within its goal, with the slope within 20% of the true rate;
+ *    0, 1% and 5% of the base, rare +-200 MiB outliers, a late start; each
+ *    must be found within its goal (the issue's 60 s for 2 MiB/s on 300 MiB
+ *    at 500 ms; else the first window that can see it, see linear_goal()),
+ *    with the slope within 20% of the true rate (see check_row());
  *  - quiet shapes, never suspected at any sample: flat, one big allocation,
  *    a model load and cache warm-ups that level off, garbage-collector
  *    sawtooths, a driftless random walk;
- *  - a slow leak under a sawtooth (found within 5 min), a random walk with a
- *    drift, gaps, counter restarts, the warm-up grace and marks;
- *  - theil_sen_slope() and mann_kendall_z() against hand-computed values,
- *    the reasons, and argument validation.
- * Deterministic: a fixed-seed generator per row.
+ *  - a slow leak under a sawtooth (found within 5 min), a sawtooth that
+ *    stops, a random walk with a drift, gaps, counter restarts, the warm-up
+ *    grace and marks (the decisions for walks, gaps and restarts are stated
+ *    above their tables);
+ *  - the cases leak-sim found once in thousands of series;
+ *  - again, fed one floor per 2.5 s as the daemon feeds it (leakwatch.c);
+ *  - theil_sen_slope() and mann_kendall_z() against hand-computed values
+ *    (ties included), the defaults, the reasons, argument validation, and the
+ *    fuzz target (tests/fuzz/fuzz-leak.c) on generated inputs.
+ * Deterministic: a fixed-seed generator per row. ~4 s; ~9 s under ASan.
  *
  *   test-leak            run the checks (exit status: failed checks)
- *   test-leak -v         also print every row's outcome */
+ *   test-leak -v         also print every row's outcome (-vv: and reasons) */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -70,6 +77,8 @@ struct spec {
         enum ramp ramp;        /* from t = 0 (or the restart): to ramp_size over ramp_time */
         double ramp_size, ramp_time, ramp_tau;
         double saw_amp, saw_period, saw_jitter; /* peak-to-peak; jitter as a fraction of the period */
+        double saw_first;      /* the first drop (0: a random phase) */
+        double dip_at, dip;    /* one sample at dip_at lower by dip (an outlier placed by hand) */
         double walk;           /* random walk: step sigma per sample, bytes */
         double gap_from, gap_len;
         double restart_at, restart_rate; /* the value falls to 5 MiB, the ramp runs again, then leaks at restart_rate */
@@ -103,7 +112,7 @@ static size_t generate(const struct spec *sp, struct leak_point *pts, size_t cap
         size_t n = 0;
         double walk = 0, saw_start = 0, saw_next = sp->saw_period, saw_trough = 0;
         if (sp->saw_period > 0) { /* random phase */
-                saw_start = -sp->saw_period * rng_unit();
+                saw_start = sp->saw_first > 0 ? sp->saw_first - sp->saw_period : -sp->saw_period * rng_unit();
                 saw_next = saw_start + sp->saw_period;
         }
         for (size_t i = 0;; i++) {
@@ -133,6 +142,8 @@ static size_t generate(const struct spec *sp, struct leak_point *pts, size_t cap
                         }
                 }
                 v += sp->noise * sp->base * rng_normal();
+                if (sp->dip != 0 && t >= sp->dip_at && t < sp->dip_at + sp->dt)
+                        v -= sp->dip;
                 if (sp->outliers > 0 && rng_unit() < sp->outliers)
                         v += (rng_unit() < 0.5 ? -200 : 200) * MIB;
                 if (v < 0)
@@ -382,7 +393,7 @@ static void test_defaults(void) {
         CHECK(p.min_growth_se == 8);
         CHECK(p.min_part_ratio == 0.5);
         CHECK(p.min_end_ratio == 0.5);
-        CHECK(p.max_step_fit == 1.0);
+        CHECK(p.max_step_fit == 2.0);
         CHECK(p.min_new_high == 0.5);
         CHECK(p.drop_min_bytes == 8 * MIB);
         CHECK(p.drop_noise_k == 6);
@@ -928,6 +939,53 @@ static void table_grace(const struct leak_params *defaults) {
         }
 }
 
+/* Cases leak-sim found, each once in thousands of series, kept here. */
+static void table_regressions(const struct leak_params *p) {
+        for (size_t c = 0; c < 3; c++) {
+                /* a 37 s GC cycle whose first drop comes 17 s in: until the
+                 * second drop, the climb must not pass for a stopped sawtooth */
+                struct spec mid = { .name = "sawtooth +-50 MiB every 37 s, first drop at 17 s", .dt = intervals[c],
+                                    .duration = 600, .base = 500 * MIB, .saw_amp = 100 * MIB, .saw_period = 37,
+                                    .saw_first = 17, .noise = 0.002, .seed = 9700 + c };
+                check_row(&mid, p);
+                /* a -150 MiB outlier on the trough right after a GC drop (its
+                 * neighbours do not agree: not taken for an outlier) */
+                struct spec dip = { .name = "0.5 MiB/s under a sawtooth, -150 MiB outlier on a trough", .dt = intervals[c],
+                                    .duration = 600, .base = 300 * MIB, .rate = 0.5 * MIB, .saw_amp = 100 * MIB,
+                                    .saw_period = 20, .saw_first = 15, .dip_at = 235, .dip = 150 * MIB,
+                                    .noise = 0.002, .seed = 9710 + c, .leak = true, .goal = 300 };
+                check_row(&dip, p);
+                /* ...on a 200 MiB process, 40 s in: it falls below a quarter
+                 * of the level, but is no restart (the next sample is back) */
+                dip.name = "0.5 MiB/s under a sawtooth on 200 MiB, -150 MiB outlier at 55 s";
+                dip.base = 200 * MIB;
+                dip.dip_at = 55;
+                dip.seed++;
+                check_row(&dip, p);
+        }
+        /* an outlier on the very first sample (no left neighbour): its fall
+         * to the next one passed for a GC drop, and held the windows for a
+         * minute */
+        for (size_t c = 0; c < 3; c++) {
+                struct spec first = { .name = "2 MiB/s on 300 MiB, +174 MiB outlier on the first sample",
+                                      .dt = intervals[c], .duration = 300, .base = 300 * MIB, .rate = 2 * MIB,
+                                      .noise = 0.01, .dip_at = 0, .dip = -174 * MIB, .seed = 9750 + c, .leak = true,
+                                      .goal = 60 };
+                check_row(&first, p);
+        }
+        /* one allocation of 300-600 MiB on 3.5 GiB with 2% noise (70 MiB):
+         * the noise makes its flat sides look like a climb. The seeds 2,
+         * 14, 22 and 239 passed for leaks with max_step_fit 1.0. */
+        for (uint64_t k = 0; k < 40; k++) {
+                uint64_t sd = k < 4 ? (uint64_t[]) { 2, 14, 22, 239 }[k] : 300 + k;
+                struct spec step = { .name = "one allocation of 300-600 MiB on 3.5 GiB, noise 2%", .dt = 0.5,
+                                     .duration = 900, .base = 3.5 * GIB, .step_at = 300 + (double) (sd % 20) * 25,
+                                     .step_size = (300 + (double) (sd % 7) * 50) * MIB, .step_rise = (double) (sd % 5),
+                                     .noise = 0.02, .seed = sd };
+                check_row(&step, p);
+        }
+}
+
 /* Generated inputs through the fuzz target (its checks abort on failure). */
 static void test_fuzz_target(void) {
         static uint8_t buf[3 * 600 + 2];
@@ -988,6 +1046,7 @@ int main(int argc, char *argv[]) {
         table_gaps(&p);
         table_restart(&p);
         table_grace(&p);
+        table_regressions(&p);
 
         /* again, fed as the daemon feeds it: one floor per 2.5 s */
         floor_res = p.windows_s[0] / LEAK_BUCKETS;
