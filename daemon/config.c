@@ -47,12 +47,27 @@ static const struct config_key keys[] = {
         { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
         /* the leak detector (daemon/leak.h); etc/mlmond.conf says why each default */
-        { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,2m,5m,15m", 0, 0, NULL },
+        { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,1m,2m,5m,15m", 0, 0, NULL },
         { "leak", "grace", KEY_DURATION, OFF(leak_grace_usec), "30s", 0, USEC_PER_DAY, NULL },
         { "leak", "min_growth_mib", KEY_UINT, OFF(leak_min_growth_mib), "16", 1, 1048576, NULL },
         { "leak", "min_growth_pct", KEY_DOUBLE, OFF(leak_min_growth_pct), "5", 0, 1000, NULL },
         { "leak", "min_z", KEY_DOUBLE, OFF(leak_min_z), "3", 1, 10, NULL },
         { "leak", "clear_after", KEY_DURATION, OFF(leak_clear_after_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
+        /* finer settings: the ranges here are wide; leak_params_valid() has the exact ones */
+        { "leak", "min_growth_se", KEY_DOUBLE, OFF(leak_min_growth_se), "8", 0, 1000, NULL },
+        { "leak", "growth_bound_z", KEY_DOUBLE, OFF(leak_growth_bound_z), "2", 0, 100, NULL },
+        { "leak", "min_coverage", KEY_DOUBLE, OFF(leak_min_coverage), "0.8", 0, 1, NULL },
+        { "leak", "max_gap_frac", KEY_DOUBLE, OFF(leak_max_gap_frac), "0.25", 0, 1, NULL },
+        { "leak", "min_floors", KEY_UINT, OFF(leak_min_floors), "8", 3, 12, NULL },
+        { "leak", "min_part_ratio", KEY_DOUBLE, OFF(leak_min_part_ratio), "0.5", 0, 100, NULL },
+        { "leak", "min_end_ratio", KEY_DOUBLE, OFF(leak_min_end_ratio), "0.5", 0, 100, NULL },
+        { "leak", "max_step_fit", KEY_DOUBLE, OFF(leak_max_step_fit), "2", 0, 1000, NULL },
+        { "leak", "min_new_high", KEY_DOUBLE, OFF(leak_min_new_high), "0.5", 0, 100, NULL },
+        { "leak", "drop_min_mib", KEY_DOUBLE, OFF(leak_drop_min_mib), "8", 0, 1048576, NULL },
+        { "leak", "drop_noise_k", KEY_DOUBLE, OFF(leak_drop_noise_k), "6", 0, 1000, NULL },
+        { "leak", "outlier_noise_k", KEY_DOUBLE, OFF(leak_outlier_noise_k), "4", 0, 1000, NULL },
+        { "leak", "sawtooth_stop_factor", KEY_DOUBLE, OFF(leak_sawtooth_stop_factor), "2", 1, 1000, NULL },
+        { "leak", "restart_frac", KEY_DOUBLE, OFF(leak_restart_frac), "0.25", 0, 1, NULL },
 };
 
 static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
@@ -308,7 +323,12 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 return -EINVAL;
         }
         struct leak_params lp;
-        if (config_leak_params(c, &lp) < 0) {
+        int lr = config_leak_params(c, &lp);
+        if (lr == -ERANGE) {
+                snprintf(errbuf, errlen, "leak: a setting is out of its range (see etc/mlmond.conf)");
+                return -EINVAL;
+        }
+        if (lr < 0) {
                 snprintf(errbuf, errlen,
                          "leak windows: '%s' must be 1 to %d ascending durations between 10s and 1d, e.g. 30s,2m,5m,15m",
                          c->leak_windows ? c->leak_windows : "", LEAK_MAX_WINDOWS);
@@ -346,5 +366,19 @@ int config_leak_params(const struct config *c, struct leak_params *p) {
         p->min_growth_bytes = (double)c->leak_min_growth_mib * 1048576.0;
         p->min_growth_pct = c->leak_min_growth_pct;
         p->min_z = c->leak_min_z;
-        return 0;
+        p->min_growth_se = c->leak_min_growth_se;
+        p->growth_bound_z = c->leak_growth_bound_z;
+        p->min_coverage = c->leak_min_coverage;
+        p->max_gap_frac = c->leak_max_gap_frac;
+        p->min_floors = c->leak_min_floors;
+        p->min_part_ratio = c->leak_min_part_ratio;
+        p->min_end_ratio = c->leak_min_end_ratio;
+        p->max_step_fit = c->leak_max_step_fit;
+        p->min_new_high = c->leak_min_new_high;
+        p->drop_min_bytes = c->leak_drop_min_mib * 1048576.0;
+        p->drop_noise_k = c->leak_drop_noise_k;
+        p->outlier_noise_k = c->leak_outlier_noise_k;
+        p->sawtooth_stop_factor = c->leak_sawtooth_stop_factor;
+        p->restart_frac = c->leak_restart_frac;
+        return leak_params_valid(p) ? 0 : -ERANGE;
 }

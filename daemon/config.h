@@ -37,12 +37,18 @@ struct config {
         usec_t http_query_timeout_usec;
         unsigned http_max_rows;
         /* [leak] */
-        char *leak_windows;       /* "30s,2m,5m,15m" */
+        char *leak_windows;       /* "30s,1m,2m,5m,15m" */
         usec_t leak_grace_usec;
         unsigned leak_min_growth_mib;
         double leak_min_growth_pct;
         double leak_min_z;
         usec_t leak_clear_after_usec;
+        /* the finer settings (leak_params in daemon/leak.h) */
+        double leak_min_growth_se, leak_growth_bound_z, leak_min_coverage, leak_max_gap_frac;
+        unsigned leak_min_floors;
+        double leak_min_part_ratio, leak_min_end_ratio, leak_max_step_fit, leak_min_new_high;
+        double leak_drop_min_mib, leak_drop_noise_k, leak_outlier_noise_k, leak_sawtooth_stop_factor;
+        double leak_restart_frac;
 };
 
 struct leak_params;
