@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* The per-run leak watch: floors kept at the shortest window's resolution,
+ * the verdict turning suspected while memory grows, and clearing only after
+ * clear_after without growth; marks restart the grace. */
+#include <string.h>
+
+#include "leakwatch.h"
+#include "tap.h"
+
+#define MIB (1024.0 * 1024.0)
+
+struct run {
+        struct leakwatch w;
+        struct leak_params p;
+        int64_t t0_ms;
+        double t; /* seconds */
+        int suspected_at, cleared_at;
+};
+
+/* Feeds samples every 0.5 s from r->t to until_s with bytes(t). */
+static void feed(struct run *r, double until_s, double (*bytes)(double), int64_t clear_after_ms) {
+        for (; r->t < until_s; r->t += 0.5) {
+                enum leakwatch_change c = leakwatch_add(&r->w, &r->p, r->t, r->t0_ms + (int64_t)(r->t * 1000),
+                                                        bytes(r->t), clear_after_ms);
+                if (c == LEAKWATCH_SUSPECTED && r->suspected_at < 0)
+                        r->suspected_at = (int)r->t;
+                if (c == LEAKWATCH_CLEARED && r->cleared_at < 0)
+                        r->cleared_at = (int)r->t;
+        }
+}
+
+/* 2 MiB/s for 3 minutes, then flat. */
+static double leak_then_flat(double t) { return 300 * MIB + 2 * MIB * (t < 180 ? t : 180); }
+static double flat(double t) { return 300 * MIB + (((int)(t * 2)) % 3) * 0.5 * MIB; }
+
+static void test_suspect_then_clear(void) {
+        struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&r.p);
+        CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+        /* one floor per 2.5 s for the longest window */
+        CHECK(r.w.res_s > 2.49 && r.w.res_s < 2.51);
+        CHECK(r.w.cap >= 360 && r.w.cap <= 370);
+        feed(&r, 170, leak_then_flat, 60000);
+        CHECK(r.suspected_at > 0 && r.suspected_at <= 60);
+        CHECK(r.w.suspected && r.w.ever_suspected);
+        CHECK(r.w.v.suspected && r.w.v.slope_bytes_per_s > 1.6 * MIB && r.w.v.slope_bytes_per_s < 2.4 * MIB);
+        CHECK(r.w.suspected_since_ms >= r.t0_ms + r.suspected_at * 1000 && r.w.suspected_since_ms < r.t0_ms + (r.suspected_at + 1) * 1000);
+        /* growth stops at 180 s: the verdict clears, but not before clear_after (60 s) */
+        feed(&r, 600, leak_then_flat, 60000);
+        CHECK(r.cleared_at >= 180 + 60);
+        CHECK(!r.w.suspected && r.w.ever_suspected);
+        CHECK(!r.w.v.suspected && strlen(r.w.v.reason) > 0);
+        leakwatch_done(&r.w);
+}
+
+static void test_flat_and_mark(void) {
+        struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&r.p);
+        CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+        feed(&r, 600, flat, 60000);
+        CHECK_EQ_INT(r.suspected_at, -1);
+        CHECK(r.w.evaluated_ms > 0 && r.w.v.evaluated && !r.w.suspected);
+        leakwatch_done(&r.w);
+
+        /* a mark restarts the grace: growth right after it is not judged yet */
+        struct run m = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&m.p);
+        CHECK_EQ_INT(leakwatch_init(&m.w, &m.p), 0);
+        feed(&m, 100, flat, 60000);
+        leakwatch_mark(&m.w, 100);
+        feed(&m, 125, leak_then_flat, 60000); /* within the new grace */
+        CHECK_EQ_INT(m.suspected_at, -1);
+        leakwatch_done(&m.w);
+}
+
+int main(void) {
+        test_suspect_then_clear();
+        test_flat_and_mark();
+        TEST_DONE();
+}
