@@ -1456,29 +1456,10 @@ static int start_unix(struct api *a, char *err, size_t errlen) {
         const char *path = a->m->config.socket_path;
         if (!path || !*path || streq(path, "none"))
                 return 0;
-        struct sockaddr_un sun = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sun.sun_path) {
-                snprintf(err, errlen, "socket: path too long");
-                return -EINVAL;
-        }
-        strcpy(sun.sun_path, path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-                snprintf(err, errlen, "socket: %s", strerror(errno));
-                return -errno;
-        }
-        /* a stale socket from a previous instance */
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-                unlink(path);
-        if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-                int e = errno;
-                snprintf(err, errlen, "socket: cannot bind %s: %s", path, strerror(e));
-                return -e;
-        }
         /* Anyone may connect: each request is authorized from SO_PEERCRED. */
-        if (chmod(path, 0666) < 0)
-                log_warning("socket: cannot chmod %s: %s", path, strerror(errno));
+        _cleanup_close_ int fd = unix_socket_bind(path, SOCK_STREAM, false, "socket", err, errlen);
+        if (fd < 0)
+                return fd;
         if (listen(fd, 128) < 0) {
                 int e = errno;
                 snprintf(err, errlen, "socket: cannot listen on %s: %s", path, strerror(e));

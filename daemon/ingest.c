@@ -270,33 +270,10 @@ static int listener_watch(struct ingest *g, struct listener *l) {
 }
 
 static int start_unix(struct ingest *g, const char *path, char *err, size_t errlen) {
-        struct sockaddr_un sun = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof sun.sun_path) {
-                snprintf(err, errlen, "statsd_socket: path too long");
-                return -EINVAL;
-        }
-        strcpy(sun.sun_path, path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-                snprintf(err, errlen, "statsd_socket: %s", strerror(errno));
-                return -errno;
-        }
-        int one = 1;
-        if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
-                snprintf(err, errlen, "statsd_socket: SO_PASSCRED: %s", strerror(errno));
-                return -errno;
-        }
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-                unlink(path);
-        if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-                int e = errno;
-                snprintf(err, errlen, "statsd_socket: cannot bind %s: %s", path, strerror(e));
-                return -e;
-        }
         /* anyone may send: lines are attributed by the sender's pid */
-        if (chmod(path, 0666) < 0)
-                log_warning("statsd_socket: cannot chmod %s: %s", path, strerror(errno));
+        _cleanup_close_ int fd = unix_socket_bind(path, SOCK_DGRAM, true, "statsd_socket", err, errlen);
+        if (fd < 0)
+                return fd;
         g->unx.fd = TAKE_FD(fd);
         g->unx.is_unix = true;
         g->unx.unlink_path = strdup(path);

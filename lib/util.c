@@ -2,6 +2,9 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -226,4 +229,37 @@ ssize_t pread_text(int fd, char *buf, size_t size) {
                 return -errno;
         buf[k] = 0;
         return k;
+}
+
+int unix_socket_bind(const char *path, int type, bool passcred, const char *what, char *err, size_t errlen) {
+        struct sockaddr_un sun = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sun.sun_path) {
+                snprintf(err, errlen, "%s: path too long", what);
+                return -EINVAL;
+        }
+        strcpy(sun.sun_path, path);
+        _cleanup_close_ int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                int e = errno;
+                snprintf(err, errlen, "%s: %s", what, strerror(e));
+                return -e;
+        }
+        int one = 1;
+        if (passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
+                int e = errno;
+                snprintf(err, errlen, "%s: SO_PASSCRED: %s", what, strerror(e));
+                return -e;
+        }
+        /* a stale socket from a previous instance */
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+                unlink(path);
+        if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+                int e = errno;
+                snprintf(err, errlen, "%s: cannot bind %s: %s", what, path, strerror(e));
+                return -e;
+        }
+        if (chmod(path, 0666) < 0)
+                log_warning("%s: cannot chmod %s: %s", what, path, strerror(errno));
+        return TAKE_FD(fd);
 }

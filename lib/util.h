@@ -119,3 +119,9 @@ void str_printable(const char *s, char *buf, size_t size);
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 /* pread(fd, 0) into buf (size includes the NUL). Returns length or -errno. */
 ssize_t pread_text(int fd, char *buf, size_t size);
+
+/* A unix socket of `type` bound at path, mode 0666 (callers authorize each
+ * peer themselves), a stale socket there replaced; SO_PASSCRED set first if
+ * passcred. Returns the fd (non-blocking, close-on-exec) or -errno with a
+ * one-line reason in err, prefixed by what ("socket", "statsd_socket"). */
+int unix_socket_bind(const char *path, int type, bool passcred, const char *what, char *err, size_t errlen);
