@@ -78,4 +78,17 @@ void run_totals_add(struct run_totals *t, const struct sample *s) {
                 t->netns_rx_bytes = s->netns_rx_bytes;
                 t->netns_tx_bytes = s->netns_tx_bytes;
         }
+        if (s->has_gpu_mem) {
+                if (!t->has_gpu_mem || s->gpu_mem_bytes > t->peak_gpu_mem_bytes)
+                        t->peak_gpu_mem_bytes = s->gpu_mem_bytes;
+                t->has_gpu_mem = true;
+        }
+        if (s->has_gpu_util) {
+                t->gpu_util_samples++;
+                t->gpu_util_sum_pct += s->gpu_util_pct;
+        }
+        if (s->has_energy) {
+                t->has_energy = true;
+                t->energy_j = s->energy_j;
+        }
 }

@@ -25,9 +25,15 @@ struct sample {
         bool has_net, has_net_rate;
         uint64_t netns_rx_bytes, netns_tx_bytes;
         double netns_rx_bytes_per_s, netns_tx_bytes_per_s;
+        /* accelerators: summed over the devices the tree uses (the
+         * per-device breakdown travels beside the sample, as JSON) */
         bool has_gpu_mem, has_gpu_util;
         uint64_t gpu_mem_bytes;
-        double gpu_util_pct;
+        double gpu_util_pct; /* 100 = one device's busiest engine fully busy */
+        /* estimated energy since registration: CPU share of the package +
+         * GPU share of each device used (README "GPU, NPU and energy") */
+        bool has_energy;
+        double energy_j;
 };
 
 enum run_state { RUN_RUNNING, RUN_EXITED, RUN_UNREGISTERED, _RUN_STATE_MAX };
@@ -46,6 +52,12 @@ struct run_totals {
         uint64_t read_bytes, write_bytes;
         bool has_net;
         uint64_t netns_rx_bytes, netns_tx_bytes;
+        bool has_gpu_mem;
+        uint64_t peak_gpu_mem_bytes;
+        uint64_t gpu_util_samples; /* samples with a known gpu_util_pct */
+        double gpu_util_sum_pct;
+        bool has_energy;
+        double energy_j;
 };
 
 /* A run as stored: identity, options, state and totals. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "leak.h"
 #include "ops.h"
 #include "util.h"
@@ -141,13 +142,14 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
 
         if ((r = prepare(s->w,
-                         "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", run_id) VALUES "
-                         "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", gpu, run_id) VALUES "
+                         "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          &s->insert_sample)) < 0 ||
             (r = prepare(s->w,
                          "UPDATE runs SET last_ts=?, samples=?, cpu_time_ns=?, user_time_ns=?, system_time_ns=?, "
                          "peak_rss_bytes=?, final_rss_bytes=?, threads_max=?, read_bytes=?, write_bytes=?, "
-                         "netns_rx_bytes=?, netns_tx_bytes=? WHERE id=?",
+                         "netns_rx_bytes=?, netns_tx_bytes=?, peak_gpu_mem_bytes=?, gpu_util_samples=?, "
+                         "gpu_util_sum_pct=?, energy_j=? WHERE id=?",
                          &s->update_totals)) < 0 ||
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
             (r = prepare(s->w,
@@ -313,11 +315,15 @@ int store_update_run_totals(struct store *s, int64_t id, const struct run_totals
         bind_u64(st, 10, t->has_io, t->write_bytes);
         bind_u64(st, 11, t->has_net, t->netns_rx_bytes);
         bind_u64(st, 12, t->has_net, t->netns_tx_bytes);
-        sqlite3_bind_int64(st, 13, id);
+        bind_u64(st, 13, t->has_gpu_mem, t->peak_gpu_mem_bytes);
+        bind_u64(st, 14, true, t->gpu_util_samples);
+        bind_double(st, 15, true, t->gpu_util_sum_pct);
+        bind_double(st, 16, t->has_energy, t->energy_j);
+        sqlite3_bind_int64(st, 17, id);
         return step_done(s, st);
 }
 
-int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m) {
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
         sqlite3_stmt *st = s->insert_sample;
         int i = 1;
         sqlite3_bind_int64(st, i++, m->ts_ms);
@@ -342,6 +348,8 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m)
         bind_double(st, i++, m->has_net_rate, m->netns_tx_bytes_per_s);
         bind_u64(st, i++, m->has_gpu_mem, m->gpu_mem_bytes);
         bind_double(st, i++, m->has_gpu_util, m->gpu_util_pct);
+        bind_double(st, i++, m->has_energy, m->energy_j);
+        bind_text_or_null(st, i++, gpu_json);
         sqlite3_bind_int64(st, i++, run_id);
         return step_done(s, st);
 }
@@ -377,6 +385,29 @@ int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value
         sqlite3_bind_int64(st, 2, run_id);
         sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
         sqlite3_bind_double(st, 4, g->value);
+        return step_done(s, st);
+}
+
+int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                               "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, ts_ms);
+        sqlite3_bind_text(st, 2, d->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, d->kind, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, d->driver[0] ? d->driver : NULL);
+        bind_double(st, 5, d->has_busy, d->busy_pct);
+        bind_u64(st, 6, d->has_mem_used, d->mem_used_bytes);
+        bind_u64(st, 7, d->has_mem_total, d->mem_total_bytes);
+        bind_double(st, 8, d->has_power, d->power_w);
+        bind_double(st, 9, d->has_energy, d->energy_j);
+        bind_double(st, 10, d->has_temp, d->temp_c);
+        bind_double(st, 11, d->has_freq, d->freq_mhz);
+        bind_text_or_null(st, 12, detail_json);
         return step_done(s, st);
 }
 
@@ -523,7 +554,7 @@ int store_rollup(struct store *s, int64_t upto_ms) {
                                "avg(cpu_pct), max(cpu_pct), max(cpu_time_ns), avg(rss_bytes), max(rss_bytes), "
                                "max(rss_anon_bytes), max(threads), max(read_bytes), max(write_bytes), "
                                "avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
-                               "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct) "
+                               "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct), max(energy_j) "
                                "FROM samples WHERE ts >= ? AND ts < ? GROUP BY 1, run_id",
                                -1, &st, NULL) != SQLITE_OK)
                 return log_warning_errno(EIO, "rollup: %s", sqlite3_errmsg(s->w));
@@ -541,11 +572,12 @@ int store_rollup(struct store *s, int64_t upto_ms) {
         return store_commit(s);
 }
 
-static int delete_batch(struct store *s, const char *table, int64_t cutoff, unsigned batch, unsigned *ret) {
+static int delete_batch(struct store *s, const char *table, const char *key, int64_t cutoff, unsigned batch,
+                        unsigned *ret) {
         char sql[256];
         snprintf(sql, sizeof sql,
-                 "DELETE FROM %s WHERE (ts, run_id) IN (SELECT ts, run_id FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)",
-                 table, table);
+                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)",
+                 table, key, key, table);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(s->w, sql, -1, &st, NULL) != SQLITE_OK)
                 return -EIO;
@@ -565,16 +597,17 @@ static int delete_batch(struct store *s, const char *table, int64_t cutoff, unsi
 int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
                     unsigned *ret_deleted) {
         static const struct {
-                const char *table;
+                const char *table, *key; /* the primary key is (ts, key, ...) */
                 bool raw;
         } tables[] = {
-                { "samples", true },  { "op_slices", true },     { "gauges", true },
-                { "samples_1m", false }, { "op_slices_1m", false },
+                { "samples", "run_id", true },        { "op_slices", "run_id", true },
+                { "gauges", "run_id", true },         { "device_samples", "device", true },
+                { "samples_1m", "run_id", false },    { "op_slices_1m", "run_id", false },
         };
         unsigned total = 0;
         for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
                 unsigned n = 0;
-                int r = delete_batch(s, tables[i].table, tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms,
+                int r = delete_batch(s, tables[i].table, tables[i].key, tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms,
                                      batch - total, &n);
                 if (r < 0)
                         return r;
@@ -648,6 +681,10 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         col_u64(st, 25, &t->netns_tx_bytes);
         ri->leak_json = col_strdup(st, 26);
         ri->leak_detected = sqlite3_column_int(st, 27) != 0;
+        t->has_gpu_mem = col_u64(st, 28, &t->peak_gpu_mem_bytes);
+        col_u64(st, 29, &t->gpu_util_samples);
+        col_double(st, 30, &t->gpu_util_sum_pct);
+        t->has_energy = col_double(st, 31, &t->energy_j);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;
@@ -682,6 +719,7 @@ void store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
         col_double(st, c + 19, &m->netns_tx_bytes_per_s);
         m->has_gpu_mem = col_u64(st, c + 20, &m->gpu_mem_bytes);
         m->has_gpu_util = col_double(st, c + 21, &m->gpu_util_pct);
+        m->has_energy = col_double(st, c + 22, &m->energy_j);
 }
 
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {

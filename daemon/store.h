@@ -40,7 +40,12 @@ int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
-int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp);
+/* gpu_json: the run's per-device use (render_gpu_uses), NULL when none. */
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp, const char *gpu_json);
+/* One device's counters (kind "gpu", "npu", or "cpu" for the package);
+ * detail_json: the rest of them, or NULL. */
+struct gpu_device;
+int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json);
 
 struct op_slice;
 struct gauge_value;
@@ -85,14 +90,18 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "              \
         "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "    \
         "netns_rx_bytes, netns_tx_bytes, leak, "                                                    \
-        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1)"
+        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "        \
+        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                        \
         "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "       \
         "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "  \
         "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, " \
-        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct"
+        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j"
+/* The column after STORE_SAMPLE_COLUMNS where a query adds the per-device
+ * JSON ("SELECT " STORE_SAMPLE_COLUMNS ", gpu ..."). */
+#define STORE_SAMPLE_GPU_COLUMN 23
 void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
 
 /* Loads every run in state 'running' (daemon start). Caller frees with

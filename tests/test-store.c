@@ -137,9 +137,9 @@ static void test_retention_and_rollup(void) {
                 struct sample m = { .ts_ms = t0 + i * 1000, .has_cpu_pct = true, .cpu_pct = i < 300 ? 10 : 30,
                                     .cpu_time_ns = (uint64_t)i * 1000000, .has_rss = true,
                                     .rss_bytes = 1000 + (uint64_t)i, .threads = 2, .processes = 1 };
-                CHECK_EQ_INT(store_insert_sample(s, a, &m), 0);
+                CHECK_EQ_INT(store_insert_sample(s, a, &m, NULL), 0);
                 m.rss_bytes = 5000;
-                CHECK_EQ_INT(store_insert_sample(s, b, &m), 0);
+                CHECK_EQ_INT(store_insert_sample(s, b, &m, NULL), 0);
         }
         CHECK_EQ_INT(store_commit(s), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 1200);
@@ -202,14 +202,14 @@ static void test_unclean_stop(void) {
                 for (int tick = 0; tick < 50; tick++) {
                         store_begin(s);
                         struct sample m = { .ts_ms = 1000 + tick, .cpu_time_ns = (uint64_t)tick };
-                        store_insert_sample(s, id, &m);
+                        store_insert_sample(s, id, &m, NULL);
                         store_commit(s);
                 }
                 /* an uncommitted tick, then die without closing */
                 store_begin(s);
                 for (int i = 0; i < 100; i++) {
                         struct sample m = { .ts_ms = 5000 + i };
-                        store_insert_sample(s, id, &m);
+                        store_insert_sample(s, id, &m, NULL);
                 }
                 char c = 'x';
                 if (write(pfd[1], &c, 1) != 1)
@@ -256,7 +256,7 @@ static void test_catch_up_totals(void) {
                 struct sample m = { .ts_ms = 10000 + i * 1000, .cpu_time_ns = (uint64_t)i * 100000000,
                                     .has_rss = true, .rss_bytes = i == 17 ? 9000 : 1000, .threads = (uint32_t)(i % 7),
                                     .has_io = true, .write_bytes = (uint64_t)i * 4096 };
-                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
+                CHECK_EQ_INT(store_insert_sample(s, id, &m, NULL), 0);
                 run_totals_add(&t, &m);
                 if (i == 9) /* the last write of the totals before the "crash" */
                         CHECK_EQ_INT(store_update_run_totals(s, id, &t), 0);
@@ -297,7 +297,7 @@ static void test_op_slices(void) {
         int64_t id = add_run(s, 400);
         /* a sample so the rollup has a starting point */
         struct sample m0 = { .ts_ms = t0 };
-        CHECK_EQ_INT(store_insert_sample(s, id, &m0), 0);
+        CHECK_EQ_INT(store_insert_sample(s, id, &m0, NULL), 0);
         for (int sec = 0; sec < 120; sec++) {
                 struct op_slice sl = { .op = "infer", .category = "model", .ts = t0 + sec * 1000, .count = 10 };
                 hist_init(&sl.h);
