@@ -3,7 +3,9 @@
  * and the expression; main returns the failure count (0 = pass, 77 = skip). */
 #pragma once
 
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static int tap_failures;
 
@@ -22,6 +24,27 @@ static int tap_failures;
                         fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, _a, #b, _b); \
                         tap_failures++;                                                     \
                 }                                                                           \
+        } while (0)
+
+/* Within 1e-9 relative (1e-9 absolute near 0): figures computed from
+ * integer inputs are exact up to the last bit or two. */
+#define CHECK_NEAR(a, b)                                                                              \
+        do {                                                                                          \
+                double _a = (a), _b = (b);                                                            \
+                if (!(fabs(_a - _b) <= 1e-9 * (fabs(_b) > 1 ? fabs(_b) : 1))) {                      \
+                        fprintf(stderr, "%s:%d: %s == %.12g, expected %.12g\n", __FILE__, __LINE__, #a, _a, _b); \
+                        tap_failures++;                                                               \
+                }                                                                                     \
+        } while (0)
+
+#define CHECK_STR(a, b)                                                                                  \
+        do {                                                                                             \
+                const char *_a = (a), *_b = (b);                                                         \
+                if (!_a || !_b || strcmp(_a, _b) != 0) {                                                 \
+                        fprintf(stderr, "%s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, \
+                                _a ? _a : "(null)", _b ? _b : "(null)");                                 \
+                        tap_failures++;                                                                  \
+                }                                                                                        \
         } while (0)
 
 #define TEST_DONE()                                                                \
