@@ -1,0 +1,1011 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for daemon/gpudev.c (sysfs accelerator devices) and
+ * daemon/rapl.c (package energy): the fixture snapshots of
+ * tests/fixtures/gpu (research/gpu-npu.md section 6, expected figures in
+ * 6.5) sampled at t0 = 1000 s, t1 = 1001 s, t2 = 1002 s, then trees built in
+ * a temporary directory for what the fixture does not show: devices coming
+ * and going, a moving hwmon index, missing and garbage files, counters that
+ * go back, a suspended GPU, RAPL wraps that cannot be trusted.
+ *
+ * Usage: test-gpudev [FIXTURES_DIR]   (tests/fixtures/gpu; exits 77 when it
+ * is missing and every other check passed) */
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpudev.h"
+#include "procfs.h"
+#include "rapl.h"
+#include "tap.h"
+
+#define T(s) ((usec_t)(s) * USEC_PER_SEC)
+
+/* snprintf into an array, a cut path being a bug in the test */
+#define xsprintf(buf, ...)                                                  \
+        do {                                                                \
+                if ((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) >= sizeof(buf)) \
+                        abort();                                            \
+        } while (0)
+
+static const char *fixtures;
+
+static void fixture_sys(const char *snap, char *buf, size_t size) {
+        if ((size_t)snprintf(buf, size, "%s/%s/sys", fixtures, snap) >= size)
+                abort();
+}
+
+static const struct gpu_device *must_find(const struct gpudev_set *s, const char *id) {
+        const struct gpu_device *d = gpudev_find(s, id);
+        if (!d) {
+                fprintf(stderr, "device %s not found\n", id);
+                tap_failures++;
+        }
+        return d;
+}
+
+/* Samples one snapshot at `seconds` and finds its three devices; false
+ * (and a failure counted) when one is missing. */
+static bool fixture_sample(struct gpudev_set *s, const char *snap, unsigned seconds, const struct gpu_device **amd,
+                           const struct gpu_device **xe, const struct gpu_device **npu) {
+        char root[PATH_MAX];
+
+        fixture_sys(snap, root, sizeof root);
+        CHECK_EQ_INT(gpudev_set_root(s, root), 0);
+        CHECK_EQ_INT(gpudev_sample(s, T(seconds)), 3);
+        *amd = must_find(s, "0000:03:00.0");
+        *xe = must_find(s, "0000:00:02.0");
+        *npu = must_find(s, "0000:00:0b.0");
+        return *amd && *xe && *npu;
+}
+
+/* ---- the fixture snapshots ---------------------------------------------- */
+
+static void test_fixture_devices(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = NULL;
+        const struct gpu_device *amd, *xe, *npu;
+
+        CHECK_EQ_INT(gpudev_set_new(NULL, &s), 0);
+        if (!fixture_sample(s, "t0", 1000, &amd, &xe, &npu))
+                return;
+        CHECK_EQ_INT(gpudev_count(s), 3);
+        /* sorted by id */
+        CHECK_STR(gpudev_get(s, 0)->id, "0000:00:02.0");
+        CHECK_STR(gpudev_get(s, 1)->id, "0000:00:0b.0");
+        CHECK_STR(gpudev_get(s, 2)->id, "0000:03:00.0");
+        CHECK(gpudev_get(s, 3) == NULL);
+
+        /* identity */
+        CHECK_STR(amd->driver, "amdgpu");
+        CHECK_STR(amd->kind, "gpu");
+        CHECK_STR(amd->node, "card1");
+        CHECK_STR(amd->vendor, "0x1002");
+        CHECK_STR(amd->model, "0x744c");
+        CHECK_STR(xe->driver, "xe");
+        CHECK_STR(xe->node, "card0");
+        CHECK_STR(xe->model, "0x64a0");
+        CHECK_STR(npu->driver, "intel_vpu");
+        CHECK_STR(npu->kind, "npu");
+        CHECK_STR(npu->node, "accel0");
+        CHECK_STR(npu->model, "0x643e");
+
+        /* nodes -> devices, for attributing fds */
+        CHECK_STR(gpudev_id_for_node(s, "renderD129"), "0000:03:00.0");
+        CHECK_STR(gpudev_id_for_node(s, "card1"), "0000:03:00.0");
+        CHECK_STR(gpudev_id_for_node(s, "renderD128"), "0000:00:02.0");
+        CHECK_STR(gpudev_id_for_node(s, "card0"), "0000:00:02.0");
+        CHECK_STR(gpudev_id_for_node(s, "accel0"), "0000:00:0b.0");
+        CHECK_STR(gpudev_id_for_node(s, "/dev/dri/renderD129"), "0000:03:00.0");
+        CHECK_STR(gpudev_id_for_node(s, "/dev/accel/accel0"), "0000:00:0b.0");
+        CHECK(gpudev_id_for_node(s, "renderD130") == NULL); /* pid 7007's card is not in sysfs */
+        CHECK(gpudev_id_for_node(s, "null") == NULL);
+        CHECK(gpudev_id_for_node(s, NULL) == NULL);
+
+        /* t0, the first sample: gauges are known, rates are not (never 0) */
+        CHECK(amd->has_busy);
+        CHECK_NEAR(amd->busy_pct, 58);
+        CHECK(amd->has_power);
+        CHECK_NEAR(amd->power_w, 208);
+        CHECK(!amd->has_energy);
+        CHECK(!xe->has_busy);
+        CHECK_EQ_INT(xe->n_gts, 2);
+        CHECK(!xe->gts[0].has_busy);
+        CHECK(!xe->gts[1].has_busy);
+        CHECK(xe->has_freq);
+        CHECK(!npu->has_busy);
+        CHECK(npu->has_mem_used);
+
+        /* t1 */
+        if (!fixture_sample(s, "t1", 1001, &amd, &xe, &npu))
+                return;
+
+        /* AMD: the latest gauge; VRAM 5905580032 of 25753026560 B; power
+         * 212 W (power1_average, not power1_input's 215); energy by
+         * trapezoid (208 + 212) / 2 x 1 s = 210 J */
+        CHECK(amd->has_busy);
+        CHECK_NEAR(amd->busy_pct, 61);
+        CHECK(amd->has_mem_used && amd->has_mem_total);
+        CHECK_EQ_INT(amd->mem_used_bytes, 5905580032LL);
+        CHECK_EQ_INT(amd->mem_total_bytes, 25753026560LL);
+        CHECK(amd->has_gtt_used && amd->has_gtt_total);
+        CHECK_EQ_INT(amd->gtt_used_bytes, 157286400);
+        CHECK_EQ_INT(amd->gtt_total_bytes, 16777216000LL);
+        CHECK(amd->has_power);
+        CHECK_NEAR(amd->power_w, 212);
+        CHECK(amd->has_energy);
+        CHECK_NEAR(amd->energy_j, 210);
+        CHECK(amd->has_temp);
+        CHECK_NEAR(amd->temp_c, 61); /* edge */
+        CHECK(amd->has_freq);
+        CHECK_NEAR(amd->freq_mhz, 2505);
+        CHECK(!amd->has_freq_max);
+        CHECK(!amd->suspended);
+        CHECK_EQ_INT(amd->n_gts, 0);
+
+        /* xe: gt0 100 x (1 - 400/1000) = 60 %, gt1 (media) 5 %; the device
+         * is its render/compute GT; 1950 of rp0 2050 MHz */
+        CHECK_EQ_INT(xe->n_gts, 2);
+        CHECK_STR(xe->gts[0].name, "gt0-rc");
+        CHECK(xe->gts[0].has_busy);
+        CHECK_NEAR(xe->gts[0].busy_pct, 60);
+        CHECK_STR(xe->gts[1].name, "gt1-mc");
+        CHECK(xe->gts[1].has_busy);
+        CHECK_NEAR(xe->gts[1].busy_pct, 5);
+        CHECK(xe->has_busy);
+        CHECK_NEAR(xe->busy_pct, 60);
+        CHECK(xe->has_freq && xe->has_freq_max);
+        CHECK_NEAR(xe->freq_mhz, 1950);
+        CHECK_NEAR(xe->freq_max_mhz, 2050);
+        CHECK(!xe->has_mem_used);
+        CHECK(!xe->has_power); /* an iGPU: no hwmon, its energy is inside RAPL */
+        CHECK(!xe->has_energy);
+
+        /* NPU: (12650000 - 12000000) / 1e6 = 65.0 %; 256 MiB; 1950/1950 MHz */
+        CHECK(npu->has_busy);
+        CHECK_NEAR(npu->busy_pct, 65.0);
+        CHECK(npu->has_mem_used);
+        CHECK_EQ_INT(npu->mem_used_bytes, 268435456);
+        CHECK(!npu->has_mem_total);
+        CHECK(npu->has_freq && npu->has_freq_max);
+        CHECK_NEAR(npu->freq_mhz, 1950);
+        CHECK_NEAR(npu->freq_max_mhz, 1950);
+        CHECK(!npu->suspended);
+
+        /* t2: the NPU is runtime-suspended: idle at 0 MHz, not an error */
+        if (!fixture_sample(s, "t2", 1002, &amd, &xe, &npu))
+                return;
+        CHECK(npu->suspended);
+        CHECK(npu->has_freq);
+        CHECK_NEAR(npu->freq_mhz, 0);
+        CHECK(npu->has_busy); /* the busy counter stood still: 0 %, known */
+        CHECK_NEAR(npu->busy_pct, 0);
+        CHECK(npu->has_mem_used);
+        CHECK_EQ_INT(npu->mem_used_bytes, 268435456);
+        CHECK_EQ_INT(amd->mem_used_bytes, 4831838208LL);
+        CHECK_NEAR(amd->energy_j, 210 + 212); /* power held at 212 W */
+        CHECK_NEAR(xe->gts[0].busy_pct, 60);
+        CHECK_NEAR(xe->gts[1].busy_pct, 5);
+        /* the card 0000:0a:00.0 that pid 7007 uses is not in sysfs */
+        CHECK(gpudev_find(s, "0000:0a:00.0") == NULL);
+}
+
+static void test_fixture_i915(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = NULL;
+        const struct gpu_device *d;
+        char root[PATH_MAX];
+
+        fixture_sys("i915-t0", root, sizeof root);
+        CHECK_EQ_INT(gpudev_set_new(root, &s), 0);
+        CHECK(gpudev_sample(s, T(1000)) >= 1);
+        d = must_find(s, "0000:00:02.0");
+        if (!d)
+                return;
+        CHECK_STR(d->driver, "i915");
+        CHECK(!d->has_busy);
+
+        fixture_sys("i915-t1", root, sizeof root);
+        CHECK_EQ_INT(gpudev_set_root(s, root), 0);
+        CHECK(gpudev_sample(s, T(1001)) >= 1);
+        d = must_find(s, "0000:00:02.0");
+        if (!d)
+                return;
+        /* rc6 400000 -> 400700 ms over 1000 ms: 30 % busy */
+        CHECK(d->has_busy);
+        CHECK_NEAR(d->busy_pct, 30);
+        CHECK_EQ_INT(d->n_gts, 1);
+        CHECK_STR(d->gts[0].name, "gt0");
+        CHECK_NEAR(d->gts[0].busy_pct, 30);
+        CHECK(d->has_freq && d->has_freq_max);
+        CHECK_NEAR(d->freq_mhz, 1300);
+        CHECK_NEAR(d->freq_max_mhz, 2250);
+        CHECK_STR(gpudev_id_for_node(s, "renderD128"), "0000:00:02.0");
+}
+
+static void test_fixture_rapl(void) {
+        _cleanup_(rapl_freep) struct rapl *r = NULL;
+        char root[PATH_MAX];
+        double j = -1, w = -1, total;
+
+        fixture_sys("t0", root, sizeof root);
+        CHECK_EQ_INT(rapl_new(root, &r), 0);
+        CHECK(!rapl_sample(r, T(1000), &j, &w)); /* first sample: unknown */
+        CHECK(j == -1 && w == -1);
+        CHECK(!rapl_energy_j(r, &total));
+
+        /* t1: the package wraps: (262143328850 - 262140000000) + 11671150 µJ */
+        fixture_sys("t1", root, sizeof root);
+        CHECK_EQ_INT(rapl_set_root(r, root), 0);
+        CHECK(rapl_sample(r, T(1001), &j, &w));
+        CHECK_NEAR(j, 15.0);
+        CHECK_NEAR(w, 15.0);
+        CHECK(rapl_energy_j(r, &total));
+        CHECK_NEAR(total, 15.0);
+
+        /* core 7.0 J and uncore 3.5 J are inside the package, psys (25 W)
+         * contains it: read, not added */
+        CHECK_EQ_INT(rapl_zone_count(r), 4);
+        for (size_t i = 0; i < rapl_zone_count(r); i++) {
+                const struct rapl_zone_info *z = rapl_zone(r, i);
+                CHECK(z->has_delta);
+                if (streq(z->entry, "intel-rapl:0")) {
+                        CHECK_STR(z->name, "package-0");
+                        CHECK(z->counted);
+                        CHECK_NEAR(z->delta_j, 15.0);
+                } else if (streq(z->entry, "intel-rapl:0:0")) {
+                        CHECK_STR(z->name, "core");
+                        CHECK(!z->counted);
+                        CHECK_NEAR(z->delta_j, 7.0);
+                } else if (streq(z->entry, "intel-rapl:0:1")) {
+                        CHECK_STR(z->name, "uncore");
+                        CHECK(!z->counted);
+                        CHECK_NEAR(z->delta_j, 3.5);
+                } else if (streq(z->entry, "intel-rapl:1")) {
+                        CHECK_STR(z->name, "psys");
+                        CHECK(!z->counted);
+                        CHECK_NEAR(z->delta_j, 25.0);
+                } else
+                        CHECK(!"unexpected zone");
+        }
+        CHECK(rapl_zone(r, 4) == NULL);
+
+        /* t2: no wrap, 15 J again */
+        fixture_sys("t2", root, sizeof root);
+        CHECK_EQ_INT(rapl_set_root(r, root), 0);
+        CHECK(rapl_sample(r, T(1002), &j, &w));
+        CHECK_NEAR(j, 15.0);
+        CHECK_NEAR(w, 15.0);
+        CHECK(rapl_energy_j(r, &total));
+        CHECK_NEAR(total, 30.0);
+}
+
+/* pid 4242's share of the t0 -> t1 package energy: 150 ticks of 600 busy */
+static void test_fixture_cpu_share(void) {
+        struct proc_cpu_total c0, c1;
+        struct proc_stat s0, s1;
+        char path[PATH_MAX];
+        int fd;
+        double j = -1;
+
+        xsprintf(path, "%s/t0/proc", fixtures);
+        CHECK_EQ_INT(proc_read_host_cpu(path, &c0), 0);
+        fd = proc_open_pid_dir(path, 4242);
+        CHECK(fd >= 0);
+        CHECK_EQ_INT(proc_read_stat(fd, &s0), 0);
+        safe_close(fd);
+        xsprintf(path, "%s/t1/proc", fixtures);
+        CHECK_EQ_INT(proc_read_host_cpu(path, &c1), 0);
+        fd = proc_open_pid_dir(path, 4242);
+        CHECK(fd >= 0);
+        CHECK_EQ_INT(proc_read_stat(fd, &s1), 0);
+        safe_close(fd);
+
+        uint64_t busy0 = c0.user + c0.nice + c0.system + c0.irq + c0.softirq + c0.steal;
+        uint64_t busy1 = c1.user + c1.nice + c1.system + c1.irq + c1.softirq + c1.steal;
+        uint64_t run = (s1.utime_ticks + s1.stime_ticks) - (s0.utime_ticks + s0.stime_ticks);
+        CHECK_EQ_INT(run, 150);
+        CHECK_EQ_INT(busy1 - busy0, 600);
+        /* ticks -> ns at USER_HZ 100; the ratio is what matters */
+        CHECK(energy_cpu_share_j(15.0, run * 10000000, (busy1 - busy0) * 10000000, &j));
+        CHECK_NEAR(j, 3.75);
+}
+
+/* ---- trees built in a temporary directory ------------------------------- */
+
+static char tmp[PATH_MAX];
+
+static void mkdirs(const char *rel) {
+        char path[PATH_MAX];
+        xsprintf(path, "%s/%s", tmp, rel);
+        for (char *p = path + strlen(tmp) + 1; *p; p++)
+                if (*p == '/') {
+                        *p = 0;
+                        (void) mkdir(path, 0755);
+                        *p = '/';
+                }
+        (void) mkdir(path, 0755);
+}
+
+static void parent_dirs(const char *rel) {
+        char dir[PATH_MAX];
+        xsprintf(dir, "%s", rel);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+                *slash = 0;
+                mkdirs(dir);
+        }
+}
+
+static void put(const char *rel, const char *text) {
+        char path[PATH_MAX];
+        parent_dirs(rel);
+        xsprintf(path, "%s/%s", tmp, rel);
+        FILE *f = fopen(path, "we");
+        if (!f) {
+                fprintf(stderr, "cannot write %s: %m\n", path);
+                tap_failures++;
+                return;
+        }
+        fputs(text, f);
+        fclose(f);
+}
+
+static void putf(const char *rel, const char *fmt, ...) _printf_(2, 3);
+static void putf(const char *rel, const char *fmt, ...) {
+        char text[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+        put(rel, text);
+}
+
+static void link_at(const char *rel, const char *target) {
+        char path[PATH_MAX];
+        parent_dirs(rel);
+        xsprintf(path, "%s/%s", tmp, rel);
+        (void) unlink(path);
+        if (symlink(target, path) < 0) {
+                fprintf(stderr, "cannot link %s: %m\n", path);
+                tap_failures++;
+        }
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        return remove(path) < 0 ? -1 : 0;
+}
+
+static void rm_rf(const char *rel) {
+        char path[PATH_MAX];
+        xsprintf(path, "%s/%s", tmp, rel);
+        (void) nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void do_rename(const char *from, const char *to) {
+        char a[PATH_MAX], b[PATH_MAX];
+        xsprintf(a, "%s/%s", tmp, from);
+        xsprintf(b, "%s/%s", tmp, to);
+        CHECK_EQ_INT(rename(a, b), 0);
+}
+
+#define DEV "sys/devices/pci0000:00/"
+
+/* A PCI device with a DRM or accel node, laid out as sysfs does. */
+static void add_device(const char *bdf, const char *class, const char *node, const char *driver, const char *vendor) {
+        char rel[PATH_MAX], target[PATH_MAX];
+
+        xsprintf(rel, DEV "%s/%s/%s/device", bdf, class, node);
+        xsprintf(target, "../../../%s", bdf);
+        link_at(rel, target);
+        xsprintf(rel, "sys/class/%s/%s", class, node);
+        xsprintf(target, "../../devices/pci0000:00/%s/%s/%s", bdf, class, node);
+        link_at(rel, target);
+        if (driver) {
+                xsprintf(rel, "sys/bus/pci/drivers/%s", driver);
+                mkdirs(rel);
+                xsprintf(rel, DEV "%s/driver", bdf);
+                xsprintf(target, "../../../bus/pci/drivers/%s", driver);
+                link_at(rel, target);
+        }
+        xsprintf(rel, DEV "%s/vendor", bdf);
+        putf(rel, "%s\n", vendor);
+        xsprintf(rel, DEV "%s/device", bdf);
+        put(rel, "0x1234\n");
+}
+
+static struct gpudev_set *tmp_set(void) {
+        struct gpudev_set *s = NULL;
+        char root[PATH_MAX];
+        xsprintf(root, "%s/sys", tmp);
+        CHECK_EQ_INT(gpudev_set_new(root, &s), 0);
+        return s;
+}
+
+/* Samples the temporary tree at `seconds`, expecting n devices, and returns
+ * device id (NULL, a failure counted, when it is not there). */
+static const struct gpu_device *sample_find(struct gpudev_set *s, unsigned seconds, int n, const char *id) {
+        int k = gpudev_sample(s, T(seconds));
+        if (k != n) {
+                fprintf(stderr, "sample at %u s: %d devices, expected %d\n", seconds, k, n);
+                tap_failures++;
+        }
+        return must_find(s, id);
+}
+
+static void test_appear_disappear(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        CHECK_EQ_INT(gpudev_sample(s, T(1)), 0); /* no sysfs class dirs at all */
+        mkdirs("sys/class/drm");
+        put("sys/class/drm/version", "drm 1.1.0 20060810\n");
+        CHECK_EQ_INT(gpudev_sample(s, T(2)), 0);
+
+        add_device("0000:03:00.0", "drm", "card0", "amdgpu", "0x1002");
+        put(DEV "0000:03:00.0/gpu_busy_percent", "40\n");
+        mkdirs(DEV "0000:03:00.0/drm/card0-DP-1"); /* a connector, not a device */
+        link_at("sys/class/drm/card0-DP-1", "../../devices/pci0000:00/0000:03:00.0/drm/card0-DP-1");
+        add_device("0000:00:0b.0", "accel", "accel0", "intel_vpu", "0x8086");
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "1000000\n");
+        CHECK_EQ_INT(gpudev_sample(s, T(3)), 2);
+        CHECK_STR(gpudev_id_for_node(s, "card0"), "0000:03:00.0");
+        CHECK(gpudev_id_for_node(s, "card0-DP-1") == NULL);
+        d = gpudev_find(s, "0000:00:0b.0");
+        CHECK(d && !d->has_busy); /* new: first sample */
+
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "1500000\n");
+        d = sample_find(s, 4, 2, "0000:00:0b.0");
+        CHECK(d && d->has_busy);
+        CHECK_NEAR(d ? d->busy_pct : -1, 50);
+
+        /* the AMD card goes (unbound: its node is gone) */
+        rm_rf("sys/class/drm/card0");
+        CHECK_EQ_INT(gpudev_sample(s, T(5)), 1);
+        CHECK(gpudev_find(s, "0000:03:00.0") == NULL);
+        CHECK(gpudev_id_for_node(s, "card0") == NULL);
+        CHECK(gpudev_find(s, "0000:00:0b.0") != NULL);
+
+        /* the NPU goes and comes back: its state starts over */
+        rm_rf("sys/class/accel/accel0");
+        CHECK_EQ_INT(gpudev_sample(s, T(6)), 0);
+        link_at("sys/class/accel/accel0", "../../devices/pci0000:00/0000:00:0b.0/accel/accel0");
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "9000000\n");
+        d = sample_find(s, 7, 1, "0000:00:0b.0");
+        CHECK(d && !d->has_busy);
+
+        /* and the AMD card comes back as card2 */
+        link_at("sys/class/drm/card2", "../../devices/pci0000:00/0000:03:00.0/drm/card2");
+        link_at(DEV "0000:03:00.0/drm/card2/device", "../../../0000:03:00.0");
+        d = sample_find(s, 8, 2, "0000:03:00.0");
+        CHECK(d && streq(d->node, "card2") && d->has_busy);
+        CHECK_STR(gpudev_id_for_node(s, "card2"), "0000:03:00.0");
+        rm_rf("sys");
+}
+
+static void test_hwmon_index_moves(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
+        /* a decoy: another hwmon of the device with another name */
+        put(DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon1/power1_average", "999000000\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon2/name", "amdgpu\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon2/power1_average", "100000000\n");
+        d = sample_find(s, 10, 1, "0000:03:00.0");
+        CHECK(d && d->has_power);
+        CHECK_NEAR(d ? d->power_w : -1, 100);
+
+        /* a driver reload renumbers it: hwmon2 -> hwmon7 */
+        do_rename(DEV "0000:03:00.0/hwmon/hwmon2", DEV "0000:03:00.0/hwmon/hwmon7");
+        put(DEV "0000:03:00.0/hwmon/hwmon7/power1_average", "200000000\n");
+        d = sample_find(s, 12, 1, "0000:03:00.0");
+        CHECK(d && d->has_power && d->has_energy);
+        CHECK_NEAR(d ? d->power_w : -1, 200);
+        CHECK_NEAR(d ? d->energy_j : -1, 300); /* (100 + 200) / 2 x 2 s */
+
+        /* and the hwmon goes entirely: power unknown, the energy so far kept */
+        rm_rf(DEV "0000:03:00.0/hwmon/hwmon7");
+        d = sample_find(s, 13, 1, "0000:03:00.0");
+        CHECK(d && !d->has_power && d->has_energy);
+        CHECK_NEAR(d ? d->energy_j : -1, 300);
+        rm_rf("sys");
+}
+
+static void test_missing_files(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
+        add_device("0000:00:02.0", "drm", "card0", "xe", "0x8086");
+        add_device("0000:00:0b.0", "accel", "accel0", "intel_vpu", "0x8086");
+        add_device("0000:00:02.1", "drm", "card2", "i915", "0x8086");
+        add_device("0000:c4:00.1", "accel", "accel1", "amdxdna", "0x1022");
+        add_device("0000:05:00.0", "drm", "card3", NULL, "0x1af4"); /* no driver link... */
+        put(DEV "0000:05:00.0/uevent", "PCI_CLASS=30000\nDRIVER=virtio-pci\nPCI_SLOT_NAME=0000:05:00.0\n");
+        for (int i = 0; i < 2; i++) {
+                CHECK_EQ_INT(gpudev_sample(s, T(20 + i)), 6);
+                for (size_t k = 0; k < gpudev_count(s); k++) {
+                        d = gpudev_get(s, k);
+                        CHECK(!d->has_busy && !d->has_mem_used && !d->has_mem_total && !d->has_gtt_used);
+                        CHECK(!d->has_power && !d->has_energy && !d->has_temp && !d->has_freq && !d->has_freq_max);
+                        CHECK(!d->suspended);
+                        CHECK_EQ_INT(d->n_gts, 0);
+                }
+        }
+        d = gpudev_find(s, "0000:c4:00.1");
+        CHECK(d && streq(d->driver, "amdxdna") && streq(d->kind, "npu") && streq(d->vendor, "0x1022"));
+        d = gpudev_find(s, "0000:05:00.0");
+        CHECK(d && streq(d->driver, "virtio-pci")); /* ...so from uevent */
+        rm_rf("sys");
+}
+
+static void test_garbage(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        static const char *const junk[] = {
+                "", "\n", "abc\n", "-5\n", "12 34\n", "0x10\n", "150\n", "1e3\n", "99999999999999999999999\n",
+                "\n12\n", "12\n\n",
+                "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111"
+                "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111"
+                "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111\n",
+        };
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
+        add_device("0000:00:02.0", "drm", "card0", "xe", "0x8086");
+        add_device("0000:00:0b.0", "accel", "accel0", "intel_vpu", "0x8086");
+        put(DEV "0000:00:02.0/tile0/gt0/gtidle/name", "gt0-rc\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon0/name", "amdgpu\n");
+        for (size_t i = 0; i < ELEMENTSOF(junk); i++) {
+                put(DEV "0000:03:00.0/gpu_busy_percent", junk[i]);
+                put(DEV "0000:03:00.0/mem_info_vram_used", junk[i]);
+                put(DEV "0000:03:00.0/hwmon/hwmon0/power1_average", junk[i]);
+                put(DEV "0000:03:00.0/hwmon/hwmon0/temp1_input", junk[i]);
+                put(DEV "0000:00:02.0/tile0/gt0/gtidle/idle_residency_ms", junk[i]);
+                put(DEV "0000:00:02.0/tile0/gt0/freq0/act_freq", junk[i]);
+                put(DEV "0000:00:0b.0/npu_busy_time_us", junk[i]);
+                put(DEV "0000:00:0b.0/npu_current_frequency_mhz", junk[i]);
+                CHECK_EQ_INT(gpudev_sample(s, T(30 + i)), 3);
+                d = gpudev_find(s, "0000:03:00.0");
+                if (!d)
+                        continue;
+                /* "-5" is a valid temperature (m°C) and "150" one of most things */
+                bool number = streq(junk[i], "150\n");
+                CHECK(!d->has_busy); /* 150 % is not a percentage */
+                CHECK(d->has_mem_used == number);
+                CHECK(d->has_power == number);
+                CHECK(d->has_temp == (number || streq(junk[i], "-5\n")));
+                d = gpudev_find(s, "0000:00:0b.0");
+                CHECK(d && !d->has_busy);
+                CHECK(d && d->has_freq == number);
+                d = gpudev_find(s, "0000:00:02.0");
+                CHECK(d && !d->has_busy && d->has_freq == number);
+        }
+
+        /* a counter that goes back (a driver reload) is unknown for that
+         * interval, then counts from its new value */
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "5000000\n");
+        CHECK_EQ_INT(gpudev_sample(s, T(100)), 3);
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "5250000\n");
+        d = sample_find(s, 101, 3, "0000:00:0b.0");
+        CHECK(d && d->has_busy);
+        CHECK_NEAR(d ? d->busy_pct : -1, 25);
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "1000\n");
+        d = sample_find(s, 102, 3, "0000:00:0b.0");
+        CHECK(d && !d->has_busy);
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "101000\n");
+        d = sample_find(s, 103, 3, "0000:00:0b.0");
+        CHECK(d && d->has_busy);
+        CHECK_NEAR(d ? d->busy_pct : -1, 10);
+        /* time that does not move: unknown, the baseline kept */
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "201000\n");
+        d = sample_find(s, 103, 3, "0000:00:0b.0");
+        CHECK(d && !d->has_busy);
+        d = sample_find(s, 105, 3, "0000:00:0b.0");
+        CHECK_NEAR(d ? d->busy_pct : -1, 5);
+        /* more busy than wall time (timing skew) is clamped */
+        put(DEV "0000:00:0b.0/npu_busy_time_us", "1301000\n");
+        d = sample_find(s, 106, 3, "0000:00:0b.0");
+        CHECK_NEAR(d ? d->busy_pct : -1, 100);
+
+        /* unreadable: a directory where a file should be */
+        rm_rf(DEV "0000:00:0b.0/npu_busy_time_us");
+        mkdirs(DEV "0000:00:0b.0/npu_busy_time_us");
+        d = sample_find(s, 107, 3, "0000:00:0b.0");
+        CHECK(d && !d->has_busy);
+        rm_rf("sys");
+}
+
+/* A suspended GPU is idle and its counters are left alone (they would wake
+ * it); the first sample after it resumes is unknown. Also xe's hwmon energy
+ * and an xe without GT names. */
+static void test_suspended_gpu(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        add_device("0000:03:00.0", "drm", "card0", "xe", "0x8086");
+        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n");
+        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n");
+        put(DEV "0000:03:00.0/tile0/gt0/freq0/act_freq", "2000\n");
+        put(DEV "0000:03:00.0/tile0/gt0/freq0/max_freq", "2400\n"); /* no rp0_freq: the soft limit */
+        put(DEV "0000:03:00.0/hwmon/hwmon3/name", "xe\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "5000000\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon3/temp2_input", "45000\n");
+        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
+        CHECK_EQ_INT(gpudev_sample(s, T(40)), 1);
+
+        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n");
+        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n");
+        d = sample_find(s, 41, 1, "0000:03:00.0");
+        if (!d)
+                return;
+        CHECK_EQ_INT(d->n_gts, 2);
+        CHECK_STR(d->gts[0].name, "gt0"); /* unnamed: the first GT is the render one */
+        CHECK_NEAR(d->gts[0].busy_pct, 75);
+        CHECK_NEAR(d->gts[1].busy_pct, 0);
+        CHECK(d->has_busy);
+        CHECK_NEAR(d->busy_pct, 75);
+        CHECK_NEAR(d->freq_mhz, 2000);
+        CHECK_NEAR(d->freq_max_mhz, 2400);
+        CHECK(d->has_power && d->has_energy && d->has_temp);
+        CHECK_NEAR(d->power_w, 100);
+        CHECK_NEAR(d->energy_j, 100);
+        CHECK_NEAR(d->temp_c, 45);
+
+        put(DEV "0000:03:00.0/power/runtime_status", "suspended\n");
+        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n");
+        d = sample_find(s, 42, 1, "0000:03:00.0");
+        if (!d)
+                return;
+        CHECK(d->suspended);
+        CHECK(d->has_busy);
+        CHECK_NEAR(d->busy_pct, 0);
+        CHECK(d->gts[0].has_busy && d->gts[1].has_busy);
+        CHECK(!d->has_freq && !d->has_power && !d->has_temp);
+        CHECK(d->has_energy); /* what was counted stays */
+        CHECK_NEAR(d->energy_j, 100);
+
+        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
+        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n");
+        d = sample_find(s, 43, 1, "0000:03:00.0");
+        if (!d)
+                return;
+        CHECK(!d->suspended);
+        CHECK(!d->has_busy && !d->gts[0].has_busy);
+        CHECK(d->has_power); /* the energy counter spans the suspension: 20 J over 2 s */
+        CHECK_NEAR(d->power_w, 10);
+        CHECK_NEAR(d->energy_j, 120);
+
+        /* an energy counter that goes back: that interval is dropped */
+        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "1000\n");
+        d = sample_find(s, 44, 1, "0000:03:00.0");
+        CHECK(d && !d->has_power && d->has_energy);
+        CHECK_NEAR(d ? d->energy_j : -1, 120);
+        rm_rf("sys");
+}
+
+/* i915: the legacy whole-card rc6 file, RP0 over the soft maximum, the
+ * hwmon energy counter; a platform (non-PCI) device named by its node; a
+ * render node without its card; a rebind to another driver. */
+static void test_i915_and_naming(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
+        const struct gpu_device *d;
+
+        rm_rf("sys");
+        add_device("0000:03:00.0", "drm", "card0", "i915", "0x8086");
+        link_at("sys/class/drm/renderD128", "../../devices/pci0000:00/0000:03:00.0/drm/renderD128");
+        link_at(DEV "0000:03:00.0/drm/renderD128/device", "../../../0000:03:00.0");
+        put(DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10000\n");
+        put(DEV "0000:03:00.0/drm/card0/gt_act_freq_mhz", "0\n");
+        put(DEV "0000:03:00.0/drm/card0/gt_RP0_freq_mhz", "2400\n");
+        put(DEV "0000:03:00.0/drm/card0/gt_max_freq_mhz", "1800\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon5/name", "i915\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "0\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon6/name", "i915_gt0\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon6/energy1_input", "77000000\n");
+
+        /* a platform GPU: its device directory is no PCI address */
+        mkdirs("sys/devices/platform/fd00000.gpu/drm/card1");
+        link_at("sys/devices/platform/fd00000.gpu/drm/card1/device", "../../../fd00000.gpu");
+        link_at("sys/devices/platform/fd00000.gpu/drm/renderD129/device", "../../../fd00000.gpu");
+        link_at("sys/class/drm/card1", "../../devices/platform/fd00000.gpu/drm/card1");
+        link_at("sys/class/drm/renderD129", "../../devices/platform/fd00000.gpu/drm/renderD129");
+        mkdirs("sys/bus/platform/drivers/panthor");
+        link_at("sys/devices/platform/fd00000.gpu/driver", "../../../bus/platform/drivers/panthor");
+
+        /* a render node whose card node is missing */
+        link_at("sys/class/drm/renderD130", "../../devices/pci0000:00/0000:0a:00.0/drm/renderD130");
+        link_at(DEV "0000:0a:00.0/drm/renderD130/device", "../../../0000:0a:00.0");
+
+        CHECK_EQ_INT(gpudev_sample(s, T(50)), 2);
+        CHECK_STR(gpudev_id_for_node(s, "renderD128"), "0000:03:00.0");
+        CHECK_STR(gpudev_id_for_node(s, "renderD129"), "card1");
+        CHECK_STR(gpudev_id_for_node(s, "card1"), "card1");
+        CHECK_STR(gpudev_id_for_node(s, "renderD130"), "0000:0a:00.0");
+        CHECK(gpudev_find(s, "0000:0a:00.0") == NULL);
+        d = gpudev_find(s, "card1");
+        CHECK(d && streq(d->driver, "panthor") && streq(d->vendor, "") && !d->has_busy);
+
+        put(DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10500\n");
+        put(DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "4000000\n");
+        d = sample_find(s, 52, 2, "0000:03:00.0");
+        if (!d)
+                return;
+        CHECK(d->has_busy);
+        CHECK_NEAR(d->busy_pct, 75); /* 500 ms idle of 2000 */
+        CHECK_EQ_INT(d->n_gts, 1);
+        CHECK(d->has_freq && d->has_freq_max);
+        CHECK_NEAR(d->freq_mhz, 0);
+        CHECK_NEAR(d->freq_max_mhz, 2400);
+        CHECK(d->has_power && d->has_energy);
+        CHECK_NEAR(d->power_w, 2);
+        CHECK_NEAR(d->energy_j, 4);
+
+        /* rebound to vfio-pci (its node kept, as far as this test goes):
+         * identity only, state from zero */
+        link_at(DEV "0000:03:00.0/driver", "../../../bus/pci/drivers/vfio-pci");
+        d = sample_find(s, 53, 2, "0000:03:00.0");
+        CHECK(d && streq(d->driver, "vfio-pci") && !d->has_busy && !d->has_energy && d->n_gts == 0);
+        rm_rf("sys");
+}
+
+static void test_pci_address(void) {
+        static const struct {
+                const char *s;
+                bool ok;
+        } cases[] = {
+                { "0000:03:00.0", true },   { "10000:e1:00.0", true }, { "0000:00:0b.0", true },
+                { "0000:03:00", false },    { "0000:03:00.0 ", false }, { "0000:03:00.0x", false },
+                { "0000:0A:00.0", false },  { "000:03:00.0", false },  { "card1", false },
+                { "fd00000.gpu", false },   { "", false },             { "123456789:03:00.0", false },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                if (gpudev_is_pci_address(cases[i].s) != cases[i].ok) {
+                        fprintf(stderr, "gpudev_is_pci_address(\"%s\") != %d\n", cases[i].s, cases[i].ok);
+                        tap_failures++;
+                }
+        CHECK(!gpudev_is_pci_address(NULL));
+}
+
+/* ---- RAPL in a temporary tree ------------------------------------------- */
+
+#define RAPL_DIR "sys/devices/virtual/powercap/intel-rapl/"
+
+static void add_zone(const char *entry, const char *parent, const char *name, const char *max) {
+        char rel[PATH_MAX], target[PATH_MAX];
+        const char *sub = parent ? parent : "";
+
+        xsprintf(rel, RAPL_DIR "%s%s%s/name", sub, parent ? "/" : "", entry);
+        putf(rel, "%s\n", name);
+        xsprintf(rel, RAPL_DIR "%s%s%s/max_energy_range_uj", sub, parent ? "/" : "", entry);
+        putf(rel, "%s\n", max);
+        xsprintf(rel, "sys/class/powercap/%s", entry);
+        xsprintf(target, "../../devices/virtual/powercap/intel-rapl/%s%s%s", sub, parent ? "/" : "", entry);
+        link_at(rel, target);
+}
+
+static void set_energy(const char *entry, const char *parent, uint64_t uj) {
+        char rel[PATH_MAX];
+        xsprintf(rel, RAPL_DIR "%s%s%s/energy_uj", parent ? parent : "", parent ? "/" : "", entry);
+        putf(rel, "%" PRIu64 "\n", uj);
+}
+
+static const struct rapl_zone_info *zone_named(const struct rapl *r, const char *entry) {
+        for (size_t i = 0; i < rapl_zone_count(r); i++)
+                if (streq(rapl_zone(r, i)->entry, entry))
+                        return rapl_zone(r, i);
+        return NULL;
+}
+
+static void test_rapl_tmp(void) {
+        _cleanup_(rapl_freep) struct rapl *r = NULL;
+        const struct rapl_zone_info *z;
+        char root[PATH_MAX];
+        double j, w, total;
+        const uint64_t max = 262143328850ULL;
+
+        rm_rf("sys");
+        xsprintf(root, "%s/sys", tmp);
+        CHECK_EQ_INT(rapl_new(root, &r), 0);
+        CHECK(!rapl_sample(r, T(1), &j, &w)); /* no powercap at all */
+        CHECK(!rapl_sample(r, T(2), &j, &w));
+        CHECK_EQ_INT(rapl_zone_count(r), 0);
+
+        /* two packages, a dram sub-zone, psys, and mmio's copy of package-0 */
+        add_zone("intel-rapl:0", NULL, "package-0", "262143328850");
+        add_zone("intel-rapl:0:2", "intel-rapl:0", "dram", "65712999613");
+        add_zone("intel-rapl:1", NULL, "package-1", "262143328850");
+        add_zone("intel-rapl:2", NULL, "psys", "262143328850");
+        add_zone("intel-rapl-mmio:0", NULL, "package-0", "262143328850");
+        put("sys/class/powercap/intel-rapl-bogus", "");
+        set_energy("intel-rapl:0", NULL, 1000000);
+        set_energy("intel-rapl:0:2", "intel-rapl:0", 1000000);
+        set_energy("intel-rapl:1", NULL, max - 1000000);
+        set_energy("intel-rapl:2", NULL, 1000000);
+        set_energy("intel-rapl-mmio:0", NULL, 1000000);
+        CHECK(!rapl_sample(r, T(10), &j, &w));
+        CHECK_EQ_INT(rapl_zone_count(r), 5);
+
+        /* 100 J + 5 J (1 J to the wrap, 4 J after it) over 2 s */
+        set_energy("intel-rapl:0", NULL, 101000000);
+        set_energy("intel-rapl:0:2", "intel-rapl:0", 21000000);
+        set_energy("intel-rapl:1", NULL, 4000000);
+        set_energy("intel-rapl:2", NULL, 301000000);
+        set_energy("intel-rapl-mmio:0", NULL, 101000000);
+        CHECK(rapl_sample(r, T(12), &j, &w));
+        CHECK_NEAR(j, 105);
+        CHECK_NEAR(w, 52.5);
+        z = zone_named(r, "intel-rapl:0:2");
+        CHECK(z && !z->counted && z->has_delta);
+        CHECK_NEAR(z ? z->delta_j : -1, 20);
+        z = zone_named(r, "intel-rapl:2");
+        CHECK(z && !z->counted && streq(z->name, "psys"));
+        z = zone_named(r, "intel-rapl-mmio:0");
+        CHECK(z && !z->counted && streq(z->name, "package-0"));
+        z = zone_named(r, "intel-rapl:1");
+        CHECK(z && z->counted);
+        CHECK_NEAR(z ? z->delta_j : -1, 5);
+
+        /* package-1 went "back" by a little in 1 s: as a wrap that is 262 kJ,
+         * a reset or several wraps, not a plausible interval: dropped, and
+         * with it the sum (half the packages is no figure) */
+        set_energy("intel-rapl:0", NULL, 201000000);
+        set_energy("intel-rapl:1", NULL, 3000000);
+        j = w = -1;
+        CHECK(!rapl_sample(r, T(13), &j, &w));
+        CHECK(j == -1 && w == -1);
+        z = zone_named(r, "intel-rapl:1");
+        CHECK(z && !z->has_delta);
+        z = zone_named(r, "intel-rapl:0");
+        CHECK(z && z->has_delta);
+        /* from the new value on, it counts again */
+        set_energy("intel-rapl:0", NULL, 211000000);
+        set_energy("intel-rapl:1", NULL, 13000000);
+        CHECK(rapl_sample(r, T(14), &j, &w));
+        CHECK_NEAR(j, 20);
+        CHECK(rapl_energy_j(r, &total));
+        CHECK_NEAR(total, 125);
+
+        /* a gap long enough for the counter to wrap twice unseen at the
+         * bound (262143 J / 1000 W = 262 s): whatever it reads, dropped */
+        set_energy("intel-rapl:0", NULL, 221000000);
+        set_energy("intel-rapl:1", NULL, 23000000);
+        CHECK(!rapl_sample(r, T(14 + 300), &j, &w));
+        /* a plausible wrap right after */
+        set_energy("intel-rapl:0", NULL, max - 100);
+        set_energy("intel-rapl:1", NULL, 33000000);
+        CHECK(!rapl_sample(r, T(14 + 301), &j, &w)); /* 262 kJ in 1 s: no */
+        set_energy("intel-rapl:0", NULL, 999900);
+        set_energy("intel-rapl:1", NULL, 34000000);
+        CHECK(rapl_sample(r, T(14 + 302), &j, &w));
+        CHECK_NEAR(j, 1 + 1); /* 100 µJ + 999900 µJ, and 1 J */
+
+        /* the same instant twice: unknown, nothing moved */
+        CHECK(!rapl_sample(r, T(14 + 302), &j, &w));
+        set_energy("intel-rapl:0", NULL, 1999900);
+        set_energy("intel-rapl:1", NULL, 35000000);
+        CHECK(rapl_sample(r, T(14 + 303), &j, &w));
+        CHECK_NEAR(j, 2);
+
+        /* an unreadable package (a directory where energy_uj should be; as
+         * root, mode 0400 does not stop us): unknown, no crash */
+        rm_rf(RAPL_DIR "intel-rapl:1/energy_uj");
+        mkdirs(RAPL_DIR "intel-rapl:1/energy_uj");
+        CHECK(!rapl_sample(r, T(14 + 304), &j, &w));
+        /* garbage */
+        rm_rf(RAPL_DIR "intel-rapl:1/energy_uj");
+        put(RAPL_DIR "intel-rapl:1/energy_uj", "lots\n");
+        CHECK(!rapl_sample(r, T(14 + 305), &j, &w));
+        /* package-1 goes away (offline): package-0 alone from the next interval */
+        rm_rf("sys/class/powercap/intel-rapl:1");
+        set_energy("intel-rapl:0", NULL, 2999900);
+        CHECK(rapl_sample(r, T(14 + 306), &j, &w));
+        CHECK_NEAR(j, 1);
+        CHECK_EQ_INT(rapl_zone_count(r), 4);
+
+        /* not root: mode 0400 makes it unknown, with one log line */
+        if (geteuid() != 0) {
+                char path[PATH_MAX];
+                xsprintf(path, "%s/" RAPL_DIR "intel-rapl:0/energy_uj", tmp);
+                CHECK_EQ_INT(chmod(path, 0), 0);
+                CHECK(!rapl_sample(r, T(14 + 307), &j, &w));
+                CHECK(!rapl_sample(r, T(14 + 308), &j, &w));
+        }
+        rm_rf("sys");
+}
+
+static void test_counter_delta(void) {
+        static const struct {
+                uint64_t old, new, max;
+                bool ok;
+                uint64_t delta;
+        } cases[] = {
+                { 10, 20, 100, true, 10 },
+                { 10, 10, 100, true, 0 },
+                { 90, 5, 100, true, 15 },
+                { 100, 0, 100, true, 0 },
+                { 262140000000ULL, 11671150, 262143328850ULL, true, 15000000 },
+                { 150, 5, 100, false, 0 },  /* old beyond the range */
+                { 5, 150, 100, false, 0 },  /* new beyond the range */
+                { 90, 5, 0, false, 0 },     /* a wrap with no known range */
+                { 5, 10, 0, true, 5 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                uint64_t d = 12345;
+                bool ok = rapl_counter_delta_uj(cases[i].old, cases[i].new, cases[i].max, &d);
+                if (ok != cases[i].ok || (ok && d != cases[i].delta) || (!ok && d != 12345)) {
+                        fprintf(stderr, "rapl_counter_delta_uj case %zu: %d %" PRIu64 "\n", i, ok, d);
+                        tap_failures++;
+                }
+        }
+}
+
+static void test_cpu_share(void) {
+        double j = -1;
+
+        CHECK(energy_cpu_share_j(15.0, 150, 600, &j));
+        CHECK_NEAR(j, 3.75);
+        CHECK(energy_cpu_share_j(15.0, 0, 600, &j));
+        CHECK_NEAR(j, 0);
+        CHECK(energy_cpu_share_j(15.0, 700, 600, &j)); /* read at slightly different instants */
+        CHECK_NEAR(j, 15.0);
+        j = -1;
+        CHECK(!energy_cpu_share_j(15.0, 150, 0, &j));
+        CHECK(!energy_cpu_share_j(NAN, 150, 600, &j));
+        CHECK(!energy_cpu_share_j(-1, 150, 600, &j));
+        CHECK(!energy_cpu_share_j(INFINITY, 150, 600, &j));
+        CHECK(j == -1);
+}
+
+int main(int argc, char **argv) {
+        char dir[] = "/tmp/test-gpudev-XXXXXX";
+        char probe[PATH_MAX];
+        bool have_fixture;
+
+        log_setup("test-gpudev");
+        fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
+        if (!fixtures)
+                fixtures = "tests/fixtures/gpu";
+        xsprintf(probe, "%s/t1/sys/class", fixtures);
+        have_fixture = access(probe, F_OK) == 0;
+
+        if (!mkdtemp(dir)) {
+                perror("mkdtemp");
+                return 1;
+        }
+        xsprintf(tmp, "%s", dir);
+
+        test_pci_address();
+        test_counter_delta();
+        test_cpu_share();
+        test_appear_disappear();
+        test_hwmon_index_moves();
+        test_missing_files();
+        test_garbage();
+        test_suspended_gpu();
+        test_i915_and_naming();
+        test_rapl_tmp();
+        if (have_fixture) {
+                test_fixture_devices();
+                test_fixture_i915();
+                test_fixture_rapl();
+                test_fixture_cpu_share();
+        } else
+                fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
+
+        (void) nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        if (!have_fixture && tap_failures == 0)
+                return 77;
+        TEST_DONE();
+}
