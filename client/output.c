@@ -516,6 +516,38 @@ void print_summary(FILE *f, json_object *s) {
         field_int(f, "samples:", s, "samples");
 }
 
+/* One line per device the run uses: "0000:03:00.0 amdgpu: 50.0 % (gfx 50.0 %, compute 20.0 %), 4.1 GiB". */
+static void print_gpu_uses(FILE *f, json_object *latest) {
+        json_object *arr;
+        if (!json_object_object_get_ex(latest, "gpu", &arr) || !json_object_is_type(arr, json_type_array))
+                return;
+        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+                json_object *u = json_object_array_get_idx(arr, i), *v, *eng;
+                char line[512], b[64], m[64];
+                double d, mem;
+                const char *dev = json_object_object_get_ex(u, "device", &v) ? json_object_get_string(v) : "?";
+                const char *drv = json_object_object_get_ex(u, "driver", &v) && v ? json_object_get_string(v) : "";
+                bool uk = json_get_number(u, "util_pct", &d), mk = json_get_number(u, "mem_bytes", &mem);
+                int k = snprintf(line, sizeof line, "%s %s: %s", dev, drv, fmt_pct(b, sizeof b, uk, d));
+                if (json_object_object_get_ex(u, "engines", &eng) && json_object_object_length(eng) > 0) {
+                        const char *sep = " (";
+                        json_object_object_foreach(eng, name, val) {
+                                if (k < 0 || (size_t)k >= sizeof line)
+                                        break;
+                                k += snprintf(line + k, sizeof line - (size_t)k, "%s%s %s", sep, name,
+                                              fmt_pct(b, sizeof b, val != NULL, val ? json_object_get_double(val) : 0));
+                                sep = ", ";
+                        }
+                        if (k > 0 && (size_t)k < sizeof line)
+                                k += snprintf(line + k, sizeof line - (size_t)k, ")");
+                }
+                if (k > 0 && (size_t)k < sizeof line)
+                        snprintf(line + k, sizeof line - (size_t)k, ", %s%s", fmt_bytes(m, sizeof m, mk, mem),
+                                 json_get_bool(u, "estimated") == 1 ? " (estimated)" : "");
+                field(f, "GPU device:", line);
+        }
+}
+
 static void print_tags(FILE *f, json_object *run) {
         json_object *tags = json_get_object(run, "tags");
         _cleanup_free_ char *buf = NULL;
@@ -624,6 +656,7 @@ void print_run(FILE *f, json_object *run) {
                         field_bytes(f, "GPU memory:", latest, "gpu_mem_bytes");
                 if (has_value(latest, "gpu_util_pct"))
                         field_pct(f, "GPU util:", latest, "gpu_util_pct");
+                print_gpu_uses(f, latest);
         }
 
         fputc('\n', f);

@@ -68,6 +68,13 @@ static const struct config_key keys[] = {
         { "leak", "outlier_noise_k", KEY_DOUBLE, OFF(leak_outlier_noise_k), "4", 0, 1000, NULL },
         { "leak", "sawtooth_stop_factor", KEY_DOUBLE, OFF(leak_sawtooth_stop_factor), "2", 1, 1000, NULL },
         { "leak", "restart_frac", KEY_DOUBLE, OFF(leak_restart_frac), "0.25", 0, 1, NULL },
+        /* accelerators (daemon/drm.c, gpudev.c, nvml.c) and energy (rapl.c) */
+        { "gpu", "collect", KEY_STRING, OFF(gpu), "auto", 0, 0, "auto|off" },
+        { "gpu", "nvml_library", KEY_STRING, OFF(nvml_library), "libnvidia-ml.so.1", 0, 0, NULL },
+        { "gpu", "device_interval", KEY_DURATION, OFF(gpu_device_interval_usec), "1s", 100 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
+        { "gpu", "fd_rescan_ticks", KEY_UINT, OFF(gpu_fd_rescan_ticks), "10", 1, 3600, NULL },
+        { "energy", "collect", KEY_STRING, OFF(energy), "auto", 0, 0, "auto|off" },
+        { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
 };
 
 static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {

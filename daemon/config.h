@@ -49,6 +49,14 @@ struct config {
         double leak_min_part_ratio, leak_min_end_ratio, leak_max_step_fit, leak_min_new_high;
         double leak_drop_min_mib, leak_drop_noise_k, leak_outlier_noise_k, leak_sawtooth_stop_factor;
         double leak_restart_frac;
+        /* [gpu] */
+        char *gpu;              /* "auto" | "off" */
+        char *nvml_library;     /* dlopen name or path; "" = NVML off */
+        usec_t gpu_device_interval_usec;
+        unsigned gpu_fd_rescan_ticks;
+        /* [energy] */
+        char *energy;           /* "auto" | "off" */
+        double grid_g_per_kwh;
 };
 
 struct leak_params;

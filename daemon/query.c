@@ -111,12 +111,25 @@ out:
         return r;
 }
 
-int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret) {
+static char *col_text_dup(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *)t) : NULL;
+}
+
+void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
+                    char **ret_gpu_json) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r;
-        if (store_reader_prepare(s, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", &st) != SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st) !=
+            SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -125,6 +138,8 @@ int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_i
         int rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
                 store_row_to_sample(st, 0, ret);
+                if (ret_gpu_json)
+                        *ret_gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
                 r = 0;
         } else
                 r = rc == SQLITE_DONE ? -ENOENT : step_error(db, rc);
@@ -142,14 +157,16 @@ out:
         "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "             \
         "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "          \
         "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "  \
-        "avg(gpu_util_pct)"
+        "avg(gpu_util_pct), max(energy_j), NULL"
 
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated) {
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
+                  char ***ret_gpu_json) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         _cleanup_free_ struct sample *v = NULL;
+        char **gv = NULL;
         size_t n = 0;
         int r = 0, rc;
         bool truncated = false;
@@ -158,7 +175,7 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                 limit = l->max_rows;
         const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
-                                      : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
+                                      : "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
         if (store_reader_prepare(s, sql, &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
@@ -172,7 +189,9 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
         sqlite3_bind_int64(st, 5, (int64_t)limit + 1);
         v = calloc(limit < 64 ? limit : 64, sizeof *v);
         size_t cap = limit < 64 ? limit : 64;
-        if (!v) {
+        if (ret_gpu_json)
+                gv = calloc(cap, sizeof *gv);
+        if (!v || (ret_gpu_json && !gv)) {
                 r = -ENOMEM;
                 goto out;
         }
@@ -189,8 +208,18 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                                 goto out;
                         }
                         v = nv;
+                        if (gv) {
+                                char **ng = realloc(gv, ncap * sizeof *gv);
+                                if (!ng) {
+                                        r = -ENOMEM;
+                                        goto out;
+                                }
+                                gv = ng;
+                        }
                         cap = ncap;
                 }
+                if (gv)
+                        gv[n] = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
                 store_row_to_sample(st, 0, &v[n++]);
         }
         if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -200,7 +229,10 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
         *ret = TAKE_PTR(v);
         *ret_n = n;
         *ret_truncated = truncated;
+        if (ret_gpu_json)
+                *ret_gpu_json = TAKE_PTR(gv);
 out:
+        strv_free_n(gv, n);
         reader_end(s);
         return r;
 }
@@ -466,8 +498,10 @@ out:
 }
 
 void leak_events_free(struct leak_event *v, size_t n) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 free(v[i].reason);
+                free(v[i].metric);
+        }
         free(v);
 }
 
@@ -479,7 +513,7 @@ int query_leak_events(struct store *s, const struct query_limits *l, int64_t run
         struct leak_event *v = NULL;
         size_t n = 0;
         int r = 0, rc;
-        if (store_reader_prepare(s, "SELECT ts, suspected, reason FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+        if (store_reader_prepare(s, "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
                                  &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
@@ -496,7 +530,10 @@ int query_leak_events(struct store *s, const struct query_limits *l, int64_t run
                 v[n].ts_ms = sqlite3_column_int64(st, 0);
                 v[n].suspected = sqlite3_column_int(st, 1) != 0;
                 v[n].reason = strdup((const char *)sqlite3_column_text(st, 2));
-                if (!v[n].reason) {
+                v[n].metric = strdup((const char *)sqlite3_column_text(st, 3));
+                if (!v[n].reason || !v[n].metric) {
+                        free(v[n].reason);
+                        free(v[n].metric);
                         r = -ENOMEM;
                         goto out;
                 }

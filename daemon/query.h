@@ -29,12 +29,19 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
 void run_infos_free(struct run_info *v, size_t n);
 
 /* The sample of run_id at exactly ts (the latest of a finished run). */
-int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret);
+/* ret_gpu_json (optional): the sample's per-device use as stored (JSON
+ * text, free()), NULL when it had none. */
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
+                    char **ret_gpu_json);
 
 /* Samples in [from, until], oldest first, at most limit; step_ms > 0 merges
  * each step into one point (averages of rates and gauges, last counters). */
+/* ret_gpu_json (optional): one JSON text (or NULL) per sample, free with
+ * strv_free_n; a merged step has none. */
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated);
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
+                  char ***ret_gpu_json);
+void strv_free_n(char **v, size_t n);
 
 /* Rates over [from, until] from the first and last samples inside it. */
 struct window_rates {
@@ -82,6 +89,7 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
 struct leak_event {
         int64_t ts_ms;
         bool suspected;
+        char *metric;
         char *reason;
 };
 void leak_events_free(struct leak_event *v, size_t n);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "accel.h"
 #include "json-util.h"
 #include "leakwatch.h"
 #include "version.h"
@@ -36,6 +37,71 @@ json_object *render_sample(const struct sample *s) {
         json_add_double(o, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s);
         json_add_u64(o, "gpu_mem_bytes", s->has_gpu_mem, s->gpu_mem_bytes);
         json_add_double(o, "gpu_util_pct", s->has_gpu_util, s->gpu_util_pct);
+        json_add_double(o, "energy_j", s->has_energy, s->energy_j);
+        return o;
+}
+
+json_object *render_gpu_uses(const struct gpu_use *u, size_t n) {
+        json_object *arr = json_object_new_array_ext((int)n);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_new_object();
+                json_add_string(o, "device", u[i].device);
+                json_add_string(o, "driver", u[i].driver[0] ? u[i].driver : NULL);
+                json_object_object_add(o, "estimated", json_object_new_boolean(u[i].estimated));
+                json_add_u64(o, "clients", true, u[i].clients);
+                json_add_u64(o, "mem_bytes", u[i].has_mem, u[i].mem_bytes);
+                json_add_double(o, "util_pct", u[i].has_util, u[i].util_pct);
+                json_object *e = json_object_new_object();
+                for (size_t j = 0; j < u[i].n_engines; j++)
+                        json_add_double(e, u[i].engines[j].name, u[i].engines[j].has_util, u[i].engines[j].util_pct);
+                json_object_object_add(o, "engines", e);
+                json_object *r = json_object_new_object();
+                for (size_t j = 0; j < u[i].n_regions; j++)
+                        json_add_u64(r, u[i].regions[j].name, true, u[i].regions[j].resident_bytes);
+                json_object_object_add(o, "regions", r);
+                json_object_array_add(arr, o);
+        }
+        return arr;
+}
+
+/* What device_samples keeps beside its columns. */
+json_object *render_device_detail(const struct gpu_device *d) {
+        json_object *o = json_object_new_object();
+        json_add_u64(o, "gtt_used_bytes", d->has_gtt_used, d->gtt_used_bytes);
+        json_add_u64(o, "gtt_total_bytes", d->has_gtt_total, d->gtt_total_bytes);
+        json_add_double(o, "freq_max_mhz", d->has_freq_max, d->freq_max_mhz);
+        json_object_object_add(o, "suspended", json_object_new_boolean(d->suspended));
+        json_object *gts = json_object_new_array_ext((int)d->n_gts);
+        for (size_t i = 0; i < d->n_gts; i++) {
+                json_object *g = json_object_new_object();
+                json_add_string(g, "name", d->gts[i].name);
+                json_add_double(g, "busy_pct", d->gts[i].has_busy, d->gts[i].busy_pct);
+                json_object_array_add(gts, g);
+        }
+        json_object_object_add(o, "gts", gts);
+        return o;
+}
+
+json_object *render_device(const struct gpu_device *d) {
+        json_object *o = json_object_new_object();
+        json_add_string(o, "id", d->id);
+        json_add_string(o, "kind", d->kind);
+        json_add_string(o, "driver", d->driver[0] ? d->driver : NULL);
+        json_add_string(o, "node", d->node[0] ? d->node : NULL);
+        json_add_string(o, "vendor", d->vendor[0] ? d->vendor : NULL);
+        json_add_string(o, "model", d->model[0] ? d->model : NULL);
+        json_add_string(o, "name", d->name[0] ? d->name : NULL);
+        json_add_double(o, "busy_pct", d->has_busy, d->busy_pct);
+        json_add_u64(o, "mem_used_bytes", d->has_mem_used, d->mem_used_bytes);
+        json_add_u64(o, "mem_total_bytes", d->has_mem_total, d->mem_total_bytes);
+        json_add_double(o, "power_w", d->has_power, d->power_w);
+        json_add_double(o, "energy_j", d->has_energy, d->energy_j);
+        json_add_double(o, "temp_c", d->has_temp, d->temp_c);
+        json_add_double(o, "freq_mhz", d->has_freq, d->freq_mhz);
+        /* the detail fields, flat */
+        json_object *det = render_device_detail(d);
+        json_object_object_foreach(det, k, v) json_object_object_add(o, k, json_object_get(v));
+        json_object_put(det);
         return o;
 }
 
@@ -59,13 +125,19 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest) 
         return o;
 }
 
-json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms) {
+json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms) {
+        json_object *o = render_leak(rss, registered_ts_ms, "rss_anon_bytes");
+        json_object_object_add(o, "gpu_mem", gpu && gpu->pts ? render_leak(gpu, registered_ts_ms, "gpu_mem_bytes") : NULL);
+        return o;
+}
+
+json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, const char *metric) {
         const struct leak_verdict *v = &w->v;
         json_object *o = json_object_new_object();
         bool ev = w->evaluated_ms != 0 && v->evaluated;
         json_object_object_add(o, "suspected", json_object_new_boolean(w->suspected));
         json_object_object_add(o, "evaluated", json_object_new_boolean(ev));
-        json_add_string(o, "metric", "rss_anon_bytes");
+        json_add_string(o, "metric", metric);
         json_add_double(o, "slope_bytes_per_s", ev, v->slope_bytes_per_s);
         json_add_double(o, "growth_bytes", ev, v->growth_bytes);
         json_add_double(o, "window_s", ev, v->window_s);
@@ -80,7 +152,7 @@ json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms) {
         return o;
 }
 
-json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
+json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh) {
         const struct run_totals *t = &ri->totals;
         json_object *o = json_object_new_object();
         int64_t end = ri->ended_ts_ms ? ri->ended_ts_ms : now_ms;
@@ -93,8 +165,9 @@ json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
         json_add_double(o, "cpu_util_avg_pct", wall > 0, wall > 0 ? cpu / wall * 100.0 : 0);
         json_add_u64(o, "peak_rss_bytes", t->has_rss, t->peak_rss_bytes);
         json_add_u64(o, "final_rss_bytes", t->has_rss, t->final_rss_bytes);
-        json_add_u64(o, "peak_gpu_mem_bytes", false, 0);
-        json_add_double(o, "gpu_util_avg_pct", false, 0);
+        json_add_u64(o, "peak_gpu_mem_bytes", t->has_gpu_mem, t->peak_gpu_mem_bytes);
+        json_add_double(o, "gpu_util_avg_pct", t->gpu_util_samples > 0,
+                        t->gpu_util_samples ? t->gpu_util_sum_pct / (double)t->gpu_util_samples : 0);
         json_add_u64(o, "read_bytes", t->has_io, t->read_bytes);
         json_add_u64(o, "write_bytes", t->has_io, t->write_bytes);
         json_add_u64(o, "netns_rx_bytes", t->has_net, t->netns_rx_bytes);
@@ -102,8 +175,8 @@ json_object *render_summary(const struct run_info *ri, int64_t now_ms) {
         json_add_u64(o, "threads_max", t->samples > 0, t->threads_max);
         json_add_u64(o, "samples", true, t->samples);
         json_object_object_add(o, "leak_detected", json_object_new_boolean(ri->leak_detected));
-        json_object_object_add(o, "energy_j", NULL);
-        json_object_object_add(o, "co2_g", NULL);
+        json_add_double(o, "energy_j", t->has_energy, t->energy_j);
+        json_add_double(o, "co2_g", t->has_energy, t->energy_j / 3.6e6 * grid_g_per_kwh);
         return o;
 }
 
@@ -216,6 +289,19 @@ json_object *render_system(const struct manager *m) {
         json_add_double(load, "load5", h->has_load, h->load.load5);
         json_add_double(load, "load15", h->has_load, h->load.load15);
         json_object_object_add(o, "load", load);
-        json_object_object_add(o, "devices", json_object_new_array());
+        const struct accel *a = m->accel;
+        size_t nd = 0;
+        const struct gpu_device *devs = a ? accel_devices(a, &nd) : NULL;
+        json_object *darr = json_object_new_array_ext((int)nd);
+        for (size_t i = 0; i < nd; i++)
+                json_object_array_add(darr, render_device(&devs[i]));
+        json_object_object_add(o, "devices", darr);
+        json_add_i64(o, "devices_ts", a && accel_devices_ts(a) != 0, a ? accel_devices_ts(a) : 0);
+        const struct gpu_device *pkg = a ? accel_package(a) : NULL;
+        json_object *en = json_object_new_object();
+        json_add_double(en, "package_power_w", pkg && pkg->has_power, pkg ? pkg->power_w : 0);
+        json_add_double(en, "package_energy_j", pkg && pkg->has_energy, pkg ? pkg->energy_j : 0);
+        json_add_double(en, "grid_g_per_kwh", true, m->config.grid_g_per_kwh);
+        json_object_object_add(o, "energy", en);
         return o;
 }

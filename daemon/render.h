@@ -9,9 +9,18 @@
 #include "sample.h"
 
 json_object *render_sample(const struct sample *s);
+/* A run's use of each device ([{"device", "engines": {...}, ...}]). */
+struct gpu_use;
+struct gpu_device;
+json_object *render_gpu_uses(const struct gpu_use *u, size_t n);
+/* A device's latest counters (/v1/system), and the part of them that
+ * device_samples keeps as JSON. */
+json_object *render_device(const struct gpu_device *d);
+json_object *render_device_detail(const struct gpu_device *d);
 /* latest may be NULL (JSON null). */
 json_object *render_run(const struct run_info *ri, const struct sample *latest);
-json_object *render_summary(const struct run_info *ri, int64_t now_ms);
+/* co2_g = energy_j in kWh times grid_g_per_kwh ([energy] grid_g_per_kwh). */
+json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh);
 /* ops may be NULL (no op data); span_s: what per_s divides by. */
 json_object *render_window(const struct window_rates *w, double window_s, const struct op_aggs *ops, double span_s);
 /* One op's latency: count, total, mean, stddev, min, max and the asked
@@ -23,5 +32,8 @@ json_object *render_health(const struct manager *m);
 /* The verdict of a run being watched (registered_ts: to turn the series'
  * seconds into Unix ms). */
 struct leakwatch;
-json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms);
+json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, const char *metric);
+/* A run's "leak": the anonymous RSS verdict, with the GPU memory one as
+ * "gpu_mem" (null while the run has no GPU memory). */
+json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms);
 json_object *render_system(const struct manager *m);

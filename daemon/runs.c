@@ -41,6 +41,10 @@ void run_free(struct run *r) {
         run_info_done(&r->info);
         ops_table_done(&r->ops);
         leakwatch_done(&r->leak);
+        leakwatch_done(&r->leak_gpu);
+        accel_run_done(&r->accel);
+        for (size_t i = 0; i < r->n_members; i++)
+                accel_member_done(&r->members[i].acc);
         free(r->members);
         free(r->netns);
         free(r);
@@ -306,6 +310,21 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
         return t * (1000000000ULL / (uint64_t)ctx->clk_tck);
 }
 
+static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm,
+                          size_t n, usec_t now_mono, struct sample *s) {
+        _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
+        _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
+        if (!dirfds || !acc)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                dirfds[i] = rd[i].dirfd;
+                acc[i] = nm[i].acc;
+        }
+        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, now_mono * 1000, s);
+        for (size_t i = 0; i < n; i++)
+                nm[i].acc = acc[i];
+}
+
 int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
                struct sample *ret) {
         _cleanup_free_ int *pids = NULL;
@@ -366,7 +385,12 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                 /* A member seen before contributes its growth; one that
                  * appeared after the baseline was born during the run and
                  * contributes all it has used; at the baseline nothing counts. */
-                const struct member *p = find_member(r, m->pid, m->start_ticks);
+                struct member *p = find_member(r, m->pid, m->start_ticks);
+                if (p) { /* the GPU fd cache moves to the new member */
+                        m->acc = p->acc;
+                        p->acc = (struct accel_member){ 0 };
+                } else
+                        m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
                 if (!x->zombie) {
                         if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
                                 m->has_netns = true;
@@ -466,6 +490,10 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                         r->peak_rss_bytes = status.vmhwm_bytes;
                 }
         }
+        /* Accelerators: the tree's DRM/accel clients and NVML processes.
+         * A zombie has closed its fds: its last use stands as it was. */
+        if (ctx->accel && !rd[0].zombie)
+                collect_accel(ctx, r, rd, nm, nrd, now_mono, &s);
         for (size_t i = 0; i < nrd; i++)
                 reading_done(r, &rd[i]);
 
@@ -520,7 +548,13 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                 s.has_peak_rss = true;
                 s.peak_rss_bytes = r->peak_rss_bytes;
         }
+        if (r->accel.has_energy) {
+                s.has_energy = true;
+                s.energy_j = r->accel.energy_j;
+        }
 
+        for (size_t i = 0; i < r->n_members; i++) /* members that left */
+                accel_member_done(&r->members[i].acc);
         free(r->members);
         r->members = nm;
         r->n_members = nrd;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "accel.h"
 #include "leakwatch.h"
 #include "ops.h"
 #include "procfs.h"
@@ -23,6 +24,7 @@ struct member {
         bool has_netns;
         uint64_t netns;      /* network namespace inode */
         uint64_t netns_tick; /* run tick at which netns was last read */
+        struct accel_member acc; /* its GPU/NPU fds */
 };
 
 struct netns_counter {
@@ -53,6 +55,8 @@ struct run {
         struct sample last;
         struct op_table ops; /* what the application reports (StatsD, observations) */
         struct leakwatch leak; /* anonymous RSS floors and the leak verdict */
+        struct leakwatch leak_gpu; /* the same on GPU memory, once it is known */
+        struct accel_run accel;    /* per-device use and the energy estimate */
         void *owner; /* the manager, for event callbacks */
         bool identity_changed; /* comm/cmdline re-read (exec): store them */
 };
@@ -71,6 +75,7 @@ struct collect_ctx {
         } *nscache;
         size_t n_nscache;
         uint64_t tick_id;
+        struct accel *accel; /* NULL: no GPU/NPU/energy collection */
 };
 
 /* Identity and authorization facts read at registration. */

@@ -126,7 +126,7 @@ static void test_shipped_file(const char *path) {
         if (r < 0)
                 fprintf(stderr, "%s\n", err);
         CHECK_EQ_INT(r, 0);
-        CHECK_EQ_INT(keys, 40);
+        CHECK_EQ_INT(keys, 46);
         CHECK(strcmp(c.db_path, def.db_path) == 0 && c.interval_usec == def.interval_usec &&
               c.retention_raw_usec == def.retention_raw_usec && c.http_max_rows == def.http_max_rows);
         config_done(&c);

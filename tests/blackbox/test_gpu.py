@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: MIT
+"""GPU, NPU and energy, end to end: the real daemon on a fixture /proc and
+/sys whose counters a thread advances in real time (tests/fixtures/gpu/
+mktree.py Live: known rates), and on the real /proc with the NVML stand-in
+library (tests/nvml/nvml-standin.c) loaded through mlmond's dlopen code."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures", "gpu"))
+from mktree import Live  # noqa: E402
+
+GIB = 1 << 30
+MIB = 1 << 20
+AMD, XE, NPU = "0000:03:00.0", "0000:00:02.0", "0000:00:0b.0"
+
+
+def use_of(sample, device):
+    for u in sample["gpu"]:
+        if u["device"] == device:
+            return u
+    raise AssertionError(f"no use of {device} in {sample['gpu']}")
+
+
+def near(v, want, tol):
+    return v is not None and abs(v - want) <= tol
+
+
+@pytest.fixture
+def live(tmp_path):
+    root = str(tmp_path / "fx")
+    lv = Live(root)
+    lv.start()
+    yield lv
+    lv.stop()
+
+
+def test_live_fixture(make_mlmond, live):
+    d = make_mlmond(interval="1s", extra_args=["--proc-root", live.proc_root, "--sys-root", live.sys_root])
+    runs = {pid: d.register(pid)["id"] for pid in (4242, 4343, 5150, 6001)}
+    # the baseline sample already has memory, but no utilisation: first reading
+    first = d.run(runs[4242])["latest"]
+    assert first["gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    assert first["gpu_util_pct"] is None
+    assert use_of(first, AMD)["engines"] == {"gfx": None, "compute": None}
+
+    def settled():
+        run = d.run(runs[4242])
+        s = d.samples(runs[4242])
+        return run if len([x for x in s if x["gpu_util_pct"] is not None]) >= 3 else None
+    run = wait_for(settled, 8.0, what="three samples with GPU utilisation")
+
+    # pid 4242: client 11 through fds 5 and 6, counted once
+    u = use_of(run["latest"], AMD)
+    assert u["driver"] == "amdgpu" and u["clients"] == 1 and not u["estimated"]
+    assert near(u["engines"]["gfx"], 50.0, 3) and near(u["engines"]["compute"], 20.0, 3), u
+    assert near(u["util_pct"], 50.0, 3)
+    assert u["regions"]["vram"] == 4 * GIB and u["regions"]["gtt"] == 118 * MIB
+    assert run["latest"]["gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    # pid 4343: client 14
+    u = use_of(d.run(runs[4343])["latest"], AMD)
+    assert near(u["engines"]["gfx"], 10.0, 3) and near(u["engines"]["dma"], 1.0, 1), u
+    assert u["regions"]["vram"] == GIB
+    # pid 5150: xe client 3, cycles against the GPU's own timestamp, capacity applied
+    u = use_of(d.run(runs[5150])["latest"], XE)
+    assert near(u["engines"]["rcs"], 25.0, 3) and near(u["engines"]["ccs"], 25.0, 3), u
+    assert near(u["engines"]["vcs"], 2.5, 1) and u["engines"]["bcs"] == 0 and u["engines"]["vecs"] == 0
+    assert u["regions"]["system"] == 256 * MIB
+    # pid 6001: sole holder of accel0, the NPU's busy and memory are its own (estimated)
+    u = use_of(d.run(runs[6001])["latest"], NPU)
+    assert u["estimated"] and u["driver"] == "intel_vpu" and u["clients"] == 0
+    assert near(u["util_pct"], 65.0, 4) and u["mem_bytes"] == 256 * MIB, u
+
+    # devices
+    st, system = d.get("/v1/system")
+    assert st == 200
+    devs = {x["id"]: x for x in system["devices"]}
+    assert set(devs) == {AMD, XE, NPU}
+    assert devs[AMD]["busy_pct"] == 61 and devs[AMD]["mem_used_bytes"] == 5905580032
+    assert devs[AMD]["mem_total_bytes"] == 25753026560 and devs[AMD]["power_w"] == 212
+    assert devs[AMD]["temp_c"] == 61
+    assert near(devs[XE]["busy_pct"], 60.0, 4)
+    assert {g["name"]: round(g["busy_pct"]) for g in devs[XE]["gts"]}.keys() == {"gt0-rc", "gt1-mc"}
+    assert devs[XE]["freq_mhz"] == 1950 and devs[XE]["freq_max_mhz"] == 2050
+    assert near(devs[NPU]["busy_pct"], 65.0, 4) and devs[NPU]["kind"] == "npu"
+    assert devs[NPU]["mem_used_bytes"] == 256 * MIB
+    assert near(system["energy"]["package_power_w"], 15.0, 1.0), system["energy"]
+
+    # throughput windows and the summary
+    st, tp = d.get(f"/v1/runs/{runs[4242]}/throughput?window=3s")
+    assert st == 200 and near(tp["windows"][0]["gpu_util_pct"], 50.0, 3), tp
+    summ = d.run(runs[4242])["summary"]
+    assert summ["peak_gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    assert near(summ["gpu_util_avg_pct"], 50.0, 3)
+    # GPU memory feeds a second leak watch
+    leak = d.run(runs[4242])["leak"]
+    assert leak["metric"] == "rss_anon_bytes" and leak["gpu_mem"]["metric"] == "gpu_mem_bytes"
+
+    # energy: the CPU share of the package (1.5 CPUs of 6 busy: 15 W x 0.25)
+    # plus the GPU share (50 % of a 61 %-busy 212 W card), about 177.5 W
+    def energy():
+        r = d.run(runs[4242])
+        return r["summary"]["energy_j"], r["summary"]["co2_g"], time.monotonic()
+    wait_for(lambda: energy()[0] is not None, 5.0, what="an energy estimate")
+    e0, _, t0 = energy()
+    time.sleep(4)
+    e1, co2, t1 = energy()
+    rate = (e1 - e0) / (t1 - t0)
+    assert 0.85 * 177.5 <= rate <= 1.15 * 177.5, f"{rate:.1f} W"
+    assert co2 == pytest.approx(e1 / 3.6e6 * 475, abs=0.0005)  # 3 decimals
+    # the same figures for Prometheus
+    r = d.request("GET", "/metrics")
+    text = r.body.decode()
+    assert f'mlmond_device_busy_ratio{{device="{AMD}"}} 0.61\n' in text
+    assert f'mlmond_run_gpu_memory_bytes{{run="{runs[4242]}",name="",pid="4242"}} {4 * GIB + 118 * MIB + 8192}\n' in text
+    assert "mlmond_host_package_power_watts " in text and "mlmond_device_gt_busy_ratio{" in text
+    if shutil.which("promtool"):
+        out = subprocess.run(["promtool", "check", "metrics"], input=r.body, capture_output=True)
+        assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out
+    # a sample's breakdown is stored with it
+    raw = d.samples(runs[5150])
+    assert any(x["gpu"] and x["gpu"][0]["device"] == XE for x in raw)
+    d.stop()
+    d.check_stderr()
+
+
+def test_devices_come_and_go(make_mlmond, live):
+    d = make_mlmond(interval="500ms", extra_args=["--proc-root", live.proc_root, "--sys-root", live.sys_root])
+    wait_for(lambda: len(d.get("/v1/system")[1]["devices"]) == 3, 3.0, what="three devices")
+    cls = os.path.join(live.sys_root, "class", "accel", "accel0")
+    target = os.readlink(cls)
+    os.unlink(cls)
+    wait_for(lambda: len(d.get("/v1/system")[1]["devices"]) == 2, 3.0, what="the NPU to go")
+    os.symlink(target, cls)
+    wait_for(lambda: NPU in {x["id"] for x in d.get("/v1/system")[1]["devices"]}, 3.0, what="the NPU to return")
+    d.wait_log(r"npu 0000:00:0b.0 appeared", timeout=1)
+    d.stop()
+    d.check_stderr()
+
+
+def standin(variant="full"):
+    path = os.environ.get("NVML_STANDIN")
+    if not path:
+        pytest.skip("NVML_STANDIN not set (run through meson)")
+    return path.replace("nvml-standin-full", f"nvml-standin-{variant}")
+
+
+def test_nvml_standin(make_mlmond, helpers, monkeypatch):
+    worker = helpers("busy", "20", "0")
+    worker.expect("ready")
+    pid = worker.proc.pid
+    monkeypatch.setenv("NVML_STANDIN_PROCS", f"{pid}:{GIB}:55:c")
+    d = make_mlmond(interval="500ms", config_text=f"[gpu]\nnvml_library = {standin()}\n")
+    d.wait_log(r"NVIDIA GPUs \(NVML\): 2 device", timeout=2)
+    rid = d.register(pid)["id"]
+
+    def with_util():
+        s = d.run(rid)["latest"]
+        return s if s["gpu_util_pct"] is not None else None
+    s = wait_for(with_util, 5.0, what="an NVML utilisation")
+    u = use_of(s, "0000:41:00.0")
+    assert u["driver"] == "nvidia" and u["mem_bytes"] == GIB and u["engines"]["sm"] == 55, u
+    assert s["gpu_mem_bytes"] == GIB and s["gpu_util_pct"] == 55
+    st, system = d.get("/v1/system")
+    devs = {x["id"]: x for x in system["devices"]}
+    assert set(devs) >= {"0000:41:00.0", "0000:c1:00.0"}, devs.keys()
+    g = devs["0000:41:00.0"]
+    assert g["driver"] == "nvidia" and g["busy_pct"] == 37 and g["power_w"] == 215 and g["temp_c"] == 64
+    assert g["mem_total_bytes"] and g["name"]
+    d.stop()
+    d.check_stderr()
+
+
+@pytest.mark.parametrize("variant,why", [("absent", r"cannot open|No such file"),
+                                         ("initfail", r"[Dd]river"),
+                                         ("nodevice", r"no NVIDIA device")])
+def test_nvml_off(make_mlmond, helpers, variant, why):
+    path = "/nonexistent/libnvidia-ml.so.1" if variant == "absent" else standin(variant)
+    d = make_mlmond(interval="500ms", config_text=f"[gpu]\nnvml_library = {path}\n")
+    line = d.wait_log(r"NVML\) off", timeout=2)
+    assert re.search(why, line), line
+    assert sum("NVML" in x for x in d.stderr().splitlines()) == 1
+    worker = helpers("busy", "5", "0")
+    worker.expect("ready")
+    rid = d.register(worker.proc.pid)["id"]
+    d.wait_sample_after(rid, d.run(rid)["latest"]["ts"])
+    assert d.alive()
+    d.stop()
+    d.check_stderr()
