@@ -14,6 +14,7 @@
 #include "json-util.h"
 #include "leakwatch.h"
 #include "manager.h"
+#include "metrics.h"
 #include "query.h"
 #include "render.h"
 
@@ -47,6 +48,7 @@ struct cache_entry {
         char *key; /* "path?query" as received */
         char *body;
         size_t body_len;
+        const char *content_type; /* NULL: JSON (sent with a newline added) */
         uint64_t generation;
         usec_t stored;
 };
@@ -56,6 +58,7 @@ struct api {
         struct listener tcp, unx;
         struct cache_entry cache[CACHE_ENTRIES];
         unsigned cache_next;
+        struct metrics *metrics; /* GET /metrics: op totals kept between scrapes */
 };
 
 /* Per-request state, from the first access-handler call to completion. */
@@ -76,6 +79,9 @@ struct request {
         unsigned status;
         json_object *json;
         const char *allow;
+        char *text; /* instead of json: a body of content_type (GET /metrics) */
+        size_t text_len;
+        const char *content_type;
 };
 
 typedef void (*handler_fn)(struct request *rq, const char *const *parts, size_t nparts);
@@ -109,6 +115,23 @@ static void respond_method_not_allowed(struct request *rq, const char *allow) {
                       rq->method, allow);
 }
 
+/* Queues body (malloc'ed, len bytes; taken over in every case). */
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *content_type, char *body,
+                                  size_t len, const char *allow) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (allow)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        enum MHD_Result r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text, size_t len,
                                   const char *allow) {
         char *copy = malloc(len + 2);
@@ -117,18 +140,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
         memcpy(copy, text, len);
         copy[len] = '\n';
         copy[len + 1] = 0;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(len + 1, copy, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(copy);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        if (allow)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-        enum MHD_Result r = MHD_queue_response(c, status, resp);
-        MHD_destroy_response(resp);
-        return r;
+        return send_owned(c, status, "application/json", copy, len + 1, allow);
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j, const char *allow) {
@@ -268,16 +280,24 @@ static void h_system(struct request *rq, const char *const *parts, size_t nparts
         respond_json(rq, 200, render_system(rq->l->api->m));
 }
 
-/* Latest sample: from memory for a running run, else the stored last one. */
-static bool latest_sample(struct request *rq, const struct run_info *ri, struct sample *ret) {
+/* Latest sample: from memory for a running run, else the stored last one;
+ * *ret_gpu: its per-device use (a JSON array, or NULL for none). */
+static bool latest_sample(struct request *rq, const struct run_info *ri, struct sample *ret, json_object **ret_gpu) {
         struct run *r = manager_find_run(rq->l->api->m, ri->id);
+        *ret_gpu = NULL;
         if (r && r->has_last) {
                 *ret = r->last;
+                if (r->accel.n_uses)
+                        *ret_gpu = render_gpu_uses(r->accel.uses, r->accel.n_uses);
                 return true;
         }
         struct query_limits lim = limits(rq);
-        return ri->totals.last_ts_ms &&
-               query_sample_at(rq->l->api->m->store, &lim, ri->id, ri->totals.last_ts_ms, ret) == 0;
+        _cleanup_free_ char *gpu = NULL;
+        if (!ri->totals.last_ts_ms ||
+            query_sample_at(rq->l->api->m->store, &lim, ri->id, ri->totals.last_ts_ms, ret, &gpu) < 0)
+                return false;
+        *ret_gpu = gpu ? json_tokener_parse(gpu) : NULL;
+        return true;
 }
 
 /* A running run's totals are kept in memory and written to its row only
@@ -292,8 +312,13 @@ static void overlay_live(struct request *rq, struct run_info *ri) {
 
 static json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
         struct sample s;
-        bool has = latest_sample(rq, ri, &s);
-        return render_run(ri, has ? &s : NULL);
+        json_object *gpu = NULL;
+        bool has = latest_sample(rq, ri, &s, &gpu);
+        json_object *o = render_run(ri, has ? &s : NULL);
+        json_object *latest = json_object_object_get(o, "latest");
+        if (latest)
+                json_object_object_add(latest, "gpu", gpu ? gpu : json_object_new_array());
+        return o;
 }
 
 static void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
@@ -362,7 +387,7 @@ static bool load_run(struct request *rq, const char *idtext, struct run_info *ri
  * the history of its changes. */
 static json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history) {
         struct run *r = manager_find_run(rq->l->api->m, ri->id);
-        json_object *leak = r && r->leak.pts ? render_leak(&r->leak, ri->registered_ts_ms)
+        json_object *leak = r && r->leak.pts ? render_run_leak(&r->leak, &r->leak_gpu, ri->registered_ts_ms)
                             : ri->leak_json ? json_tokener_parse(ri->leak_json)
                                             : NULL;
         if (!leak || !with_history)
@@ -376,6 +401,7 @@ static json_object *run_leak(struct request *rq, const struct run_info *ri, bool
                         json_object *e = json_object_new_object();
                         json_add_i64(e, "ts", true, ev[i].ts_ms);
                         json_add_string(e, "verdict", ev[i].suspected ? "suspected" : "cleared");
+                        json_add_string(e, "metric", ev[i].metric);
                         json_add_string(e, "reason", ev[i].reason);
                         json_object_array_add(hist, e);
                 }
@@ -387,7 +413,7 @@ static json_object *run_leak(struct request *rq, const struct run_info *ri, bool
 
 static json_object *run_full(struct request *rq, const struct run_info *ri) {
         json_object *o = run_with_latest(rq, ri);
-        json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms()));
+        json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), rq->l->api->m->config.grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
         return o;
 }
@@ -398,7 +424,7 @@ static void h_leaks(struct request *rq, const char *const *parts, size_t nparts)
         struct manager *m = rq->l->api->m;
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
         for (size_t i = 0; i < m->n_runs; i++) {
-                if (!m->runs[i]->leak.suspected)
+                if (!m->runs[i]->leak.suspected && !m->runs[i]->leak_gpu.suspected)
                         continue;
                 struct run_info ri;
                 struct query_limits lim = limits(rq);
@@ -654,15 +680,22 @@ static void h_run_samples(struct request *rq, const char *const *parts, size_t n
         _cleanup_free_ struct sample *s = NULL;
         size_t n = 0;
         bool truncated = false;
+        char **gpu = NULL;
         int r = query_samples(rq->l->api->m->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s,
-                              &n, &truncated);
+                              &n, &truncated, &gpu);
         if (r < 0) {
                 respond_query_error(rq, r);
                 return;
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
-        for (size_t i = 0; i < n; i++)
-                json_object_array_add(arr, render_sample(&s[i]));
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = render_sample(&s[i]);
+                json_object *g = gpu && gpu[i] ? json_tokener_parse(gpu[i]) : NULL;
+                /* a merged step has no breakdown (null); a raw sample without GPU use, [] */
+                json_object_object_add(o, "gpu", g ? g : step > 0 ? NULL : json_object_new_array());
+                json_object_array_add(arr, o);
+        }
+        strv_free_n(gpu, n);
         json_object_object_add(root, "samples", arr);
         struct gauge_point *g = NULL;
         size_t ng = 0;
@@ -1114,6 +1147,20 @@ static void h_run_marks_get(struct request *rq, const char *const *parts, size_t
         respond_json(rq, 200, root);
 }
 
+/* ---- Prometheus ------------------------------------------------------------ */
+
+static void h_metrics(struct request *rq, const char *const *parts, size_t nparts) {
+        struct api *a = rq->l->api;
+        if (!check_args(rq, NULL))
+                return;
+        if (metrics_render(a->metrics, a->m, &rq->text, &rq->text_len) < 0) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return;
+        }
+        rq->content_type = METRICS_CONTENT_TYPE;
+        rq->status = 200;
+}
+
 /* ---- routing ------------------------------------------------------------ */
 
 struct route {
@@ -1137,6 +1184,7 @@ static const struct route routes[] = {
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
         { { "v1", "observations" }, "POST", h_observations },
         { { "v1", "leaks" }, "GET", h_leaks },
+        { { "metrics" }, "GET", h_metrics },
 };
 
 static size_t pattern_len(const struct route *r) {
@@ -1237,8 +1285,7 @@ static void cache_entry_done(struct cache_entry *e) {
         *e = (struct cache_entry){};
 }
 
-static void cache_store(struct api *a, char *key, const char *body) {
-        size_t len = strlen(body);
+static void cache_store(struct api *a, char *key, const char *body, size_t len, const char *content_type) {
         if (len > CACHE_MAX_BODY) {
                 free(key);
                 return;
@@ -1251,13 +1298,16 @@ static void cache_store(struct api *a, char *key, const char *body) {
         if (!e)
                 e = &a->cache[a->cache_next++ % CACHE_ENTRIES];
         cache_entry_done(e);
-        e->body = strdup(body);
+        e->body = malloc(len + 1);
         if (!e->body) {
                 free(key);
                 return;
         }
+        memcpy(e->body, body, len);
+        e->body[len] = 0;
         e->key = key;
         e->body_len = len;
+        e->content_type = content_type;
         e->generation = a->m->data_generation;
         e->stored = now_usec(CLOCK_MONOTONIC);
 }
@@ -1325,14 +1375,26 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (streq(method, "GET") || streq(method, "HEAD")) {
                 key = cache_key(rq, url);
                 const struct cache_entry *e = key ? cache_lookup(l->api, key) : NULL;
+                if (e && e->content_type) {
+                        char *copy = malloc(e->body_len + 1);
+                        if (!copy)
+                                return MHD_NO;
+                        memcpy(copy, e->body, e->body_len);
+                        return send_owned(conn, 200, e->content_type, copy, e->body_len, NULL);
+                }
                 if (e)
                         return send_text(conn, 200, e->body, e->body_len, NULL);
         }
         dispatch(rq, url);
         unsigned status = rq->status ? rq->status : 500;
+        if (rq->text && !rq->json) {
+                if (key && status == 200)
+                        cache_store(l->api, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type);
+                return send_owned(conn, status, rq->content_type, TAKE_PTR(rq->text), rq->text_len, NULL);
+        }
         if (key && status == 200 && rq->json) {
                 const char *text = json_to_string(rq->json);
-                cache_store(l->api, TAKE_PTR(key), text);
+                cache_store(l->api, TAKE_PTR(key), text, strlen(text), NULL);
         }
         return send_response(conn, status, rq->json, rq->allow);
 }
@@ -1343,6 +1405,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 return;
         if (rq->json)
                 json_object_put(rq->json);
+        free(rq->text);
         free(rq->body);
         free(rq);
         *con_cls = NULL;
@@ -1422,6 +1485,19 @@ static int start_tcp(struct api *a, char *err, size_t errlen) {
         uint16_t port;
         if (!listen || !*listen || streq(listen, "none"))
                 return 0;
+        /* Under systemd the socket comes from mlmond-http.socket (so the
+         * service needs no AF_INET); `listen` then only switches it off. */
+        int sfd = manager_listen_fd("http", SOCK_STREAM, "listen", listen);
+        if (sfd >= 0) {
+                a->tcp.unix_socket = false;
+                a->tcp.mhd = start_mhd(a, &a->tcp, sfd, NULL, 0);
+                if (!a->tcp.mhd) {
+                        safe_close(sfd);
+                        snprintf(err, errlen, "listen: cannot serve HTTP on the socket systemd passed");
+                        return -EIO;
+                }
+                return listener_attach(a, &a->tcp, err, errlen);
+        }
         if (parse_host_port(listen, host, sizeof host, &port) < 0) {
                 snprintf(err, errlen, "listen: '%s' is not HOST:PORT", listen);
                 return -EINVAL;
@@ -1483,7 +1559,12 @@ int api_new(struct manager *m, struct api **ret, char *err, size_t errlen) {
         if (!a)
                 return -ENOMEM;
         a->m = m;
-        int q = start_tcp(a, err, errlen);
+        int q = metrics_new(&a->metrics);
+        if (q < 0) {
+                free(a);
+                return q;
+        }
+        q = start_tcp(a, err, errlen);
         if (q >= 0)
                 q = start_unix(a, err, errlen);
         if (q < 0) {
@@ -1513,5 +1594,6 @@ void api_free(struct api *a) {
                 cache_entry_done(&a->cache[i]);
         listener_stop(&a->tcp);
         listener_stop(&a->unx);
+        metrics_free(a->metrics);
         free(a);
 }

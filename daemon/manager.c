@@ -2,12 +2,15 @@
 #include "manager.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
+#include "accel.h"
 #include "api.h"
 #include "ingest.h"
 #include "json-util.h"
@@ -43,6 +46,7 @@ static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_
 static void store_run_ops(struct manager *m, struct run *r);
 void manager_forget_senders(struct manager *m);
 static void store_leak_json(struct manager *m, struct run *r);
+static int store_sample(struct manager *m, struct run *r, const struct sample *s);
 
 int manager_new(struct manager **ret) {
         struct manager *m = calloc(1, sizeof *m);
@@ -79,6 +83,7 @@ void manager_free(struct manager *m) {
         sd_event_source_disable_unref(m->maintenance_source);
         sd_event_source_disable_unref(m->watchdog_source);
         store_close(m->store);
+        accel_free(m->accel);
         collect_ctx_done(&m->collect);
         free((char *)m->collect.proc_root);
         sd_event_unref(m->event);
@@ -141,7 +146,7 @@ static int manager_end_run(struct manager *m, struct run *r, enum run_state stat
         if (q == 0) {
                 if (have) {
                         run_totals_add(&r->info.totals, &s);
-                        if (store_insert_sample(m->store, r->info.id, &s) < 0)
+                        if (store_sample(m, r, &s) < 0)
                                 m->tick_errors++;
                 }
                 if (store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
@@ -192,30 +197,49 @@ static void sample_host(struct manager *m, int64_t now_ms) {
 }
 
 static void store_leak_json(struct manager *m, struct run *r) {
-        _cleanup_json_ json_object *j = render_leak(&r->leak, r->info.registered_ts_ms);
+        _cleanup_json_ json_object *j = render_run_leak(&r->leak, &r->leak_gpu, r->info.registered_ts_ms);
         if (store_update_run_leak(m->store, r->info.id, json_to_string(j)) < 0)
                 m->tick_errors++;
 }
 
-/* Feeds the sample's anonymous RSS to the run's leak watch (inside the
- * tick's transaction): a change of verdict is stored and logged. */
-static void leak_step(struct manager *m, struct run *r, const struct sample *s) {
-        if (!s->has_rss)
-                return;
+/* Feeds one memory series to its leak watch (inside the tick's
+ * transaction): a change of verdict is stored and logged. */
+static void leak_feed(struct manager *m, struct run *r, struct leakwatch *w, const char *metric,
+                      const struct sample *s, uint64_t bytes) {
         double t_s = (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0;
-        enum leakwatch_change c =
-                leakwatch_add(&r->leak, &m->leak_params, t_s, s->ts_ms, (double)s->rss_anon_bytes,
-                              (int64_t)(m->config.leak_clear_after_usec / USEC_PER_MSEC));
+        enum leakwatch_change c = leakwatch_add(w, &m->leak_params, t_s, s->ts_ms, (double)bytes,
+                                                (int64_t)(m->config.leak_clear_after_usec / USEC_PER_MSEC));
         if (c == LEAKWATCH_NONE)
                 return;
         bool suspected = c == LEAKWATCH_SUSPECTED;
-        if (store_insert_leak_event(m->store, r->info.id, s->ts_ms, suspected, "rss_anon_bytes", &r->leak.v) < 0)
+        if (store_insert_leak_event(m->store, r->info.id, s->ts_ms, suspected, metric, &w->v) < 0)
                 m->tick_errors++;
         if (suspected)
                 r->info.leak_detected = true;
         store_leak_json(m, r);
-        log_notice("run %lld (pid %d): leak %s: %s", (long long)r->info.id, r->info.pid,
-                   suspected ? "suspected" : "cleared", r->leak.v.reason);
+        log_notice("run %lld (pid %d): %s leak %s: %s", (long long)r->info.id, r->info.pid, metric,
+                   suspected ? "suspected" : "cleared", w->v.reason);
+}
+
+/* Anonymous RSS always; GPU memory once the run has some (its watch starts
+ * then, with the grace). */
+static void leak_step(struct manager *m, struct run *r, const struct sample *s) {
+        if (s->has_rss)
+                leak_feed(m, r, &r->leak, "rss_anon_bytes", s, s->rss_anon_bytes);
+        if (s->has_gpu_mem && s->gpu_mem_bytes > 0) {
+                if (!r->leak_gpu.pts) {
+                        if (leakwatch_init(&r->leak_gpu, &m->leak_params) < 0)
+                                return;
+                        leakwatch_mark(&r->leak_gpu, (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0);
+                }
+                leak_feed(m, r, &r->leak_gpu, "gpu_mem_bytes", s, s->gpu_mem_bytes);
+        }
+}
+
+/* A sample with the run's per-device use beside it. */
+static int store_sample(struct manager *m, struct run *r, const struct sample *s) {
+        _cleanup_json_ json_object *gpu = r->accel.n_uses ? render_gpu_uses(r->accel.uses, r->accel.n_uses) : NULL;
+        return store_insert_sample(m->store, r->info.id, s, gpu ? json_to_string(gpu) : NULL);
 }
 
 /* Writes a run's closed op slices and gauges (inside a transaction) and
@@ -230,6 +254,21 @@ static void store_run_ops(struct manager *m, struct run *r) {
         ops_clear_done(&r->ops);
 }
 
+/* Every device's latest counters, the CPU package's among them. */
+static void store_devices(struct manager *m, int64_t now_ms) {
+        size_t n = 0;
+        const struct gpu_device *d = accel_devices(m->accel, &n);
+        const struct gpu_device *pkg = accel_package(m->accel);
+        for (size_t i = 0; i <= n; i++) {
+                const struct gpu_device *x = i < n ? &d[i] : pkg;
+                if (!x)
+                        continue;
+                _cleanup_json_ json_object *det = render_device_detail(x);
+                if (store_insert_device_sample(m->store, now_ms, x, json_to_string(det)) < 0)
+                        m->tick_errors++;
+        }
+}
+
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -240,6 +279,17 @@ static int manager_tick(struct manager *m) {
         if (start + TICK_SLACK_USEC >= m->host_next_due_usec) {
                 sample_host(m, now_ms);
                 m->host_next_due_usec = grid_next(start, m->config.interval_usec);
+        }
+        if (accel_tick_begin(m->accel, start * 1000)) {
+                /* devices read: store them, and give each run its share of
+                 * the energy spent since the previous read */
+                in_txn = store_begin(m->store) == 0;
+                if (!in_txn)
+                        m->tick_errors++;
+                else
+                        store_devices(m, now_ms);
+                for (size_t i = 0; i < m->n_runs; i++)
+                        accel_run_energy(m->accel, &m->runs[i]->accel, m->runs[i]->last.cpu_time_ns);
         }
 
         for (size_t i = 0; i < m->n_runs;) {
@@ -283,7 +333,7 @@ static int manager_tick(struct manager *m) {
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
-                if (store_insert_sample(m->store, r->info.id, &s) < 0 ||
+                if (store_sample(m, r, &s) < 0 ||
                     (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
                      store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
@@ -305,6 +355,11 @@ static int manager_tick(struct manager *m) {
         }
         if (in_txn && store_commit(m->store) < 0)
                 m->tick_errors++;
+        usec_t longest = m->config.interval_usec;
+        for (size_t i = 0; i < m->n_runs; i++)
+                if ((usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC > longest)
+                        longest = (usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC;
+        accel_tick_end(m->accel, 2 * longest * 1000);
 
         usec_t end = now_usec(CLOCK_MONOTONIC);
         if (in_txn)
@@ -455,7 +510,7 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         leak_step(m, r, &s);
         q = store_begin(m->store);
         if (q == 0) {
-                if (store_insert_run(m->store, ri) < 0 || store_insert_sample(m->store, ri->id, &s) < 0 ||
+                if (store_insert_run(m->store, ri) < 0 || store_sample(m, r, &s) < 0 ||
                     store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
                         store_rollback(m->store);
                         q = -EIO;
@@ -547,6 +602,10 @@ static int manager_restore_runs(struct manager *m) {
                         .write_bytes = t->write_bytes, .has_net = t->has_net, .netns_rx_bytes = t->netns_rx_bytes,
                         .netns_tx_bytes = t->netns_tx_bytes,
                 };
+                if (t->has_energy) { /* the estimate goes on from the stored one */
+                        r->accel.has_energy = true;
+                        r->accel.energy_j = t->energy_j;
+                }
                 r->next_due_usec = grid_next(now, (usec_t)r->info.interval_ms * USEC_PER_MSEC);
                 /* the floors were in memory: the watch starts again, with
                  * its grace from now */
@@ -724,6 +783,39 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         return 0;
 }
 
+int manager_listen_fd(const char *fdname, int type, const char *key, const char *want) {
+        char **names = NULL;
+        int n = sd_listen_fds_with_names(false, &names), fd = -ENOENT;
+        for (int i = 0; i < n; i++) {
+                if (fd < 0 && streq(names[i], fdname)) {
+                        if (sd_is_socket(SD_LISTEN_FDS_START + i, AF_UNSPEC, type, -1) > 0)
+                                fd = SD_LISTEN_FDS_START + i;
+                        else
+                                log_warning("%s: the socket systemd passed as '%s' is of the wrong type; ignored", key,
+                                            fdname);
+                }
+                free(names[i]);
+        }
+        free(names);
+        if (fd < 0)
+                return -ENOENT;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+                (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        struct sockaddr_storage ss = { .ss_family = AF_UNSPEC };
+        socklen_t sl = sizeof ss;
+        char host[INET6_ADDRSTRLEN] = "?", serv[8] = "?", addr[INET6_ADDRSTRLEN + 10];
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+                (void)getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                                  NI_NUMERICHOST | NI_NUMERICSERV);
+        snprintf(addr, sizeof addr, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+        log_info("%s: on %s, the socket systemd passed as '%s'", key, addr, fdname);
+        if (!streq(addr, want))
+                log_notice("%s: the configured %s is not used: under systemd the socket unit sets the address", key,
+                           want);
+        return fd;
+}
+
 static void raise_nofile(void) {
         /* Each run holds up to 6 fds (pidfd, dir, stat, statm, schedstat, io). */
         struct rlimit rl;
@@ -765,6 +857,10 @@ int manager_start(struct manager *m) {
         q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);
+        q = accel_new(&m->config, m->config.proc_root, m->config.sys_root, &m->accel);
+        if (q < 0)
+                return log_error_errno(q, "cannot set up the GPU/NPU collectors: %s", strerror(-q));
+        m->collect.accel = m->accel;
         q = manager_restore_runs(m);
         if (q < 0)
                 return q;

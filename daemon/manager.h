@@ -40,6 +40,7 @@ struct manager {
         struct store *store;
         struct api *api;
         struct collect_ctx collect;
+        struct accel *accel; /* GPU/NPU devices and clients, energy */
         char boot_id[64];
 
         struct run **runs; /* running runs only */
@@ -90,6 +91,13 @@ int manager_run(struct manager *m);
 /* Initial load (no restrictions). */
 int manager_load_config(struct manager *m, char *errbuf, size_t errlen);
 int manager_reload(struct manager *m, char *errbuf, size_t errlen);
+
+/* Socket activation: the listening socket systemd passed as fdname
+ * (FileDescriptorName= of mlmond-http.socket, mlmond-statsd.socket), made
+ * non-blocking, if it is of the given type; else -ENOENT and the caller binds
+ * its own (as without systemd). Logs the address, and that the configured
+ * one (key = want) is not used where they differ. */
+int manager_listen_fd(const char *fdname, int type, const char *key, const char *want);
 
 /* Registration, as the API asks for it. caller_uid (uid_t)-1 = trusted.
  * On failure errbuf holds a message for the client and the return value

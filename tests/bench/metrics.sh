@@ -1,0 +1,256 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# GET /metrics throughput against Debian's prometheus-node-exporter: mlmond
+# (a release build) with RUNS registered processes (real sleeping ones; each
+# run also gets OPS ops of 100 StatsD timings, so the op counters and latency
+# summaries are in the exposition), and node_exporter with its default
+# collectors, both on loopback; wrk -t2 -c32 -d10s against each /metrics,
+# interleaved, REPS times. Prints req/s of both, per repetition and in the
+# median, the ratio mlmond / node_exporter, and each exposition's size and
+# series count.
+#
+# Without -R, the applications are quiet after the setup: the data changes
+# once per sampling tick (1 s), and mlmond answers repeated scrapes from its
+# GET cache in between (at most 250 ms). -R RATE adds a sender of RATE
+# timings/s to run 1, one per datagram: every datagram moves the data
+# generation, so a cached answer lives at most 1/RATE s. Before the wrk runs,
+# the time of one scrape is measured both ways: right after a StatsD line
+# (a full render) and again at once (from the cache).
+# mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
+# would refuse half of wrk's 32 connections from 127.0.0.1.
+#
+# Goal (issue 6): mlmond >= 10x node_exporter's req/s.
+#
+# Needs (installs nothing): wrk, prometheus-node-exporter, curl, meson, ninja, gcc.
+#
+# usage: tests/bench/metrics.sh [-n RUNS] [-o OPS] [-r REPS] [-d SECONDS] [-c CONNS] [-t THREADS]
+#                               [-R RATE] [-m MLMOND] [-B BUILDDIR] [-k] [-S]
+#   defaults: -n 100 -o 2 -r 3 -d 10 -c 32 -t 2 -R 0
+#   -m: an mlmond binary to use; else a release build in BUILDDIR (default
+#       build-bench-metrics in the source tree) is set up or brought up to date.
+# Exit status: 0 ran, 1 mlmond misbehaved (errors, non-2xx answers, crash), 2 setup error,
+# 3 goal missed with -S.
+set -u -o pipefail
+
+RUNS=100
+OPS=2
+REPS=3
+DUR=10
+CONNS=32
+THREADS=2
+RATE=0
+KEEP=0
+STRICT=0
+SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+MLMOND=${MLMOND:-}
+BUILDDIR=$SRCDIR/build-bench-metrics
+
+while getopts "n:o:r:d:c:t:R:m:B:kSh" o; do
+        case $o in
+        n) RUNS=$OPTARG ;;
+        o) OPS=$OPTARG ;;
+        r) REPS=$OPTARG ;;
+        d) DUR=$OPTARG ;;
+        c) CONNS=$OPTARG ;;
+        t) THREADS=$OPTARG ;;
+        R) RATE=$OPTARG ;;
+        m) MLMOND=$OPTARG ;;
+        B) BUILDDIR=$OPTARG ;;
+        k) KEEP=1 ;;
+        S) STRICT=1 ;;
+        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) exit 2 ;;
+        esac
+done
+
+die() { echo "metrics.sh: $*" >&2; exit 2; }
+for v in RUNS OPS REPS DUR CONNS THREADS RATE; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
+((RUNS >= 1)) || die "at least one run"
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+NODE_EXPORTER=$(command -v prometheus-node-exporter || command -v node_exporter) || missing+=(prometheus-node-exporter)
+command -v curl >/dev/null || missing+=(curl)
+if [[ -z $MLMOND ]]; then
+        command -v meson >/dev/null || missing+=(meson)
+        command -v ninja >/dev/null || missing+=(ninja-build)
+fi
+((RATE == 0)) || command -v gcc >/dev/null || missing+=(gcc)
+((${#missing[@]} == 0)) || die "needs: ${missing[*]} (apt-get install -y ${missing[*]})"
+PY=/usr/bin/python3
+
+if [[ -z $MLMOND ]]; then
+        if [[ ! -d $BUILDDIR ]]; then
+                meson setup "$BUILDDIR" "$SRCDIR" --buildtype=release >/dev/null || die "meson setup $BUILDDIR failed"
+        fi
+        ninja -C "$BUILDDIR" daemon/mlmond >/dev/null || die "building $BUILDDIR failed"
+        MLMOND=$BUILDDIR/daemon/mlmond
+fi
+[[ -x $MLMOND ]] || die "$MLMOND is not an executable"
+
+TMP=$(mktemp -d /var/tmp/mlmond-metrics.XXXXXX) || die "mktemp failed"
+MLMOND_PID=
+NODE_PID=
+SENDER_PID=
+SLEEPERS=()
+cleanup() {
+        local rc=$?
+        trap - EXIT INT TERM
+        exec 3>&- 2>/dev/null
+        for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do kill "$p" 2>/dev/null; done
+        for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do wait "$p" 2>/dev/null; done
+        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
+                kill -TERM "$MLMOND_PID"
+                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$MLMOND_PID" 2>/dev/null
+                wait "$MLMOND_PID" 2>/dev/null
+        fi
+        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+        exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
+
+# --- mlmond, RUNS sleeping processes registered, OPS ops of timings each ---
+PORT=$(free_port)
+printf '[http]\nper_ip_connection_limit = 64\n' >"$TMP/mlmond.conf"
+"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
+        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
+MLMOND_PID=$!
+for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
+ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+
+for ((i = 0; i < RUNS; i++)); do
+        sleep 100000 &
+        SLEEPERS+=($!)
+done
+IDS=()
+for ((i = 0; i < RUNS; i++)); do
+        id=$(ucurl -X POST -H 'Content-Type: application/json' \
+                -d "{\"pid\":${SLEEPERS[i]},\"name\":\"bench-$i\",\"tags\":{\"job\":\"metrics-bench\"}}" http://x/v1/runs |
+                "$PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])') || die "registering run $i failed"
+        IDS+=("$id")
+done
+"$PY" - "$TMP/statsd.sock" "$OPS" "${IDS[@]}" <<'EOF' || die "sending the timings failed"
+import random, socket, sys
+path, ops, ids = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rng = random.Random(6)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for rid in ids:
+    for k in range(ops):
+        lines = [f"op{k}:{rng.lognormvariate(2, 0.5):.3f}|ms|#run:{rid}" for _ in range(100)]
+        s.sendto("\n".join(lines).encode(), path)
+EOF
+
+if ((RATE > 0)); then
+        gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
+        mkfifo "$TMP/go"
+        exec 3<>"$TMP/go"
+        total_s=$((REPS * 2 * (DUR + 2) + 60))
+        "$TMP/statsd_send" unix "$TMP/statsd.sock" -b -r "$RATE" -l 1 -d "$total_s" -o live -t "run:${IDS[0]}" <&3 \
+                >"$TMP/send.out" &
+        SENDER_PID=$!
+        echo go >&3
+fi
+
+# --- node_exporter, default collectors ---
+NPORT=$(free_port)
+"$NODE_EXPORTER" --web.listen-address="127.0.0.1:$NPORT" >"$TMP/node.log" 2>&1 &
+NODE_PID=$!
+NURL="http://127.0.0.1:$NPORT/metrics"
+LURL="http://127.0.0.1:$PORT/metrics"
+for _ in $(seq 100); do curl -sf "$NURL" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sf "$NURL" >/dev/null || { cat "$TMP/node.log" >&2; die "node_exporter did not come up"; }
+
+sleep 3 # a few ticks: every run has samples and rates
+echo "/metrics benchmark: wrk -t$THREADS -c$CONNS -d${DUR}s, $REPS repetitions, interleaved; binary $MLMOND"
+echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); $(wrk -v 2>&1 | head -1);" \
+        "$("$NODE_EXPORTER" --version 2>&1 | head -1)"
+echo "mlmond: $RUNS runs, $OPS ops of 100 timings each;" \
+        "$( ((RATE > 0)) && echo "a sender of $RATE timings/s, one per datagram" || echo "applications quiet after the setup")"
+expo_stats() { # url -> "bytes series families"
+        curl -sf "$1" | "$PY" -c '
+import sys
+t = sys.stdin.read()
+lines = [l for l in t.splitlines() if l and not l.startswith("#")]
+fams = [l for l in t.splitlines() if l.startswith("# TYPE ")]
+print(len(t.encode()), len(lines), len(fams))'
+}
+read -r l_bytes l_series l_fams < <(expo_stats "$LURL")
+read -r n_bytes n_series n_fams < <(expo_stats "$NURL")
+echo "mlmond exposition: $l_bytes bytes, $l_series series in $l_fams families;" \
+        "node_exporter: $n_bytes bytes, $n_series series in $n_fams families"
+
+# one scrape right after a StatsD line (rendered) and one at once after it (cached)
+"$PY" - "$TMP/statsd.sock" "${IDS[0]}" "$LURL" <<'EOF'
+import socket, statistics, sys, time, urllib.request
+path, rid, url = sys.argv[1], sys.argv[2], sys.argv[3]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+def get():
+    t = time.perf_counter()
+    with urllib.request.urlopen(url) as r:
+        r.read()
+    return (time.perf_counter() - t) * 1000
+rendered, cached = [], []
+for i in range(50):
+    s.sendto(f"probe:1|c|#run:{rid}".encode(), path)
+    time.sleep(0.02)
+    rendered.append(get())
+    cached.append(get())
+print(f"one scrape (python urllib, new connection): {statistics.median(rendered):.2f} ms rendered,"
+      f" {statistics.median(cached):.2f} ms from the cache (medians of 50)")
+EOF
+
+wrk_run() { # url -> prints "req/s p50 p99 errors"
+        local out
+        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$1" 2>&1)
+        echo "$out" >>"$TMP/wrk.log"
+        "$PY" -c '
+import re, sys
+out = sys.stdin.read()
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+def lat(p):
+    m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, out, re.M)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)] if m else float("nan")
+err = re.search(r"Socket errors: (.*)", out)
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
+bad = bad.strip().replace(" ", "_") or "-"
+print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad}")' <<<"$out"
+}
+
+printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "node_exp r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
+rc=0
+: >"$TMP/results"
+for ((i = 1; i <= REPS; i++)); do
+        read -r n_rps n_p50 n_p99 n_err < <(wrk_run "$NURL")
+        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
+        ratio=$("$PY" -c "print(f'{$l_rps / max($n_rps, 1):.1f}x')")
+        printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' "$i" "$n_rps" "$n_p50" "$n_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
+        [[ $n_err != - ]] && echo "  node_exporter: $n_err"
+        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
+        echo "$n_rps $l_rps" >>"$TMP/results"
+        kill -0 "$MLMOND_PID" 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
+done
+"$PY" - "$TMP/results" <<'EOF'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+n = statistics.median(r[0] for r in rows)
+l = statistics.median(r[1] for r in rows)
+print(f"median: node_exporter {n:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / max(n, 1):.1f}x")
+print(f"goal >= 10x: {'met' if l >= 10 * n else 'MISSED'}")
+open(sys.argv[1] + ".ratio", "w").write(f"{l / max(n, 1)}")
+EOF
+if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
+        echo "MLMOND logged errors:" >&2
+        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
+        rc=1
+fi
+if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 10)"; then
+        rc=3
+fi
+exit $rc
