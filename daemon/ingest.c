@@ -257,7 +257,12 @@ static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userd
 }
 
 static void set_rcvbuf(int fd) {
-        int sz = RCVBUF_BYTES;
+        int sz = RCVBUF_BYTES, cur = 0;
+        socklen_t cl = sizeof cur;
+        /* never lower a larger buffer (ReceiveBuffer= of a socket unit; the
+         * kernel reports twice the size asked for) */
+        if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cur, &cl) == 0 && cur >= 2 * sz)
+                return;
         /* FORCE needs CAP_NET_ADMIN; the plain one is capped by rmem_max */
         if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) < 0)
                 (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
@@ -285,12 +290,12 @@ static int start_unix(struct ingest *g, const char *path, char *err, size_t errl
 
 /* Failure to bind UDP is a warning, not fatal (the port may be taken by a
  * real StatsD server on this host). */
-static void start_udp(struct ingest *g, const char *spec) {
+static int bind_udp(const char *spec) {
         char host[256];
         uint16_t port;
         if (parse_host_port(spec, host, sizeof host, &port) < 0) {
                 log_warning("statsd_udp: '%s' is not HOST:PORT; UDP StatsD is off", spec);
-                return;
+                return -EINVAL;
         }
         struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
         char portstr[8];
@@ -298,16 +303,27 @@ static void start_udp(struct ingest *g, const char *spec) {
         int e = getaddrinfo(host, portstr, &hints, &res);
         if (e != 0) {
                 log_warning("statsd_udp: cannot resolve '%s': %s; UDP StatsD is off", host, gai_strerror(e));
-                return;
+                return -EINVAL;
         }
         _cleanup_close_ int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0) {
                 log_warning("statsd_udp: cannot bind %s: %s; UDP StatsD is off", spec, strerror(errno));
                 freeaddrinfo(res);
-                return;
+                return -EADDRNOTAVAIL;
         }
         freeaddrinfo(res);
-        g->udp.fd = TAKE_FD(fd);
+        return TAKE_FD(fd);
+}
+
+static void start_udp(struct ingest *g, const char *spec) {
+        /* Under systemd the socket comes from mlmond-statsd.socket (so the
+         * service needs no AF_INET). */
+        int fd = manager_listen_fd("statsd-udp", SOCK_DGRAM, "statsd_udp", spec);
+        if (fd < 0)
+                fd = bind_udp(spec);
+        if (fd < 0)
+                return;
+        g->udp.fd = fd;
         g->udp.is_unix = false;
         if (listener_watch(g, &g->udp) < 0) {
                 log_warning("statsd_udp: cannot watch the socket; UDP StatsD is off");

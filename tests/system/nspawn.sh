@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Usage: tests/system/nspawn.sh BUILDDIR
+#
+# mlmond under a real systemd (research/reliability.md §3.4, SD-06/SD-07/SD-09 in part):
+# boots a Debian 12 container with systemd-nspawn, installs BUILDDIR into it
+# (`meson install --destdir`), and checks the units, the notify protocol, reload, the
+# watchdog and the hardening score there.
+#
+# The root file system comes from debootstrap once and is cached in $MLMOND_TEST_CACHE
+# (default /var/cache/mlmond-test); each run boots an overlay of it (or, where overlayfs is
+# missing, a copy), so a run never changes the cache. Delete the cache directory to rebuild it.
+#
+# Exit status: 0 all checks passed, 1 a check failed, 77 this machine cannot run the
+# container (not root, no systemd-nspawn or debootstrap, debootstrap failed for lack of a
+# mirror, or nspawn could not boot anything).
+#
+# Environment: MLMOND_TEST_MIRROR (default: the mirror apt uses), MLMOND_TEST_CACHE,
+# MLMOND_TEST_KEEP=1 (keep the container's directory for a look afterwards).
+# shellcheck disable=SC2317 # functions called through check/wait_for/trap
+set -uo pipefail
+
+builddir=$(cd "${1:?usage: nspawn.sh BUILDDIR}" && pwd)
+
+cache=${MLMOND_TEST_CACHE:-/var/cache/mlmond-test}
+suite=bookworm
+# What mlmond and mlmonctl link against (ldd, checked again inside the container below), plus
+# systemd itself and the tools this script drives it with.
+include=systemd,systemd-sysv,dbus,curl,procps,libsystemd0,libsqlite3-0,libmicrohttpd12,libjson-c5,libinih1
+rootfs=$cache/$suite-rootfs
+
+failures=0
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+fail() { n=$((n + 1)); failures=$((failures + 1)); echo "FAIL $n - $*"; }
+check() { # check DESCRIPTION COMMAND...: ok if the command succeeds
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else fail "$what"; fi
+}
+skip() { echo "SKIP: $*"; exit 77; }
+note() { echo "# $*"; }
+elapsed() { echo $((SECONDS - $1)); }
+wait_for() { # wait_for SECONDS COMMAND...: until the command succeeds, polling every 0.1 s
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (systemd-nspawn, mounts)"
+command -v systemd-nspawn >/dev/null || skip "no systemd-nspawn (Debian package systemd-container)"
+command -v nsenter >/dev/null || skip "no nsenter (util-linux)"
+if [ ! -x "$builddir/daemon/mlmond" ] || [ ! -x "$builddir/client/mlmonctl" ]; then
+    echo "FAIL: no mlmond or mlmonctl in $builddir (build it first)"
+    exit 1
+fi
+
+# --- the cached root file system ---------------------------------------------------------------
+
+# The mirror apt uses (its proxy too), so this works wherever apt-get does.
+mirror=${MLMOND_TEST_MIRROR:-}
+if [ -z "$mirror" ]; then
+    uri=$(cd /tmp && apt-get -qq --print-uris download libinih1 2>/dev/null | head -n 1 | cut -d"'" -f2)
+    mirror=${uri%%/pool/*}
+    case $mirror in http://* | https://*) ;; *) mirror=http://deb.debian.org/debian ;; esac
+fi
+proxy=$(apt-config shell p Acquire::http::Proxy 2>/dev/null | sed -n "s/^p='\(.*\)'$/\1/p")
+if [ -n "$proxy" ] && [ -z "${http_proxy:-}" ]; then
+    export http_proxy=$proxy
+fi
+
+build_rootfs() {
+    command -v debootstrap >/dev/null || skip "no debootstrap to build $rootfs"
+    local tmp=$cache/.build.$$ t0=$SECONDS
+    rm -rf "$tmp"
+    note "building $rootfs: debootstrap --variant=minbase $suite from $mirror (once; cached)"
+    if ! debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+        tail -n 15 "$cache/debootstrap.log" | sed 's/^/# debootstrap: /'
+        rm -rf "$tmp"
+        skip "debootstrap failed (no network or mirror?); log: $cache/debootstrap.log"
+    fi
+    # apt's package cache is not needed to boot: 30 MiB less to keep
+    rm -rf "$tmp"/var/cache/apt/archives/*.deb
+    echo "$include" >"$tmp/.mlmond-test-include"
+    rm -rf "$rootfs"
+    mv "$tmp" "$rootfs"
+    note "debootstrap took $(elapsed "$t0") s"
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9 # one builder at a time; readers wait for it
+if [ "$(cat "$rootfs/.mlmond-test-include" 2>/dev/null)" != "$include" ]; then
+    build_rootfs
+else
+    note "using the cached root file system $rootfs"
+fi
+flock -u 9
+flock -s 9 # held while the cache is in use by this run
+
+# --- this run's container: an overlay of the cache, the build installed into it ---------------
+
+run=$(mktemp -d /var/tmp/mlmond-nspawn.XXXXXX)
+root=$run/root
+mkdir -p "$root" "$run/upper" "$run/work"
+nspawn_pid=
+ct_pid=
+overlay=no
+
+cleanup() {
+    local rc=$?
+    if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
+        [ -n "$ct_pid" ] && timeout 10 nsenter -t "$ct_pid" -a systemctl poweroff --no-block >/dev/null 2>&1
+        for _ in $(seq 1 100); do
+            kill -0 "$nspawn_pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        if kill -0 "$nspawn_pid" 2>/dev/null; then
+            note "the container did not power off in 20 s: killing it"
+            kill -TERM "$nspawn_pid" 2>/dev/null
+            sleep 3
+            kill -KILL "$nspawn_pid" 2>/dev/null
+        fi
+        wait "$nspawn_pid" 2>/dev/null
+    fi
+    [ "$overlay" = yes ] && umount "$root" 2>/dev/null
+    if [ "${MLMOND_TEST_KEEP:-0}" = 1 ]; then
+        note "kept $run"
+    else
+        rm -rf "$run"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+t_run=$SECONDS
+if mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$run/upper,workdir=$run/work" "$root" 2>/dev/null; then
+    overlay=yes
+else
+    note "no overlayfs here: copying the cache for this run"
+    if ! rmdir "$root" || ! cp -a --reflink=auto "$rootfs" "$root"; then
+        echo "FAIL: cannot copy $rootfs"
+        exit 1
+    fi
+fi
+
+if ! DESTDIR=$root meson install -C "$builddir" --no-rebuild --quiet >"$run/install.log" 2>&1; then
+    cat "$run/install.log"
+    echo "FAIL: meson install --destdir failed"
+    exit 1
+fi
+unit_src=$(find "$root/usr" -path '*/systemd/system/mlmond.service' | head -n 1)
+[ -n "$unit_src" ] || { echo "FAIL: meson install put no mlmond.service under /usr"; exit 1; }
+unit_dir=${unit_src#"$root"}
+unit_dir=${unit_dir%/mlmond.service}
+mlmond=$(sed -n 's|^ExecStart=\([^ ]*\).*|\1|p' "$unit_src")
+mlmonctl=$(dirname "$mlmond")/mlmonctl
+conf=$(sed -n 's|^ExecStart=.*--config \([^ ]*\).*|\1|p' "$unit_src")
+note "installed: $(sed -n 's/^ExecStart=//p' "$unit_src"), units in $unit_dir"
+
+# Loopback is the host's (no private network): ports nobody uses now, not 9477/8125.
+free_port() {
+    /usr/bin/python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1] == "udp" else socket.SOCK_STREAM)
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"
+}
+http_port=$(free_port tcp)
+udp_port=$(free_port udp)
+if [ -z "$http_port" ] || [ -z "$udp_port" ]; then
+    echo "FAIL: cannot pick free ports"
+    exit 1
+fi
+# The addresses are the socket units' (drop-ins, as an admin would write them); the config
+# says the same, which is what mlmond would bind without systemd.
+mkdir -p "$root/etc/systemd/system/mlmond-http.socket.d" "$root/etc/systemd/system/mlmond-statsd.socket.d" \
+    "$root$(dirname "$conf")"
+printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:%s\n' "$http_port" \
+    >"$root/etc/systemd/system/mlmond-http.socket.d/test.conf"
+printf '[Socket]\nListenDatagram=\nListenDatagram=127.0.0.1:%s\n' "$udp_port" \
+    >"$root/etc/systemd/system/mlmond-statsd.socket.d/test.conf"
+good_conf=$(printf '[daemon]\nlisten = 127.0.0.1:%s\nstatsd_udp = 127.0.0.1:%s\ninterval = 500ms\n' \
+    "$http_port" "$udp_port")
+printf '%s\n' "$good_conf" >"$root$conf"
+base=http://127.0.0.1:$http_port
+
+# --- boot --------------------------------------------------------------------------------------
+
+t_boot=$SECONDS
+systemd-nspawn -b -q --register=no --keep-unit --console=read-only -M "mlmond-test-$$" -D "$root" \
+    >"$run/console.log" 2>&1 </dev/null &
+nspawn_pid=$!
+# The container's systemd is the child of the nspawn process.
+for _ in $(seq 1 100); do
+    kill -0 "$nspawn_pid" 2>/dev/null || break
+    ct_pid=$(pgrep -P "$nspawn_pid" | head -n 1)
+    [ -n "$ct_pid" ] && [ "$(cat "/proc/$ct_pid/comm" 2>/dev/null)" = systemd ] && break
+    ct_pid=
+    sleep 0.1
+done
+if [ -z "$ct_pid" ]; then
+    tail -n 20 "$run/console.log" | sed 's/^/# nspawn: /'
+    skip "systemd-nspawn could not boot the container on this machine"
+fi
+ct() { nsenter -t "$ct_pid" -a "$@"; }
+# Until PID 1 listens on its private socket, systemctl fails at once: ask again.
+state=
+while [ -z "$state" ] && [ $((SECONDS - t_boot)) -lt 90 ] && kill -0 "$nspawn_pid" 2>/dev/null; do
+    state=$(ct timeout $((90 - (SECONDS - t_boot))) systemctl is-system-running --wait 2>/dev/null)
+    [ -n "$state" ] || sleep 0.2
+done
+if [ "$state" = running ] || [ "$state" = degraded ]; then
+    ok "the container booted ($state) in $(elapsed "$t_boot") s"
+else
+    fail "the container booted: is-system-running says '$state'"
+    tail -n 20 "$run/console.log" | sed 's/^/# console: /'
+    exit 1
+fi
+[ "$state" = degraded ] && note "failed units: $(ct systemctl --failed --plain --no-legend | tr '\n' ' ')"
+missing=$(ct ldd "$mlmond" "$mlmonctl" 2>&1 | grep 'not found')
+check "every library of mlmond and mlmonctl is in the container${missing:+ (missing: $missing; add its package to include= in this script)}" \
+    test -z "$missing"
+check "boot made the user mlmond (sysusers.d) and /run/mlmond owned by it (tmpfiles.d)" \
+    test "$(ct stat -c %U:%a /run/mlmond 2>/dev/null)" = mlmond:755
+
+prop() { ct systemctl show -p "$2" --value "$1"; }
+
+# --- start: READY=1 only once it serves --------------------------------------------------------
+
+if ct systemctl start mlmond; then ok "systemctl start mlmond"; else fail "systemctl start mlmond"; fi
+check "mlmond is active" test "$(prop mlmond ActiveState)" = active
+main_pid=$(prop mlmond MainPID)
+nrestarts=$(prop mlmond NRestarts)
+# Type=notify: start returned after READY=1, so the first tick is done and the API answers.
+health=$(ct curl -s -o /dev/stdout -w '\n%{http_code}' "$base/v1/health")
+check "GET /v1/health right after start: 200, status ok, a tick already done (READY=1 came after it)" \
+    /usr/bin/python3 -c 'import json, sys
+body, code = sys.argv[1].rsplit("\n", 1)
+h = json.loads(body)
+sys.exit(0 if code == "200" and h["status"] == "ok" and h["ticks"] >= 1 else 1)' "$health"
+note "health: ${health%%$'\n'*}"
+status=$(prop mlmond StatusText)
+check "STATUS= is one line about sampling ('$status')" test "${status#sampling}" != "$status"
+check "journal: mlmond says it serves the sockets systemd passed" \
+    sh -c "nsenter -t $ct_pid -a journalctl -q -u mlmond --no-pager | grep -q \"listen: on 127.0.0.1:$http_port, the socket systemd passed\""
+caps=$(ct sh -c "grep -E '^Cap(Eff|Bnd|Amb):' /proc/$main_pid/status" | awk '{print $2}' | sort -u | tr '\n' ' ')
+check "capabilities: only CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (CapEff/CapBnd/CapAmb = $caps)" \
+    test "$caps" = "0000000000080004 "
+check "runs as the user mlmond" test "$(ct ps -o user= -p "$main_pid")" = mlmond
+
+# --- register a process of another user (root) and see it sampled -----------------------------
+
+ct systemd-run -q --unit=mlmond-test-sleeper sleep 1000
+sleeper=$(prop mlmond-test-sleeper MainPID)
+run_id=$(ct "$mlmonctl" register "$sleeper" --name sleeper 2>&1)
+check "mlmonctl register $sleeper (a root process; mlmond is not root) -> run '$run_id'" \
+    test "$run_id" -ge 1 2>/dev/null
+sleep 1.5
+list=$(ct "$mlmonctl" list)
+printf '%s\n' "$list" | sed 's/^/# /'
+check "mlmonctl list shows it" sh -c "printf '%s\n' \"\$1\" | grep -Eq \"^ *$run_id +$sleeper +sleeper +running\"" _ "$list"
+run_json=$(ct curl -s "$base/v1/runs/$run_id")
+check "its /proc/PID/io is readable through the unit's capabilities (read_bytes not null)" \
+    /usr/bin/python3 -c 'import json, sys
+l = json.loads(sys.argv[1])["latest"]
+sys.exit(0 if l["read_bytes"] is not None and l["rss_bytes"] else 1)' "$run_json"
+
+# StatsD over the UDP socket systemd passed: a tagged line, and an untagged one from a
+# registered process that holds its sending socket (found through /proc/net/udp).
+ct bash -c "echo 'tagged_op:5|ms|#pid:$sleeper' >/dev/udp/127.0.0.1/$udp_port"
+ct systemd-run -q --unit=mlmond-test-sender bash -c \
+    "exec 3>/dev/udp/127.0.0.1/$udp_port; while :; do echo 'untagged_op:7|ms' >&3; sleep 0.2; done"
+sender=$(prop mlmond-test-sender MainPID)
+sender_run=$(ct "$mlmonctl" register "$sender" --name sender 2>&1)
+sleep 2.5
+lat() { ct curl -s "$base/v1/runs/$1/latency?window=1m"; }
+has_op() { /usr/bin/python3 -c 'import json, sys; sys.exit(0 if json.loads(sys.argv[1])["ops"].get(sys.argv[2], {}).get("count", 0) >= 1 else 1)' "$1" "$2"; }
+check "StatsD over UDP (socket from mlmond-statsd.socket): a #pid-tagged timing reached run $run_id" \
+    has_op "$(lat "$run_id")" tagged_op
+check "StatsD over UDP: an untagged timing found its sender's run $sender_run through /proc/net/udp" \
+    has_op "$(lat "$sender_run")" untagged_op
+
+# --- reload: good config, then a bad one ------------------------------------------------------
+
+ct systemctl reload mlmond
+check "systemctl reload: still active, same MainPID, NRestarts unchanged" \
+    test "$(prop mlmond ActiveState)/$(prop mlmond MainPID)/$(prop mlmond NRestarts)" = "active/$main_pid/$nrestarts"
+printf '%s\ninterval = banana\n' "$good_conf" >"$root$conf"
+ct systemctl reload mlmond
+reload_error() { why=$(ct journalctl -q -u mlmond -p err --no-pager | grep 'reload failed' | tail -n 1) && [ -n "$why" ]; }
+wait_for 5 reload_error
+# STATUS= holds the failure only until the next maintenance pass (every 5 s): shown, not checked
+note "StatusText now: $(prop mlmond StatusText)"
+check "reload with 'interval = banana': still active, same MainPID, NRestarts unchanged" \
+    test "$(prop mlmond ActiveState)/$(prop mlmond MainPID)/$(prop mlmond NRestarts)" = "active/$main_pid/$nrestarts"
+check "journal (priority err) says why: '${why#*]: }'" \
+    sh -c "printf '%s' \"\$1\" | grep -q \"interval: 'banana' is not a duration\"" _ "$why"
+printf '%s\n' "$good_conf" >"$root$conf"
+ct systemctl reload mlmond
+check "config restored and reloaded: active" test "$(prop mlmond ActiveState)" = active
+check "the API still answers after the reloads" test "$(ct curl -s -o /dev/null -w '%{http_code}' "$base/v1/health")" = 200
+
+# --- watchdog: a stopped daemon is killed and restarted ----------------------------------------
+
+wd_usec=$(prop mlmond WatchdogUSec)
+wd_s=$(ct systemd-analyze timespan "$wd_usec" 2>/dev/null | sed -n 's/^ *μs: *//p')
+wd_s=$(((${wd_s:-30000000} + 999999) / 1000000))
+ct kill -STOP "$main_pid"
+t_wd=$SECONDS
+new_pid=$main_pid
+while [ $((SECONDS - t_wd)) -le $((wd_s + 20)) ]; do
+    sleep 1
+    new_pid=$(prop mlmond MainPID)
+    if [ "$new_pid" != "$main_pid" ] && [ "$new_pid" != 0 ] && [ "$(prop mlmond ActiveState)" = active ]; then
+        break
+    fi
+done
+check "SIGSTOP: the watchdog (WatchdogSec=${wd_s}s) restarted mlmond after $(elapsed "$t_wd") s: MainPID $main_pid -> $new_pid" \
+    test "$new_pid" != "$main_pid" -a "$new_pid" != 0
+check "NRestarts went from $nrestarts to $(prop mlmond NRestarts)" test "$(prop mlmond NRestarts)" = $((nrestarts + 1))
+check "journal: the watchdog timeout" sh -c "nsenter -t $ct_pid -a journalctl -q -u mlmond --no-pager | grep -q 'Watchdog timeout'"
+check "after the restart: HTTP answers on the socket systemd kept" \
+    test "$(ct curl -s -o /dev/null -w '%{http_code}' "$base/v1/health")" = 200
+check "after the restart: the run is resumed (mlmonctl list)" \
+    sh -c "nsenter -t $ct_pid -a $mlmonctl list | grep -Eq \"^ *$run_id +$sleeper +sleeper +running\""
+
+# --- stop --------------------------------------------------------------------------------------
+
+ct systemctl stop mlmond
+check "systemctl stop: Result=success ($(prop mlmond Result)), exit status $(prop mlmond ExecMainStatus)" \
+    test "$(prop mlmond Result)/$(prop mlmond ExecMainStatus)" = success/0
+check "its sockets stopped with it (PartOf=): mlmond-http.socket $(prop mlmond-http.socket ActiveState)" \
+    test "$(prop mlmond-http.socket ActiveState)/$(prop mlmond-statsd.socket ActiveState)" = inactive/inactive
+
+# --- the units, as installed -------------------------------------------------------------------
+
+verify=$(ct systemd-analyze verify "$unit_dir/mlmond.service" "$unit_dir/mlmond-http.socket" \
+    "$unit_dir/mlmond-statsd.socket" 2>&1)
+rc=$?
+[ -z "$verify" ] || printf '%s\n' "$verify" | sed 's/^/# verify: /'
+check "systemd-analyze verify of the installed units: clean" test "$rc" = 0 -a -z "$verify"
+exposure=$(ct systemd-analyze security mlmond.service 2>/dev/null |
+    sed -n 's/.*Overall exposure level for mlmond.service: \([0-9.]*\).*/\1/p')
+check "systemd-analyze security mlmond.service: exposure ${exposure:-?} <= 1.5" \
+    awk -v e="${exposure:-99}" 'BEGIN { exit !(e <= 1.5) }'
+
+note "run took $(elapsed "$t_run") s (boot to checks done)"
+if [ "$failures" -gt 0 ]; then
+    note "mlmond's journal:"
+    ct journalctl -q -u mlmond -u mlmond-http.socket -u mlmond-statsd.socket --no-pager | tail -n 40 | sed 's/^/#   /'
+    echo "$failures of $n checks FAILED"
+    exit 1
+fi
+echo "all $n checks passed"
+exit 0
