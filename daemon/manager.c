@@ -654,8 +654,10 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         /* a full batch means more is waiting: come back soon, not in 5 s */
         usec_t next = deleted >= RETENTION_BATCH ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
         store_checkpoint(m->store, false);
-        manager_set_status(m, "sampling %zu runs, %llu ticks, last tick %.2f ms, %llu db errors", m->n_runs,
-                           (unsigned long long)m->ticks, m->last_tick_ms,
+        /* a failed reload stays in the status until a reload succeeds */
+        manager_set_status(m, "%s%ssampling %zu runs, %llu ticks, last tick %.2f ms, %llu db errors",
+                           m->reload_error[0] ? "reload failed (old configuration kept): " : "", m->reload_error,
+                           m->n_runs, (unsigned long long)m->ticks, m->last_tick_ms,
                            (unsigned long long)(store_write_errors(m->store) + m->tick_errors));
         sd_event_source_set_time_relative(s, next);
         sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -681,9 +683,11 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
         sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now_usec(CLOCK_MONOTONIC));
         if (manager_reload(m, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the old configuration: %s", err);
+                snprintf(m->reload_error, sizeof m->reload_error, "%.200s; ", err);
                 sd_notifyf(false, "READY=1\nSTATUS=reload failed: %s", err);
                 return 0;
         }
+        m->reload_error[0] = 0;
         log_info("configuration reloaded");
         sd_notify(false, "READY=1");
         return 0;

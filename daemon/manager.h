@@ -76,7 +76,8 @@ struct manager {
         struct ingest *ingest;
 
         bool retention_pending;
-        char status_line[256];
+        char status_line[512];
+        char reload_error[208]; /* the last reload's error until one succeeds ("" = none) */
 };
 
 int manager_new(struct manager **ret);

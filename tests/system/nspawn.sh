@@ -291,8 +291,11 @@ printf '%s\ninterval = banana\n' "$good_conf" >"$root$conf"
 ct systemctl reload mlmond
 reload_error() { why=$(ct journalctl -q -u mlmond -p err --no-pager | grep 'reload failed' | tail -n 1) && [ -n "$why" ]; }
 wait_for 5 reload_error
-# STATUS= holds the failure only until the next maintenance pass (every 5 s): shown, not checked
-note "StatusText now: $(prop mlmond StatusText)"
+# STATUS= keeps the failure across maintenance passes (every 5 s) until a reload succeeds
+sleep 6
+status=$(prop mlmond StatusText)
+check "STATUS= still says the reload failed after a maintenance pass: '$status'" \
+    sh -c "printf '%s' \"\$1\" | grep -q '^reload failed.*banana.*sampling'" _ "$status"
 check "reload with 'interval = banana': still active, same MainPID, NRestarts unchanged" \
     test "$(prop mlmond ActiveState)/$(prop mlmond MainPID)/$(prop mlmond NRestarts)" = "active/$main_pid/$nrestarts"
 check "journal (priority err) says why: '${why#*]: }'" \
@@ -300,6 +303,10 @@ check "journal (priority err) says why: '${why#*]: }'" \
 printf '%s\n' "$good_conf" >"$root$conf"
 ct systemctl reload mlmond
 check "config restored and reloaded: active" test "$(prop mlmond ActiveState)" = active
+sleep 6
+status=$(prop mlmond StatusText)
+status_is_sampling() { case $1 in sampling*) return 0 ;; *) return 1 ;; esac; }
+check "STATUS= is back to sampling after the good reload: '$status'" status_is_sampling "$status"
 check "the API still answers after the reloads" test "$(ct curl -s -o /dev/null -w '%{http_code}' "$base/v1/health")" = 200
 
 # --- watchdog: a stopped daemon is killed and restarted ----------------------------------------
