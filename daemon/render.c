@@ -56,8 +56,9 @@ json_object *render_gpu_uses(const struct gpu_use *u, size_t n) {
                         json_add_double(e, u[i].engines[j].name, u[i].engines[j].has_util, u[i].engines[j].util_pct);
                 json_object_object_add(o, "engines", e);
                 json_object *r = json_object_new_object();
-                for (size_t j = 0; j < u[i].n_regions; j++)
-                        json_add_u64(r, u[i].regions[j].name, true, u[i].regions[j].resident_bytes);
+                for (size_t j = 0; j < u[i].n_regions; j++) /* empty regions (amdgpu lists 7) left out */
+                        if (u[i].regions[j].resident_bytes > 0)
+                                json_add_u64(r, u[i].regions[j].name, true, u[i].regions[j].resident_bytes);
                 json_object_object_add(o, "regions", r);
                 json_object_array_add(arr, o);
         }
