@@ -314,11 +314,7 @@ static json_object *run_with_latest(struct request *rq, const struct run_info *r
         struct sample s;
         json_object *gpu = NULL;
         bool has = latest_sample(rq, ri, &s, &gpu);
-        json_object *o = render_run(ri, has ? &s : NULL);
-        json_object *latest = json_object_object_get(o, "latest");
-        if (latest)
-                json_object_object_add(latest, "gpu", gpu ? gpu : json_object_new_array());
-        return o;
+        return render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
 }
 
 static void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
@@ -689,11 +685,9 @@ static void h_run_samples(struct request *rq, const char *const *parts, size_t n
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
         for (size_t i = 0; i < n; i++) {
-                json_object *o = render_sample(&s[i]);
                 json_object *g = gpu && gpu[i] ? json_tokener_parse(gpu[i]) : NULL;
                 /* a merged step has no breakdown (null); a raw sample without GPU use, [] */
-                json_object_object_add(o, "gpu", g ? g : step > 0 ? NULL : json_object_new_array());
-                json_object_array_add(arr, o);
+                json_object_array_add(arr, render_sample(&s[i], g ? g : step > 0 ? NULL : json_object_new_array()));
         }
         strv_free_n(gpu, n);
         json_object_object_add(root, "samples", arr);

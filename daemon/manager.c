@@ -355,11 +355,15 @@ static int manager_tick(struct manager *m) {
         }
         if (in_txn && store_commit(m->store) < 0)
                 m->tick_errors++;
-        usec_t longest = m->config.interval_usec;
-        for (size_t i = 0; i < m->n_runs; i++)
-                if ((usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC > longest)
-                        longest = (usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC;
-        accel_tick_end(m->accel, 2 * longest * 1000);
+        if (accel_per_process(m->accel)) {
+                /* a client is read only when its run is sampled: keep it
+                 * for two of the longest intervals */
+                usec_t longest = m->config.interval_usec;
+                for (size_t i = 0; i < m->n_runs; i++)
+                        if ((usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC > longest)
+                                longest = (usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC;
+                accel_tick_end(m->accel, 2 * longest * 1000);
+        }
 
         usec_t end = now_usec(CLOCK_MONOTONIC);
         if (in_txn)

@@ -13,7 +13,7 @@
 
 #define NS_PER_SEC 1e9
 
-json_object *render_sample(const struct sample *s) {
+json_object *render_sample(const struct sample *s, json_object *gpu) {
         json_object *o = json_object_new_object();
         json_add_i64(o, "ts", true, s->ts_ms);
         json_add_double(o, "cpu_pct", s->has_cpu_pct, s->cpu_pct);
@@ -38,6 +38,7 @@ json_object *render_sample(const struct sample *s) {
         json_add_u64(o, "gpu_mem_bytes", s->has_gpu_mem, s->gpu_mem_bytes);
         json_add_double(o, "gpu_util_pct", s->has_gpu_util, s->gpu_util_pct);
         json_add_double(o, "energy_j", s->has_energy, s->energy_j);
+        json_object_object_add(o, "gpu", gpu);
         return o;
 }
 
@@ -106,7 +107,7 @@ json_object *render_device(const struct gpu_device *d) {
         return o;
 }
 
-json_object *render_run(const struct run_info *ri, const struct sample *latest) {
+json_object *render_run(const struct run_info *ri, const struct sample *latest, json_object *latest_gpu) {
         json_object *o = json_object_new_object();
         json_add_i64(o, "id", true, ri->id);
         json_add_i64(o, "pid", true, ri->pid);
@@ -122,7 +123,9 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest) 
         json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
-        json_object_object_add(o, "latest", latest ? render_sample(latest) : NULL);
+        json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
+        if (!latest)
+                json_object_put(latest_gpu);
         return o;
 }
 

@@ -8,7 +8,9 @@
 #include "query.h"
 #include "sample.h"
 
-json_object *render_sample(const struct sample *s);
+/* gpu: the sample's per-device use (render_gpu_uses(), an empty array for
+ * none), taken over; NULL renders null (not known, e.g. a merged step). */
+json_object *render_sample(const struct sample *s, json_object *gpu);
 /* A run's use of each device ([{"device", "engines": {...}, ...}]). */
 struct gpu_use;
 struct gpu_device;
@@ -17,8 +19,8 @@ json_object *render_gpu_uses(const struct gpu_use *u, size_t n);
  * device_samples keeps as JSON. */
 json_object *render_device(const struct gpu_device *d);
 json_object *render_device_detail(const struct gpu_device *d);
-/* latest may be NULL (JSON null). */
-json_object *render_run(const struct run_info *ri, const struct sample *latest);
+/* latest may be NULL (JSON null); latest_gpu as render_sample's gpu. */
+json_object *render_run(const struct run_info *ri, const struct sample *latest, json_object *latest_gpu);
 /* co2_g = energy_j in kWh times grid_g_per_kwh ([energy] grid_g_per_kwh). */
 json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh);
 /* ops may be NULL (no op data); span_s: what per_s divides by. */

@@ -492,7 +492,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         }
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
-        if (ctx->accel && !rd[0].zombie)
+        if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, now_mono, &s);
         for (size_t i = 0; i < nrd; i++)
                 reading_done(r, &rd[i]);
