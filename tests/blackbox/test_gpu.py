@@ -6,12 +6,13 @@ library (tests/nvml/nvml-standin.c) loaded through mlmond's dlopen code."""
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from conftest import wait_for
+from conftest import MLMOND, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures", "gpu"))
@@ -81,7 +82,8 @@ def test_live_fixture(make_mlmond, live):
     u = eventually(use(4242, AMD), lambda u: near(u["engines"]["gfx"], 50.0, 3) and
                    near(u["engines"]["compute"], 20.0, 3) and near(u["util_pct"], 50.0, 3), "pid 4242 on the AMD GPU")
     assert u["driver"] == "amdgpu" and u["clients"] == 1 and not u["estimated"]
-    assert u["regions"]["vram"] == 4 * GIB and u["regions"]["gtt"] == 118 * MIB
+    # regions holding nothing (amdgpu prints cpu, gds, gws, oa at 0) are left out
+    assert u["regions"] == {"vram": 4 * GIB, "gtt": 118 * MIB, "doorbell": 8192}, u["regions"]
     assert d.run(runs[4242])["latest"]["gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
     # pid 4343: client 14
     u = eventually(use(4343, AMD), lambda u: near(u["engines"]["gfx"], 10.0, 3) and near(u["engines"]["dma"], 1.0, 1),
@@ -146,8 +148,56 @@ def test_live_fixture(make_mlmond, live):
     # a sample's breakdown is stored with it
     raw = d.samples(runs[5150])
     assert any(x["gpu"] and x["gpu"][0]["device"] == XE for x in raw)
+    # a merged step has no breakdown: null, not []
+    assert all(x["gpu"] is None for x in d.samples(runs[5150], "?step=10s"))
+    assert "mlmond_run_gpu_memory_leak_suspected{" in text
+    # mlmonctl says it in words
+    out = d.ctl("show", runs[4242])
+    assert out.returncode == 0, out.stderr
+    line = [x for x in out.stdout.decode().splitlines() if "GPU device:" in x]
+    assert line and f"{AMD} amdgpu:" in line[0] and "gfx" in line[0] and "4.1 GiB" in line[0], line
+
+    # the estimate is stored with the totals and goes on after a restart
+    before = d.run(runs[4242])["summary"]["energy_j"]
+    d.restart()
+    after = wait_for(lambda: (lambda e: e if e is not None and e > before else None)(
+        d.run(runs[4242])["summary"]["energy_j"]), 5.0, what="the energy estimate to go on after a restart")
+    assert after < before + 1000, (before, after)  # continued, not restarted nor doubled
     d.stop()
     d.check_stderr()
+    # every device and the CPU package were stored with their counters
+    db = sqlite3.connect(d.db_path)
+    rows = dict(db.execute("SELECT device, count(*) FROM device_samples GROUP BY device").fetchall())
+    assert set(rows) == {AMD, XE, NPU, "package"} and min(rows.values()) >= 3, rows
+    kind, power = db.execute("SELECT kind, power_w FROM device_samples WHERE device = 'package' "
+                             "AND power_w IS NOT NULL ORDER BY ts DESC LIMIT 1").fetchone()
+    assert kind == "cpu" and near(power, 15.0, 1.5), power
+    db.close()
+
+
+def test_collect_off(make_mlmond, live):
+    d = make_mlmond(interval="500ms", config_text="[gpu]\ncollect = off\n[energy]\ncollect = off\n",
+                    extra_args=["--proc-root", live.proc_root, "--sys-root", live.sys_root])
+    rid = d.register(4242)["id"]
+    run = d.wait_sample_after(rid, d.run(rid)["latest"]["ts"])
+    latest = run["latest"]
+    assert latest["gpu_mem_bytes"] is None and latest["gpu_util_pct"] is None and latest["gpu"] == []
+    assert latest["energy_j"] is None and run["summary"]["co2_g"] is None
+    system = d.get("/v1/system")[1]
+    assert system["devices"] == [] and system["energy"]["package_power_w"] is None
+    d.stop()
+    d.check_stderr()
+
+
+def test_bad_gpu_config(make_mlmond, tmp_path):
+    conf = tmp_path / "bad.conf"
+    for text, why in (("[gpu]\ncollect = sometimes\n", "collect: 'sometimes' is not one of auto|off"),
+                      ("[gpu]\ndevice_interval = 10\n", "device_interval: '10' is not a duration"),
+                      ("[gpu]\nfd_rescan_ticks = 0\n", "fd_rescan_ticks"),
+                      ("[energy]\ngrid_g_per_kwh = -1\n", "grid_g_per_kwh")):
+        conf.write_text(text)
+        out = subprocess.run([MLMOND, "--config", str(conf), "--check-config"], capture_output=True, text=True)
+        assert out.returncode != 0 and why in out.stderr and len(out.stderr.strip().splitlines()) == 1, out
 
 
 def test_devices_come_and_go(make_mlmond, live):
