@@ -62,6 +62,8 @@ command -v wrk >/dev/null || die "wrk is needed (apt-get install -y wrk)"
 for t in gcc curl pkg-config; do command -v $t >/dev/null || die "$t is needed"; done
 pkg-config --exists libmicrohttpd || die "libmicrohttpd-dev is needed"
 PY=/usr/bin/python3
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 
 TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
 MLMOND_PID=
@@ -72,12 +74,7 @@ cleanup() {
         trap - EXIT INT TERM
         exec 3>&- 4>&- 2>/dev/null
         for p in $SENDER_PID $MHD_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
-                kill -TERM "$MLMOND_PID"
-                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$MLMOND_PID" 2>/dev/null
-                wait "$MLMOND_PID" 2>/dev/null
-        fi
+        stop_mlmond
         if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
         exit "$rc"
 }
@@ -85,21 +82,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -O2 -Wall -o "$TMP/mhd_minimal" "$SRCDIR/tests/bench/mhd_minimal.c" $(pkg-config --cflags --libs libmicrohttpd) ||
         die "cannot build mhd_minimal"
 gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
-json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # --- mlmond, and a registered sender feeding one op ---
-PORT=$(free_port)
-printf '[http]\nper_ip_connection_limit = 64\n' >"$TMP/mlmond.conf"
-"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
-        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
-MLMOND_PID=$!
-for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
-ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+start_mlmond $'[http]\nper_ip_connection_limit = 64\n'
 
 mkfifo "$TMP/go"
 exec 3<>"$TMP/go"
@@ -131,31 +120,13 @@ count() { curl -sf "$LURL" | json 'd["ops"].get("inference", {}).get("count", 0)
 echo "mlmond answer: $(curl -sf "$LURL" | wc -c) bytes, $(count) timings in the window;" \
         "minimal answer: $(curl -sf "$MURL" | wc -c) bytes"
 
-wrk_run() { # label url -> prints "req/s p50 p99 errors"
-        local out
-        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$2" 2>&1)
-        echo "$out" >>"$TMP/wrk.log"
-        "$PY" - "$1" <<EOF
-import re, sys
-out = """$out"""
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-def lat(p):
-    m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, out, re.M)
-    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)] if m else float("nan")
-err = re.search(r"Socket errors: (.*)", out)
-non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
-print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad.strip().replace(' ', '_') or '-'}")
-EOF
-}
 
-c0=$(date +%s)
 printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' rep "minimal r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
 rc=0
 : >"$TMP/results"
 for ((i = 1; i <= REPS; i++)); do
-        read -r m_rps m_p50 m_p99 m_err < <(wrk_run minimal "$MURL")
-        read -r l_rps l_p50 l_p99 l_err < <(wrk_run mlmond "$LURL")
+        read -r m_rps m_p50 m_p99 m_err < <(wrk_run "$MURL")
+        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
         ratio=$("$PY" -c "print(f'{$l_rps / $m_rps * 100:.1f}%')")
         printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' "$i" "$m_rps" "$m_p50" "$m_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
         [[ $m_err != - ]] && echo "  minimal: $m_err"
@@ -173,11 +144,7 @@ print(f"median: minimal {m:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / m * 100:
 print(f"goal >= 75%: {'met' if l / m >= 0.75 else 'MISSED'}")
 open(sys.argv[1] + ".ratio", "w").write(f"{l / m}")
 EOF
-if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
-        echo "MLMOND logged errors:" >&2
-        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
-        rc=1
-fi
+mlmond_log_clean || rc=1
 if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 0.75)"; then
         rc=3
 fi

@@ -63,6 +63,8 @@ fi
 [[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
 for t in gcc curl python3; do command -v $t >/dev/null || die "$t is needed"; done
 PY=/usr/bin/python3
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 
 mkdir -p "$TMPBASE" || die "cannot create $TMPBASE"
 TMP=$(mktemp -d "$TMPBASE/mlmond-latq.XXXXXX") || die "mktemp failed"
@@ -75,12 +77,7 @@ cleanup() {
         local rc=$?
         trap - EXIT INT TERM
         for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
-                kill -TERM "$MLMOND_PID"
-                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$MLMOND_PID" 2>/dev/null
-                wait "$MLMOND_PID" 2>/dev/null
-        fi
+        stop_mlmond
         if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
         exit "$rc"
 }
@@ -90,16 +87,8 @@ trap 'exit 143' TERM
 
 gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
 sched_ns() { local s=0 a t; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" && s=$((s + a)); done; echo $s; }
-ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
-json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$TMP/mlmond.conf"
-"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
-        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
-MLMOND_PID=$!
-for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
-ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+start_mlmond ""
 
 echo "latency query benchmark: $N timings over ~$LOAD s in $OPS op(s), $Q requests per measurement; binary $MLMOND"
 echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -186,11 +175,7 @@ done
 echo "run $RUN is $st"
 measure "ended (stored slices only)" | tee "$TMP/m2"
 
-if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
-        echo "MLMOND logged errors:" >&2
-        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
-        exit 1
-fi
+mlmond_log_clean || exit 1
 worst=$(cat "$TMP/m1" "$TMP/m2" | awk '$1 == "RESULT" && $3 > w { w = $3 } END { print w + 0 }')
 if awk -v w="$worst" 'BEGIN { exit !(w <= 1.0) }'; then
         echo "goal <= 1 ms per request: met (worst median $worst ms)"

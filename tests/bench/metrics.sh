@@ -78,6 +78,8 @@ fi
 ((RATE == 0)) || command -v gcc >/dev/null || missing+=(gcc)
 ((${#missing[@]} == 0)) || die "needs: ${missing[*]} (apt-get install -y ${missing[*]})"
 PY=/usr/bin/python3
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 
 if [[ -z $MLMOND ]]; then
         if [[ ! -d $BUILDDIR ]]; then
@@ -99,12 +101,7 @@ cleanup() {
         exec 3>&- 2>/dev/null
         for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do kill "$p" 2>/dev/null; done
         for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do wait "$p" 2>/dev/null; done
-        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
-                kill -TERM "$MLMOND_PID"
-                for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$MLMOND_PID" 2>/dev/null
-                wait "$MLMOND_PID" 2>/dev/null
-        fi
+        stop_mlmond
         if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
         exit "$rc"
 }
@@ -112,17 +109,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
 
 # --- mlmond, RUNS sleeping processes registered, OPS ops of timings each ---
-PORT=$(free_port)
-printf '[http]\nper_ip_connection_limit = 64\n' >"$TMP/mlmond.conf"
-"$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
-        --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
-MLMOND_PID=$!
-for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
-ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+start_mlmond $'[http]\nper_ip_connection_limit = 64\n'
 
 for ((i = 0; i < RUNS; i++)); do
         sleep 100000 &
@@ -132,7 +121,7 @@ IDS=()
 for ((i = 0; i < RUNS; i++)); do
         id=$(ucurl -X POST -H 'Content-Type: application/json' \
                 -d "{\"pid\":${SLEEPERS[i]},\"name\":\"bench-$i\",\"tags\":{\"job\":\"metrics-bench\"}}" http://x/v1/runs |
-                "$PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])') || die "registering run $i failed"
+                json 'd["id"]') || die "registering run $i failed"
         IDS+=("$id")
 done
 "$PY" - "$TMP/statsd.sock" "$OPS" "${IDS[@]}" <<'EOF' || die "sending the timings failed"
@@ -205,23 +194,6 @@ print(f"one scrape (python urllib, new connection): {statistics.median(rendered)
       f" {statistics.median(cached):.2f} ms from the cache (medians of 50)")
 EOF
 
-wrk_run() { # url -> prints "req/s p50 p99 errors"
-        local out
-        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$1" 2>&1)
-        echo "$out" >>"$TMP/wrk.log"
-        "$PY" -c '
-import re, sys
-out = sys.stdin.read()
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-def lat(p):
-    m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)\s*$" % p, out, re.M)
-    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)] if m else float("nan")
-err = re.search(r"Socket errors: (.*)", out)
-non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
-bad = bad.strip().replace(" ", "_") or "-"
-print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad}")' <<<"$out"
-}
 
 printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "node_exp r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
 rc=0
@@ -245,11 +217,7 @@ print(f"median: node_exporter {n:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / ma
 print(f"goal >= 10x: {'met' if l >= 10 * n else 'MISSED'}")
 open(sys.argv[1] + ".ratio", "w").write(f"{l / max(n, 1)}")
 EOF
-if grep -qE 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log"; then
-        echo "MLMOND logged errors:" >&2
-        grep -E 'ERROR|Sanitizer|^<[0-3]>' "$TMP/mlmond.log" | head >&2
-        rc=1
-fi
+mlmond_log_clean || rc=1
 if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 10)"; then
         rc=3
 fi
