@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include "leak.h"
+#include "analyze/leak.h"
 
 #include <ini.h>
 #include <stdio.h>
@@ -46,7 +46,7 @@ static const struct config_key keys[] = {
         { "http", "max_body_bytes", KEY_UINT, OFF(http_max_body_bytes), "65536", 1024, 1048576, NULL },
         { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
-        /* the leak detector (daemon/leak.h); etc/mlmond.conf says why each default */
+        /* the leak detector (daemon/analyze/leak.h); etc/mlmond.conf says why each default */
         { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,1m,2m,5m,15m", 0, 0, NULL },
         { "leak", "grace", KEY_DURATION, OFF(leak_grace_usec), "30s", 0, USEC_PER_DAY, NULL },
         { "leak", "min_growth_mib", KEY_UINT, OFF(leak_min_growth_mib), "16", 1, 1048576, NULL },
@@ -68,7 +68,7 @@ static const struct config_key keys[] = {
         { "leak", "outlier_noise_k", KEY_DOUBLE, OFF(leak_outlier_noise_k), "4", 0, 1000, NULL },
         { "leak", "sawtooth_stop_factor", KEY_DOUBLE, OFF(leak_sawtooth_stop_factor), "2", 1, 1000, NULL },
         { "leak", "restart_frac", KEY_DOUBLE, OFF(leak_restart_frac), "0.25", 0, 1, NULL },
-        /* accelerators (daemon/drm.c, gpudev.c, nvml.c) and energy (rapl.c) */
+        /* accelerators (daemon/collect/accel/drm.c, gpudev.c, nvml.c) and energy (rapl.c) */
         { "gpu", "collect", KEY_STRING, OFF(gpu), "auto", 0, 0, "auto|off" },
         { "gpu", "nvml_library", KEY_STRING, OFF(nvml_library), "libnvidia-ml.so.1", 0, 0, NULL },
         { "gpu", "device_interval", KEY_DURATION, OFF(gpu_device_interval_usec), "1s", 100 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },

@@ -43,7 +43,7 @@ struct config {
         double leak_min_growth_pct;
         double leak_min_z;
         usec_t leak_clear_after_usec;
-        /* the finer settings (leak_params in daemon/leak.h) */
+        /* the finer settings (leak_params in daemon/analyze/leak.h) */
         double leak_min_growth_se, leak_growth_bound_z, leak_min_coverage, leak_max_gap_frac;
         unsigned leak_min_floors;
         double leak_min_part_ratio, leak_min_end_ratio, leak_max_step_fit, leak_min_new_high;

@@ -10,11 +10,11 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
-#include "accel.h"
-#include "api.h"
-#include "ingest.h"
+#include "collect/accel/accel.h"
+#include "http/api.h"
+#include "ingest/ingest.h"
 #include "json-util.h"
-#include "render.h"
+#include "http/render.h"
 #include "version.h"
 
 /* Retention deletes at most this many rows per transaction, so the sampler
@@ -393,7 +393,7 @@ static int run_watch_exit(struct manager *m, struct run *r) {
                 return 0; /* fixture root: exit is seen at the next tick */
         int q = sd_event_add_io(m->event, &r->exit_source, r->pidfd, EPOLLIN, on_pidfd, r);
         if (q < 0)
-                return log_warning_errno(q, "cannot watch pid %d: %s", r->info.pid, strerror(-q));
+                return log_warning_errno(q, "cannot watch pid %d: %m", r->info.pid);
         return 0;
 }
 
@@ -845,11 +845,11 @@ int manager_start(struct manager *m) {
         m->collect.real_proc = streq(m->config.proc_root, "/proc");
         q = proc_read_boot_id(m->config.proc_root, m->boot_id);
         if (q < 0)
-                return log_error_errno(q, "cannot read the boot id under %s: %s", m->config.proc_root, strerror(-q));
+                return log_error_errno(q, "cannot read the boot id under %s: %m", m->config.proc_root);
 
         q = sd_event_default(&m->event);
         if (q < 0)
-                return log_error_errno(q, "cannot create the event loop: %s", strerror(-q));
+                return log_error_errno(q, "cannot create the event loop: %m");
         sigset_t ss;
         sigemptyset(&ss);
         sigaddset(&ss, SIGTERM);
@@ -860,14 +860,23 @@ int manager_start(struct manager *m) {
         if ((q = sd_event_add_signal(m->event, NULL, SIGTERM, on_exit_signal, m)) < 0 ||
             (q = sd_event_add_signal(m->event, NULL, SIGINT, on_exit_signal, m)) < 0 ||
             (q = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
-                return log_error_errno(q, "cannot watch signals: %s", strerror(-q));
+                return log_error_errno(q, "cannot watch signals: %m");
 
         q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);
-        q = accel_new(&m->config, m->config.proc_root, m->config.sys_root, &m->accel);
+        const struct accel_options ao = {
+                .proc_root = m->config.proc_root,
+                .sys_root = m->config.sys_root,
+                .gpu = !streq(m->config.gpu, "off"),
+                .energy = !streq(m->config.energy, "off"),
+                .device_interval_usec = m->config.gpu_device_interval_usec,
+                .fd_rescan_ticks = m->config.gpu_fd_rescan_ticks,
+                .nvml_library = m->config.nvml_library,
+        };
+        q = accel_new(&ao, &m->accel);
         if (q < 0)
-                return log_error_errno(q, "cannot set up the GPU/NPU collectors: %s", strerror(-q));
+                return log_error_errno(q, "cannot set up the GPU/NPU collectors: %m");
         m->collect.accel = m->accel;
         q = manager_restore_runs(m);
         if (q < 0)
@@ -883,16 +892,16 @@ int manager_start(struct manager *m) {
         m->started_mono = now_usec(CLOCK_MONOTONIC);
         q = sd_event_add_time(m->event, &m->tick_source, CLOCK_MONOTONIC, m->started_mono, USEC_PER_MSEC, on_tick, m);
         if (q < 0)
-                return log_error_errno(q, "cannot add the sampler timer: %s", strerror(-q));
+                return log_error_errno(q, "cannot add the sampler timer: %m");
         q = sd_event_add_time_relative(m->event, &m->maintenance_source, CLOCK_MONOTONIC, MAINTENANCE_PERIOD_USEC,
                                        100 * USEC_PER_MSEC, on_maintenance, m);
         if (q < 0)
-                return log_error_errno(q, "cannot add the maintenance timer: %s", strerror(-q));
+                return log_error_errno(q, "cannot add the maintenance timer: %m");
         if (sd_watchdog_enabled(false, &m->watchdog_usec) > 0 && m->watchdog_usec > 0) {
                 q = sd_event_add_time_relative(m->event, &m->watchdog_source, CLOCK_MONOTONIC, m->watchdog_usec / 3,
                                                10 * USEC_PER_MSEC, on_watchdog, m);
                 if (q < 0)
-                        return log_error_errno(q, "cannot add the watchdog timer: %s", strerror(-q));
+                        return log_error_errno(q, "cannot add the watchdog timer: %m");
         }
 
         /* READY=1 only once the first tick is committed. */
@@ -923,7 +932,7 @@ int manager_run(struct manager *m) {
         int q = sd_event_loop(m->event);
         manager_flush_totals(m);
         if (q < 0)
-                return log_error_errno(q, "event loop failed: %s", strerror(-q));
+                return log_error_errno(q, "event loop failed: %m");
         return q;
 }
 

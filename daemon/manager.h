@@ -9,10 +9,10 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
-#include "leak.h"
-#include "procfs.h"
-#include "runs.h"
-#include "store.h"
+#include "analyze/leak.h"
+#include "collect/procfs.h"
+#include "collect/runs.h"
+#include "store/store.h"
 
 struct api;
 struct ingest;

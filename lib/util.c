@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -30,16 +31,36 @@ int log_internal(int prio, int error, const char *fmt, ...) {
 
         if (prio <= log_max_level) {
                 char msg[1024];
+                int saved = errno;
                 va_list ap;
+                errno = e; /* what %m prints */
                 va_start(ap, fmt);
                 vsnprintf(msg, sizeof msg, fmt, ap);
                 va_end(ap);
+                errno = saved;
                 if (log_prefix_prio)
                         fprintf(stderr, "<%d>%s\n", prio, msg);
                 else
                         fprintf(stderr, "%s: %s\n", log_ident, msg);
         }
         return e ? -e : -EIO;
+}
+
+void *greedy_realloc(void **p, size_t need, size_t size) {
+        if (size == 0 || need > SIZE_MAX / size)
+                return NULL;
+        if (*p && need * size <= malloc_usable_size(*p))
+                return *p;
+        /* Double what is needed (at least 4 elements), so n appends cost
+         * O(log n) reallocations; fall back to the exact need near overflow. */
+        size_t n = need < 4 ? 4 : need;
+        if (n <= SIZE_MAX / 2 / size)
+                n *= 2;
+        void *q = realloc(*p, n * size);
+        if (!q)
+                return NULL;
+        *p = q;
+        return q;
 }
 
 usec_t now_usec(int clock_id) {
@@ -260,6 +281,6 @@ int unix_socket_bind(const char *path, int type, bool passcred, const char *what
                 return -e;
         }
         if (chmod(path, 0666) < 0)
-                log_warning("%s: cannot chmod %s: %s", what, path, strerror(errno));
+                log_warning_errno(errno, "%m: cannot chmod %s: %s", what, path);
         return TAKE_FD(fd);
 }

@@ -3,6 +3,7 @@
  * time, strict number and duration parsing. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -32,10 +33,25 @@ static inline void fclosep(FILE **f) {
                 fclose(*f);
 }
 
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
+
+/* ---- growing arrays ------------------------------------------------------ */
+
+/* Makes *p hold at least `need` elements of `size` bytes, growing it
+ * geometrically; the capacity is the allocation's usable size, so callers
+ * keep only their element count. Returns *p, or NULL (with *p untouched)
+ * when out of memory or need * size overflows. */
+void *greedy_realloc(void **p, size_t need, size_t size);
+#define GREEDY_REALLOC(array, need) greedy_realloc((void **)&(array), (need), sizeof((array)[0]))
 
 /* Hand ownership on: returns the value and leaves NULL (or -1) behind. */
 #define TAKE_PTR(p)                          \
@@ -66,7 +82,8 @@ void log_set_max_level(int prio);
 int log_internal(int prio, int error, const char *fmt, ...) _printf_(3, 4);
 
 /* All return -abs(error) (or -EIO for error==0 on the _errno forms) so a
- * caller can `return log_error_errno(r, "...")`. */
+ * caller can `return log_error_errno(r, "...")`. "%m" in the format prints
+ * the error passed in (errno is set from it while formatting, then restored). */
 #define log_error(...) log_internal(LOG_ERR, 0, __VA_ARGS__)
 #define log_warning(...) log_internal(LOG_WARNING, 0, __VA_ARGS__)
 #define log_notice(...) log_internal(LOG_NOTICE, 0, __VA_ARGS__)

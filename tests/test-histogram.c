@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/histogram.c: quantile accuracy against exact sorted quantiles on
+/* daemon/analyze/histogram.c: quantile accuracy against exact sorted quantiles on
  * four distributions, exact count/sum/min/max/mean/stddev, merge order,
  * extreme values, rejected values, and the encoding (round trip, every
  * truncation, random bit flips, crafted bad inputs).
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "histogram.h"
+#include "analyze/histogram.h"
 #include "tap.h"
 #include "util.h"
 

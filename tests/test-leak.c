@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/leak.c: the leak verdict over generated series, judged the way the
+/* daemon/analyze/leak.c: the leak verdict over generated series, judged the way the
  * daemon judges a run -- at EVERY sample, on the samples up to it -- at the
  * sampling intervals people use (250 ms, 500 ms, 1 s, 5 s, 10 s):
  *  - leaks: linear growth at 0.5, 2 and 10 MiB/s and a slow 50 MiB/h, noise
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "leak.h"
+#include "analyze/leak.h"
 #include "tap.h"
 #include "util.h"
 
@@ -170,7 +170,7 @@ struct outcome {
 /* 0: the detector sees every sample and judges at every sample. > 0: it sees
  * one floor (minimum) per floor_res seconds, at the floor's middle, and
  * judges whenever a floor completes -- as the daemon feeds it
- * (daemon/leakwatch.c, floor_res = shortest window / LEAK_BUCKETS). */
+ * (daemon/analyze/leakwatch.c, floor_res = shortest window / LEAK_BUCKETS). */
 static double floor_res;
 
 /* Turns samples into such floors, in place; end[k]: when floor k completed

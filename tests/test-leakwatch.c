@@ -4,7 +4,7 @@
  * clear_after without growth; marks restart the grace. */
 #include <string.h>
 
-#include "leakwatch.h"
+#include "analyze/leakwatch.h"
 #include "tap.h"
 
 #define MIB (1024.0 * 1024.0)

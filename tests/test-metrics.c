@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "http/metrics.h"
 #include "tap.h"
 #include "util.h"
 

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ingest.h"
-#include "ops.h"
+#include "ingest/ingest.h"
+#include "analyze/ops.h"
 #include "tap.h"
 
 static const struct op_agg *find(const struct op_aggs *a, const char *op) {

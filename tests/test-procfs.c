@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for daemon/procfs.c: table-driven parser cases, readers against
+/* Unit tests for daemon/collect/procfs.c: table-driven parser cases, readers against
  * the fixture tree tests/fixtures/proc-basic, and a few checks against the
  * live /proc (a process vanishing mid-read, our own stat).
  *
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "procfs.h"
+#include "collect/procfs.h"
 
 static unsigned failures, checks;
 

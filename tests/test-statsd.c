@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/statsd.c: one table of lines and what each must parse to (or
+/* daemon/ingest/statsd.c: one table of lines and what each must parse to (or
  * -EINVAL), the edge cases that need built inputs (NUL bytes, long names),
  * the decimal fast path against strtod(), and datagram splitting. */
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "statsd.h"
+#include "ingest/statsd.h"
 #include "tap.h"
 #include "util.h"
 

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ops.h"
-#include "store.h"
+#include "analyze/ops.h"
+#include "store/store.h"
 #include "util.h"
 #include "tap.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Costs of daemon/histogram.c; prints figures, checks nothing.
+/* Costs of daemon/analyze/histogram.c; prints figures, checks nothing.
  *
- *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/hist-bench.c daemon/histogram.c lib/util.c -lm -o hist-bench
+ *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/hist-bench.c daemon/analyze/histogram.c lib/util.c -lm -o hist-bench
  *   ./hist-bench
  *
  * - ns per hist_add over 1e7 log-normal values (mu = ln 5 ms, sigma = 1),
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "histogram.h"
+#include "analyze/histogram.h"
 #include "util.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Simulation of daemon/leak.c over thousands of generated series; prints a
+/* Simulation of daemon/analyze/leak.c over thousands of generated series; prints a
  * table, checks nothing (tests/test-leak.c checks).
  *
  *   meson compile -C build leak-sim && build/tests/leak-sim [options]
- *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/leak.c -lm -o leak-sim
+ *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/analyze/leak.c -lm -o leak-sim
  *
  *   -n SCALE       run SCALE x the series (-n 0.1: a tenth, ~30 s)
  *   -j JOBS        worker processes (default: the CPUs)
  *   -i INTERVAL_S  sampling interval (default 0.5)
  *   -f FLOOR_S     feed the detector one minimum per FLOOR_S and judge when
- *                  one completes, as the daemon does (daemon/leakwatch.c: 2.5)
+ *                  one completes, as the daemon does (daemon/analyze/leakwatch.c: 2.5)
  *   -p NAME=VALUE  a parameter other than the default (leak_params field)
  *   -s SHAPE       only that shape (its row number, from 0)
  *   -d SHAPE,INDEX print one series' verdicts as they change; -v list misses
@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "leak.h"
+#include "analyze/leak.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * MIB)
@@ -280,7 +280,7 @@ struct result { /* per series */
 };
 
 /* -f RES: the detector sees one floor (minimum) per RES seconds and judges
- * when a floor completes, as the daemon feeds it (daemon/leakwatch.c). */
+ * when a floor completes, as the daemon feeds it (daemon/analyze/leakwatch.c). */
 static double floor_res;
 
 static size_t to_floors(struct leak_point *pts, size_t n, double *end) {

@@ -4,7 +4,7 @@
  * through the client table: every utilisation known must be in [0, 100].
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-drm.c daemon/drm.c lib/util.c -lm -o fuzz-drm
+ *       tests/fuzz/fuzz-drm.c daemon/collect/accel/drm.c lib/util.c -lm -o fuzz-drm
  *   ./fuzz-drm -max_total_time=60 tests/fuzz/corpus/drm
  *
  * Also #included by tests/gpu/test-drm.c, which runs it on the fixture
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drm.h"
+#include "collect/accel/drm.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for daemon/histogram.c:
+/* libFuzzer target for daemon/analyze/histogram.c:
  *  - the input as an encoded histogram: if it decodes, it re-encodes to the
  *    same bytes, decodes again to an equal histogram, and its quantiles lie
  *    within [min, max];
@@ -8,7 +8,7 @@
  *    with one of the second equals the histogram of all, and it round-trips.
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-histogram.c daemon/histogram.c lib/util.c -lm -o fuzz-histogram
+ *       tests/fuzz/fuzz-histogram.c daemon/analyze/histogram.c lib/util.c -lm -o fuzz-histogram
  *   ./fuzz-histogram -max_total_time=60 tests/fuzz/corpus/histogram */
 #include <errno.h>
 #include <math.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "histogram.h"
+#include "analyze/histogram.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for daemon/leak.c. The input is a series and a few
+/* libFuzzer target for daemon/analyze/leak.c. The input is a series and a few
  * parameters; leak_evaluate() must not crash, must answer -EINVAL exactly for
  * invalid input, and its verdict must hold together:
  *  - byte 0: flags (bit 0: raw mode, the rest as little-endian doubles
@@ -10,7 +10,7 @@
  * test-leak runs this target on generated inputs in every build:
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-leak.c daemon/leak.c -lm -o fuzz-leak
+ *       tests/fuzz/fuzz-leak.c daemon/analyze/leak.c -lm -o fuzz-leak
  *   ./fuzz-leak -max_total_time=60 */
 #include <errno.h>
 #include <math.h>
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "leak.h"
+#include "analyze/leak.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  * corpus or a crash reproducer can run under any compiler and sanitizer:
  *
  *   gcc -g -fsanitize=address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-main.c tests/fuzz/fuzz-procfs.c daemon/procfs.c lib/util.c -lm -o fuzz-procfs-replay
+ *       tests/fuzz/fuzz-main.c tests/fuzz/fuzz-procfs.c daemon/collect/procfs.c lib/util.c -lm -o fuzz-procfs-replay
  *   ./fuzz-procfs-replay tests/fuzz/corpus/procfs [FILE...]
  *
  * Each argument is a file, or a directory whose regular files are all run. */

@@ -2,13 +2,13 @@
 /* libFuzzer target: every proc_parse_*() on the same NUL-terminated input.
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-procfs.c daemon/procfs.c lib/util.c -lm -o fuzz-procfs
+ *       tests/fuzz/fuzz-procfs.c daemon/collect/procfs.c lib/util.c -lm -o fuzz-procfs
  *   ./fuzz-procfs -max_total_time=30 tests/fuzz/corpus/procfs */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "procfs.h"
+#include "collect/procfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

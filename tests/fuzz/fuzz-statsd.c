@@ -5,14 +5,14 @@
  * promises of statsd.h; each line is also parsed alone and must agree.
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-statsd.c daemon/statsd.c lib/json-util.c -ljson-c -lm -o fuzz-statsd
+ *       tests/fuzz/fuzz-statsd.c daemon/ingest/statsd.c lib/json-util.c -ljson-c -lm -o fuzz-statsd
  *   ./fuzz-statsd -max_total_time=60 tests/fuzz/corpus/statsd */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json-util.h"
-#include "statsd.h"
+#include "ingest/statsd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/drm.c: DRM/accel clients from fdinfo.
+/* daemon/collect/accel/drm.c: DRM/accel clients from fdinfo.
  *  - the parser over tables: units (bare, KiB, MiB, kB; ns; Hz, KHz, MHz),
  *    blanks after the colon (amdgpu's space + TAB), CRLF, missing client
  *    id, duplicate keys, bounds, very long lines, no final newline, binary
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "drm.h"
+#include "collect/accel/drm.h"
 #include "tap.h"
 #include "util.h"
 

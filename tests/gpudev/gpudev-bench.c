@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpudev.h"
-#include "rapl.h"
+#include "collect/accel/gpudev.h"
+#include "collect/accel/rapl.h"
 
 static double now_s(void) {
         struct timespec ts;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for daemon/gpudev.c (sysfs accelerator devices) and
- * daemon/rapl.c (package energy): the fixture snapshots of
+/* Unit tests for daemon/collect/accel/gpudev.c (sysfs accelerator devices) and
+ * daemon/collect/accel/rapl.c (package energy): the fixture snapshots of
  * tests/fixtures/gpu (research/gpu-npu.md section 6, expected figures in
  * 6.5) sampled at t0 = 1000 s, t1 = 1001 s, t2 = 1002 s, then trees built in
  * a temporary directory for what the fixture does not show: devices coming
@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpudev.h"
-#include "procfs.h"
-#include "rapl.h"
+#include "collect/accel/gpudev.h"
+#include "collect/procfs.h"
+#include "collect/accel/rapl.h"
 #include "tap.h"
 
 #define T(s) ((usec_t)(s) * USEC_PER_SEC)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for daemon/nvml.c against the stand-in libnvidia-ml
+/* Unit tests for daemon/collect/accel/nvml.c against the stand-in libnvidia-ml
  * (tests/nvml/nvml-standin.c), loaded by path through the real dlopen code:
  * version fallbacks, 24- and 16-byte process entries, a pid in two lists,
  * out-of-range samples, unknown values, energy from the counter (and a
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nvml.h"
+#include "collect/accel/nvml.h"
 #include "tap.h"
 
 #define GIB (1024ULL * 1024 * 1024)

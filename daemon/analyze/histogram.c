@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/* Log-bucketed mergeable histogram, see histogram.h.
+ *
+ * Bucket i holds (gamma^(i-1), gamma^i]; index(v) = ceil(ln(v) / ln(gamma)).
+ * Its representative value 2 gamma^i / (gamma + 1) = (1 - a) gamma^i lies
+ * within a relative error of a of every value of the bucket.
+ *
+ * Beyond the header's contract:
+ *  - weight 0 is a no-op (the value is still validated);
+ *  - hist_add() and hist_merge() return -ERANGE, leaving the histogram as it
+ *    was, when the count would overflow 64 bits or the sum or the sum of
+ *    squares would stop being finite (a value above ~1e154 ms): every
+ *    histogram therefore encodes, and decodes again;
+ *  - -0.0 is stored as 0;
+ *  - an empty histogram has sum = sum_sq = min = max = 0;
+ *  - hist_decode() needs *h initialised (hist_init) and accepts only the
+ *    canonical encoding hist_encode() writes (minimal varints, first bucket
+ *    at lo, strictly increasing indexes, no empty bucket listed, no negative
+ *    zero), so encode(decode(buf)) == buf byte for byte.
+ *
+ * Encoding, version 1:
+ *   u8 1, varint count, varint zero_count, varint zigzag(lo), varint nb,
+ *   nb x (varint index delta, varint count), f64le sum, sum_sq, min, max
+ * lo is the index of the first non-empty bucket (0 when there is none); the
+ * first delta is 0, each next one the distance from the previous bucket. */
+#include "analyze/histogram.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* gamma = (1 + a) / (1 - a) with a = 0.005; ln(gamma) and its inverse as
+ * literals (C has no constant log()); test-histogram checks them. */
+#define HIST_GAMMA ((1.0 + HIST_RELATIVE_ACCURACY) / (1.0 - HIST_RELATIVE_ACCURACY))
+static const double hist_log_gamma = 0.010000083334583179;
+static const double hist_inv_log_gamma = 99.99916666111281;
+/* 2 / (gamma + 1) */
+static const double hist_rep_factor = 1.0 - HIST_RELATIVE_ACCURACY;
+
+/* index(HIST_MIN_VALUE_MS) and index(HIST_MAX_VALUE_MS): ln(1e-6)/ln(gamma)
+ * = -1381.54, ln(1e9)/ln(gamma) = 2072.31, far from integers, so no libm
+ * rounding can move them. */
+#define HIST_INDEX_MIN (-1381)
+#define HIST_INDEX_MAX 2073
+#define HIST_INDEX_SPAN ((uint32_t) (HIST_INDEX_MAX - HIST_INDEX_MIN + 1))
+
+#define HIST_ENCODING_VERSION 1
+#define HIST_INITIAL_BUCKETS 64u
+
+static inline int32_t hist_index(double v) {
+        /* HIST_MIN_VALUE_MS <= v <= HIST_MAX_VALUE_MS */
+        return (int32_t) ceil(log(v) * hist_inv_log_gamma);
+}
+
+static inline double hist_bucket_value(int64_t i) {
+        return exp((double) i * hist_log_gamma) * hist_rep_factor;
+}
+
+void hist_init(struct hist *h) {
+        *h = (struct hist) {};
+}
+
+void hist_done(struct hist *h) {
+        free(h->counts);
+        hist_init(h);
+}
+
+void hist_reset(struct hist *h) {
+        if (h->n)
+                memset(h->counts, 0, h->n * sizeof h->counts[0]);
+        h->count = h->zero_count = 0;
+        h->sum = h->sum_sq = h->min = h->max = 0;
+}
+
+/* Makes the window cover [first, last] (both within the index range). */
+static int hist_grow(struct hist *h, int32_t first, int32_t last) {
+        int64_t new_lo, new_hi; /* inclusive */
+
+        if (h->n == 0) {
+                uint32_t want = (uint32_t) (last - first) + 1;
+                uint32_t slack = want < HIST_INITIAL_BUCKETS ? (HIST_INITIAL_BUCKETS - want) / 2 : want / 4;
+                new_lo = (int64_t) first - slack;
+                new_hi = (int64_t) last + slack;
+        } else {
+                int64_t lo = h->lo, hi = (int64_t) h->lo + h->n - 1;
+                if (first >= lo && last <= hi)
+                        return 0;
+                new_lo = first < lo ? first : lo;
+                new_hi = last > hi ? last : hi;
+                /* geometric (x1.25 at least, so amortised O(1) per add; the whole
+                 * range is only 3455 buckets anyway), the slack on the growing
+                 * side(s): latencies spread out from where they started */
+                int64_t extra = (new_hi - new_lo + 1) / 4;
+                if (extra < HIST_INITIAL_BUCKETS / 2)
+                        extra = HIST_INITIAL_BUCKETS / 2;
+                if (new_lo < lo && new_hi > hi) {
+                        new_lo -= extra / 2;
+                        new_hi += extra - extra / 2;
+                } else if (new_lo < lo)
+                        new_lo -= extra;
+                else
+                        new_hi += extra;
+        }
+        if (new_lo < HIST_INDEX_MIN)
+                new_lo = HIST_INDEX_MIN;
+        if (new_hi > HIST_INDEX_MAX)
+                new_hi = HIST_INDEX_MAX;
+
+        uint32_t new_n = (uint32_t) (new_hi - new_lo + 1);
+        uint64_t *c = realloc(h->counts, (size_t) new_n * sizeof c[0]);
+        if (!c)
+                return -ENOMEM;
+        if (h->n == 0)
+                memset(c, 0, (size_t) new_n * sizeof c[0]);
+        else {
+                uint32_t below = (uint32_t) (h->lo - new_lo);
+                uint32_t above = new_n - below - h->n;
+                if (below) {
+                        memmove(c + below, c, (size_t) h->n * sizeof c[0]);
+                        memset(c, 0, (size_t) below * sizeof c[0]);
+                }
+                if (above)
+                        memset(c + below + h->n, 0, (size_t) above * sizeof c[0]);
+        }
+        h->counts = c;
+        h->lo = (int32_t) new_lo;
+        h->n = new_n;
+        return 0;
+}
+
+int hist_add(struct hist *h, double v, uint64_t weight) {
+        int32_t i;
+        bool zero = false;
+
+        if (v >= HIST_MIN_VALUE_MS) {
+                if (v <= HIST_MAX_VALUE_MS)
+                        i = hist_index(v);
+                else if (isinf(v))
+                        return -EINVAL;
+                else
+                        i = HIST_INDEX_MAX;
+        } else if (v >= 0) {
+                zero = true;
+                i = 0;
+                v = 0.0 + v; /* -0.0 -> +0.0 */
+        } else
+                return -EINVAL; /* NaN, -inf, negative */
+
+        if (weight == 0)
+                return 0;
+
+        uint64_t count;
+        if (__builtin_add_overflow(h->count, weight, &count))
+                return -ERANGE;
+        double w = (double) weight;
+        double sum = h->sum + v * w, sum_sq = h->sum_sq + v * v * w;
+        if (!isfinite(sum) || !isfinite(sum_sq))
+                return -ERANGE;
+
+        if (zero)
+                h->zero_count += weight;
+        else {
+                uint32_t off = (uint32_t) (i - h->lo);
+                if (off >= h->n) { /* also i < lo, wrapped */
+                        int r = hist_grow(h, i, i);
+                        if (r < 0)
+                                return r;
+                        off = (uint32_t) (i - h->lo);
+                }
+                h->counts[off] += weight;
+        }
+
+        if (h->count == 0)
+                h->min = h->max = v;
+        else if (v < h->min)
+                h->min = v;
+        else if (v > h->max)
+                h->max = v;
+        h->count = count;
+        h->sum = sum;
+        h->sum_sq = sum_sq;
+        return 0;
+}
+
+/* First and last non-empty bucket as offsets into the window; false if none. */
+static bool hist_span(const struct hist *h, uint32_t *first, uint32_t *last) {
+        uint32_t f = 0, l = h->n;
+        while (f < h->n && h->counts[f] == 0)
+                f++;
+        if (f == h->n)
+                return false;
+        while (h->counts[l - 1] == 0)
+                l--;
+        *first = f;
+        *last = l - 1;
+        return true;
+}
+
+int hist_merge(struct hist *dst, const struct hist *src) {
+        if (src->count == 0)
+                return 0;
+
+        uint64_t count;
+        if (__builtin_add_overflow(dst->count, src->count, &count))
+                return -ERANGE;
+        double sum = dst->sum + src->sum, sum_sq = dst->sum_sq + src->sum_sq;
+        if (!isfinite(sum) || !isfinite(sum_sq))
+                return -ERANGE;
+
+        if (dst == src) {
+                for (uint32_t k = 0; k < dst->n; k++)
+                        dst->counts[k] *= 2; /* cannot overflow: count did not */
+        } else {
+                uint32_t f, l;
+                if (hist_span(src, &f, &l)) {
+                        int32_t first = src->lo + (int32_t) f, last = src->lo + (int32_t) l;
+                        int r = hist_grow(dst, first, last);
+                        if (r < 0)
+                                return r;
+                        uint64_t *d = dst->counts + (first - dst->lo);
+                        const uint64_t *s = src->counts + f;
+                        for (uint32_t k = 0, m = l - f + 1; k < m; k++)
+                                d[k] += s[k];
+                }
+                if (dst->count == 0) {
+                        dst->min = src->min;
+                        dst->max = src->max;
+                } else {
+                        if (src->min < dst->min)
+                                dst->min = src->min;
+                        if (src->max > dst->max)
+                                dst->max = src->max;
+                }
+        }
+        dst->zero_count += src->zero_count;
+        dst->count = count;
+        dst->sum = sum;
+        dst->sum_sq = sum_sq;
+        return 0;
+}
+
+static double clamp_range(const struct hist *h, double v) {
+        if (v < h->min)
+                return h->min;
+        if (v > h->max)
+                return h->max;
+        return v;
+}
+
+double hist_quantile(const struct hist *h, double q) {
+        if (h->count == 0 || !(q >= 0 && q <= 1))
+                return NAN;
+
+        double r = q * (double) (h->count - 1);
+        uint64_t rank = r >= 18446744073709551615.0 ? h->count - 1 : (uint64_t) r;
+        if (rank >= h->count - 1)
+                return h->max; /* the extremes are known exactly */
+        if (rank == 0)
+                return h->min;
+
+        if (rank < h->zero_count)
+                return clamp_range(h, 0);
+        uint64_t seen = h->zero_count;
+        for (uint32_t k = 0; k < h->n; k++) {
+                seen += h->counts[k];
+                if (rank < seen)
+                        return clamp_range(h, hist_bucket_value((int64_t) h->lo + k));
+        }
+        return h->max; /* only if the counts disagree with count */
+}
+
+double hist_mean(const struct hist *h) {
+        if (h->count == 0)
+                return NAN;
+        return h->sum / (double) h->count;
+}
+
+double hist_stddev(const struct hist *h) {
+        if (h->count == 0)
+                return NAN;
+        double n = (double) h->count, mean = h->sum / n;
+        double var = (h->sum_sq - h->sum * mean) / n;
+        return var > 0 ? sqrt(var) : 0;
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+#define VARINT_MAX 10u
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+        size_t k = 0;
+        while (v >= 0x80) {
+                p[k++] = (uint8_t) (v | 0x80);
+                v >>= 7;
+        }
+        p[k++] = (uint8_t) v;
+        return k;
+}
+
+static size_t put_double(uint8_t *p, double d) {
+        uint64_t u;
+        memcpy(&u, &d, sizeof u);
+        for (unsigned k = 0; k < 8; k++)
+                p[k] = (uint8_t) (u >> (8 * k));
+        return 8;
+}
+
+static uint64_t zigzag(int64_t v) {
+        return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+}
+
+static int64_t unzigzag(uint64_t u) {
+        return (int64_t) (u >> 1) ^ -(int64_t) (u & 1);
+}
+
+int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
+        uint32_t f = 0, l = 0, nb = 0;
+        bool any = hist_span(h, &f, &l);
+
+        if (any)
+                for (uint32_t k = f; k <= l; k++)
+                        nb += h->counts[k] != 0;
+
+        size_t max = 1 + 4 * VARINT_MAX + (size_t) nb * 2 * VARINT_MAX + 4 * 8;
+        uint8_t *buf = malloc(max), *p = buf;
+        if (!buf)
+                return -ENOMEM;
+
+        *p++ = HIST_ENCODING_VERSION;
+        p += put_varint(p, h->count);
+        p += put_varint(p, h->zero_count);
+        int64_t lo = any ? (int64_t) h->lo + f : 0;
+        p += put_varint(p, zigzag(lo));
+        p += put_varint(p, nb);
+        if (any) {
+                uint32_t prev = f;
+                for (uint32_t k = f; k <= l; k++) {
+                        if (h->counts[k] == 0)
+                                continue;
+                        p += put_varint(p, k - prev);
+                        p += put_varint(p, h->counts[k]);
+                        prev = k;
+                }
+        }
+        p += put_double(p, h->sum);
+        p += put_double(p, h->sum_sq);
+        p += put_double(p, h->min);
+        p += put_double(p, h->max);
+
+        size_t len = (size_t) (p - buf);
+        uint8_t *shrunk = realloc(buf, len);
+        *ret = shrunk ? shrunk : buf;
+        *ret_len = len;
+        return 0;
+}
+
+/* Minimal LEB128 only (no padding groups), at most 64 bits. */
+static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
+        uint64_t v = 0;
+        for (unsigned k = 0; k < VARINT_MAX; k++) {
+                if (*pos >= len)
+                        return -EINVAL;
+                uint8_t b = buf[(*pos)++];
+                if (k == VARINT_MAX - 1 && b > 1)
+                        return -EINVAL;
+                v |= (uint64_t) (b & 0x7f) << (7 * k);
+                if (!(b & 0x80)) {
+                        if (b == 0 && k > 0)
+                                return -EINVAL;
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -EINVAL; /* not reached: the tenth byte has no continuation bit */
+}
+
+static int get_double(const uint8_t *buf, size_t len, size_t *pos, double *ret) {
+        if (len - *pos < 8)
+                return -EINVAL;
+        uint64_t u = 0;
+        for (unsigned k = 0; k < 8; k++)
+                u |= (uint64_t) buf[*pos + k] << (8 * k);
+        *pos += 8;
+        double d;
+        memcpy(&d, &u, sizeof d);
+        if (!isfinite(d) || signbit(d))
+                return -EINVAL;
+        *ret = d;
+        return 0;
+}
+
+struct hist_header {
+        uint64_t count, zero_count, nb;
+        int64_t lo, last;
+        size_t pos; /* where the buckets start */
+        double sum, sum_sq, min, max;
+};
+
+static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header *hh) {
+        size_t pos = 0;
+        uint64_t u;
+
+        if (!buf || len < 1 || buf[pos++] != HIST_ENCODING_VERSION)
+                return -EINVAL;
+        if (get_varint(buf, len, &pos, &hh->count) < 0 ||
+            get_varint(buf, len, &pos, &hh->zero_count) < 0 ||
+            get_varint(buf, len, &pos, &u) < 0)
+                return -EINVAL;
+        hh->lo = unzigzag(u);
+        if (get_varint(buf, len, &pos, &hh->nb) < 0)
+                return -EINVAL;
+        if (hh->zero_count > hh->count || hh->nb > HIST_INDEX_SPAN || hh->nb > (len - pos) / 2)
+                return -EINVAL;
+        if (hh->nb == 0 ? hh->lo != 0 : hh->lo < HIST_INDEX_MIN || hh->lo > HIST_INDEX_MAX)
+                return -EINVAL;
+        hh->pos = pos;
+        return 0;
+}
+
+/* The buckets and the rest; counts[idx - lo] for idx in [lo, HIST_INDEX_MAX]
+ * receives each bucket's count (zeroed beforehand). */
+static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *hh, uint64_t *counts) {
+        size_t pos = hh->pos;
+        uint64_t total = 0;
+        int64_t idx = hh->lo;
+
+        for (uint64_t k = 0; k < hh->nb; k++) {
+                uint64_t delta, c;
+                if (get_varint(buf, len, &pos, &delta) < 0 || get_varint(buf, len, &pos, &c) < 0)
+                        return -EINVAL;
+                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t) (HIST_INDEX_MAX - idx))
+                        return -EINVAL;
+                idx += (int64_t) delta;
+                if (c == 0 || __builtin_add_overflow(total, c, &total))
+                        return -EINVAL;
+                counts[idx - hh->lo] = c;
+        }
+        if (total != hh->count - hh->zero_count)
+                return -EINVAL;
+        hh->last = idx;
+
+        if (get_double(buf, len, &pos, &hh->sum) < 0 ||
+            get_double(buf, len, &pos, &hh->sum_sq) < 0 ||
+            get_double(buf, len, &pos, &hh->min) < 0 ||
+            get_double(buf, len, &pos, &hh->max) < 0)
+                return -EINVAL;
+        if (pos != len)
+                return -EINVAL;
+        if (hh->count == 0 ? hh->sum != 0 || hh->sum_sq != 0 || hh->min != 0 || hh->max != 0
+                           : hh->min > hh->max)
+                return -EINVAL;
+        return 0;
+}
+
+int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
+        struct hist_header hh = {};
+        uint64_t *counts = NULL;
+        int r;
+
+        r = hist_parse_header(buf, len, &hh);
+        if (r < 0)
+                goto fail;
+        if (hh.nb > 0) {
+                /* room up to the top of the range, trimmed once the last
+                 * bucket is known: one pass over the input */
+                counts = calloc((size_t) (HIST_INDEX_MAX - hh.lo + 1), sizeof counts[0]);
+                if (!counts) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        r = hist_parse_body(buf, len, &hh, counts);
+        if (r < 0)
+                goto fail;
+
+        uint32_t n = hh.nb > 0 ? (uint32_t) (hh.last - hh.lo + 1) : 0;
+        if (n > 0 && n < (uint32_t) (HIST_INDEX_MAX - hh.lo + 1)) {
+                uint64_t *c = realloc(counts, (size_t) n * sizeof c[0]);
+                if (c)
+                        counts = c;
+        }
+
+        free(h->counts);
+        *h = (struct hist) {
+                .count = hh.count,
+                .zero_count = hh.zero_count,
+                .sum = hh.sum,
+                .sum_sq = hh.sum_sq,
+                .min = hh.min,
+                .max = hh.max,
+                .lo = n ? (int32_t) hh.lo : 0,
+                .n = n,
+                .counts = counts,
+        };
+        return 0;
+
+fail:
+        free(counts);
+        hist_reset(h);
+        return r;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* Per run, the memory series the leak detector needs and the verdict's
+ * state over time (suspected since when, cleared when). Keeps one floor (the
+ * minimum) per LEAKWATCH_RES_S of anonymous RSS for the longest window: the
+ * detector takes bucket minima anyway, and this bounds memory to a few KiB
+ * per run whatever the sampling interval. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analyze/leak.h"
+
+struct leakwatch {
+        struct leak_point *pts; /* ring of floors */
+        size_t cap, head, n;
+        double res_s;           /* floor resolution: shortest window / LEAK_BUCKETS */
+        double cur_t0;          /* start of the floor being built */
+        double cur_min;
+        bool cur_valid;
+        double grace_from_t;    /* registration, or the last mark */
+        /* the verdict */
+        struct leak_verdict v;
+        bool suspected;
+        int64_t suspected_since_ms; /* when it became suspected */
+        int64_t last_pass_ms;       /* last evaluation that found growth */
+        int64_t evaluated_ms;       /* last evaluation */
+        bool ever_suspected;
+};
+
+/* What changed at this step, for the caller to store. */
+enum leakwatch_change { LEAKWATCH_NONE, LEAKWATCH_SUSPECTED, LEAKWATCH_CLEARED };
+
+int leakwatch_init(struct leakwatch *w, const struct leak_params *p);
+void leakwatch_done(struct leakwatch *w);
+/* A sample at t_s (seconds since registration) and ts_ms (realtime); the
+ * detector runs whenever a floor completes. clear_after_ms: a suspected
+ * verdict clears only after that long without any window finding growth. */
+enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
+                                    double bytes, int64_t clear_after_ms);
+/* A mark restarts the warm-up grace. */
+void leakwatch_mark(struct leakwatch *w, double t_s);

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+#include "analyze/ops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static char *strndup_or_null(const char *s, size_t len) { return s && len ? strndup(s, len) : NULL; }
+
+static void slice_done(struct op_slice *s) {
+        free(s->op);
+        free(s->category);
+        hist_done(&s->h);
+        memset(s, 0, sizeof *s);
+}
+
+static struct op_slice *find_open(struct op_table *t, const char *op, size_t len) {
+        for (size_t i = 0; i < t->n_open; i++)
+                if (strncmp(t->open[i].op, op, len) == 0 && t->open[i].op[len] == 0)
+                        return &t->open[i];
+        return NULL;
+}
+
+/* Moves an open slice with data to the done list and empties it. */
+static int close_slice(struct op_table *t, struct op_slice *s) {
+        if (s->count <= 0 && s->h.count == 0)
+                return 0;
+        struct op_slice *nd = realloc(t->done, (t->n_done + 1) * sizeof *nd);
+        if (!nd)
+                return -ENOMEM;
+        t->done = nd;
+        struct op_slice *d = &t->done[t->n_done];
+        d->op = strdup(s->op);
+        d->category = s->category ? strdup(s->category) : NULL;
+        if (!d->op || (s->category && !d->category)) {
+                free(d->op);
+                free(d->category);
+                return -ENOMEM;
+        }
+        d->ts = s->ts;
+        d->count = s->count;
+        d->h = s->h; /* the histogram moves; the open slice gets a fresh one */
+        hist_init(&s->h);
+        s->count = 0;
+        t->n_done++;
+        return 0;
+}
+
+int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
+                enum op_kind kind, double value, double rate, int64_t now_ms) {
+        if (op_len == 0 || op_len > OPS_NAME_MAX || !isfinite(value) || !(rate > 0 && rate <= 1))
+                return -EINVAL;
+        if (kind == OP_GAUGE || kind == OP_GAUGE_DELTA) {
+                struct gauge_value *last = NULL;
+                for (size_t i = 0; i < t->n_gauge_last; i++)
+                        if (strncmp(t->gauge_last[i].name, op, op_len) == 0 && t->gauge_last[i].name[op_len] == 0)
+                                last = &t->gauge_last[i];
+                if (!last) {
+                        if (t->n_gauge_last >= OPS_MAX_PER_RUN) {
+                                t->dropped++;
+                                return -ENOSPC;
+                        }
+                        struct gauge_value *nl = realloc(t->gauge_last, (t->n_gauge_last + 1) * sizeof *nl);
+                        if (!nl)
+                                return -ENOMEM;
+                        t->gauge_last = nl;
+                        last = &t->gauge_last[t->n_gauge_last];
+                        *last = (struct gauge_value){ .name = strndup(op, op_len) };
+                        if (!last->name)
+                                return -ENOMEM;
+                        t->n_gauge_last++;
+                }
+                value = kind == OP_GAUGE_DELTA ? last->value + value : value;
+                if (!isfinite(value))
+                        return -EINVAL;
+                last->value = value;
+                last->ts = now_ms;
+                if (t->n_gauges >= OPS_MAX_PENDING_GAUGES) {
+                        t->dropped++;
+                        return -ENOSPC;
+                }
+                struct gauge_value *ng = realloc(t->gauges, (t->n_gauges + 1) * sizeof *ng);
+                if (!ng)
+                        return -ENOMEM;
+                t->gauges = ng;
+                char *name = strndup(op, op_len);
+                if (!name)
+                        return -ENOMEM;
+                t->gauges[t->n_gauges++] = (struct gauge_value){ .ts = now_ms, .name = name, .value = value };
+                return 0;
+        }
+        if (kind == OP_TIMING && value < 0)
+                return -EINVAL;
+
+        int64_t slice = ops_slice_of(now_ms);
+        struct op_slice *s = find_open(t, op, op_len);
+        if (!s) {
+                if (t->n_open >= OPS_MAX_PER_RUN) {
+                        t->dropped++;
+                        return -ENOSPC;
+                }
+                struct op_slice *no = realloc(t->open, (t->n_open + 1) * sizeof *no);
+                if (!no)
+                        return -ENOMEM;
+                t->open = no;
+                s = &t->open[t->n_open];
+                memset(s, 0, sizeof *s);
+                s->op = strndup(op, op_len);
+                if (!s->op)
+                        return -ENOMEM;
+                hist_init(&s->h);
+                s->ts = slice;
+                t->n_open++;
+        } else if (s->ts != slice) {
+                int r = close_slice(t, s);
+                if (r < 0)
+                        return r;
+                s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
+                s->ts = slice;
+        }
+        if (category && category_len && (!s->category || strncmp(s->category, category, category_len) != 0 ||
+                                          s->category[category_len] != 0)) {
+                char *c = strndup_or_null(category, category_len);
+                if (!c)
+                        return -ENOMEM;
+                free(s->category);
+                s->category = c;
+        }
+        if (kind == OP_TIMING) {
+                /* a timing sampled at rate r stands for 1/r timings */
+                uint64_t weight = (uint64_t)llround(1.0 / rate);
+                int r = hist_add(&s->h, value, weight ? weight : 1);
+                if (r < 0)
+                        return r;
+                s->count += (double)(weight ? weight : 1);
+        } else
+                s->count += value / rate;
+        return 0;
+}
+
+int ops_rotate(struct op_table *t, int64_t now_ms) {
+        int64_t slice = now_ms == INT64_MAX ? INT64_MAX : ops_slice_of(now_ms);
+        for (size_t i = 0; i < t->n_open; i++)
+                if (t->open[i].ts < slice) {
+                        int r = close_slice(t, &t->open[i]);
+                        if (r < 0)
+                                return r;
+                        t->open[i].ts = slice == INT64_MAX ? t->open[i].ts : slice;
+                }
+        return 0;
+}
+
+void ops_clear_done(struct op_table *t) {
+        for (size_t i = 0; i < t->n_done; i++)
+                slice_done(&t->done[i]);
+        t->n_done = 0;
+        for (size_t i = 0; i < t->n_gauges; i++)
+                free(t->gauges[i].name);
+        t->n_gauges = 0;
+}
+
+void ops_table_done(struct op_table *t) {
+        ops_clear_done(t);
+        for (size_t i = 0; i < t->n_open; i++)
+                slice_done(&t->open[i]);
+        for (size_t i = 0; i < t->n_gauge_last; i++)
+                free(t->gauge_last[i].name);
+        free(t->gauge_last);
+        free(t->open);
+        free(t->done);
+        free(t->gauges);
+        memset(t, 0, sizeof *t);
+}
+
+int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double count, const struct hist *h) {
+        struct op_agg *g = NULL;
+        for (size_t i = 0; i < a->n; i++)
+                if (streq(a->v[i].op, op))
+                        g = &a->v[i];
+        if (!g) {
+                struct op_agg *nv = realloc(a->v, (a->n + 1) * sizeof *nv);
+                if (!nv)
+                        return -ENOMEM;
+                a->v = nv;
+                g = &a->v[a->n];
+                memset(g, 0, sizeof *g);
+                g->op = strdup(op);
+                if (!g->op)
+                        return -ENOMEM;
+                hist_init(&g->h);
+                a->n++;
+        }
+        if (category && !g->category)
+                g->category = strdup(category);
+        g->count += count;
+        return h ? hist_merge(&g->h, h) : 0;
+}
+
+static bool slice_in(const struct op_slice *s, int64_t from, int64_t until, const char *op_filter) {
+        return s->ts >= from && s->ts < until && (!op_filter || streq(op_filter, s->op)) &&
+               (s->count > 0 || s->h.count > 0);
+}
+
+int op_aggs_add_live(struct op_aggs *a, const struct op_table *t, int64_t from, int64_t until, const char *op_filter) {
+        for (size_t i = 0; i < t->n_done; i++)
+                if (slice_in(&t->done[i], from, until, op_filter)) {
+                        int r = op_aggs_add(a, t->done[i].op, t->done[i].category, t->done[i].count, &t->done[i].h);
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; i < t->n_open; i++)
+                if (slice_in(&t->open[i], from, until, op_filter)) {
+                        int r = op_aggs_add(a, t->open[i].op, t->open[i].category, t->open[i].count, &t->open[i].h);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
+void op_aggs_done(struct op_aggs *a) {
+        for (size_t i = 0; i < a->n; i++) {
+                free(a->v[i].op);
+                free(a->v[i].category);
+                hist_done(&a->v[i].h);
+        }
+        free(a->v);
+        a->v = NULL;
+        a->n = 0;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* What applications report about their operations, per run, in memory
+ * until stored: for each op the open 1-second slice (a count and a latency
+ * histogram), closed slices waiting for the next tick's transaction, and
+ * gauge values. Also the merge of slices into per-op aggregates that the
+ * latency and throughput answers are made of. No I/O. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/histogram.h"
+
+#define OPS_SLICE_MS 1000
+/* Distinct op names per run: a bound on memory for a client that makes up
+ * names (request ids in the name); beyond it observations are dropped. */
+#define OPS_MAX_PER_RUN 256
+#define OPS_MAX_PENDING_GAUGES 100000
+#define OPS_NAME_MAX 200
+
+/* OP_GAUGE_DELTA: StatsD "+N|g"/"-N|g" moves the gauge from its last value. */
+enum op_kind { OP_TIMING, OP_COUNTER, OP_GAUGE, OP_GAUGE_DELTA };
+
+struct op_slice {
+        char *op;
+        char *category; /* NULL = none */
+        int64_t ts;     /* slice start, Unix ms */
+        double count;   /* timings + counter increments, sample rates applied */
+        struct hist h;  /* timings */
+};
+
+struct gauge_value {
+        int64_t ts;
+        char *name;
+        double value;
+};
+
+struct op_table {
+        struct op_slice *open; /* one per op, the current slice */
+        size_t n_open;
+        struct op_slice *done; /* closed, not yet stored */
+        size_t n_done;
+        struct gauge_value *gauges; /* not yet stored */
+        size_t n_gauges;
+        struct gauge_value *gauge_last; /* last value per gauge name (for deltas) */
+        size_t n_gauge_last;
+        uint64_t dropped; /* over OPS_MAX_PER_RUN or OPS_MAX_PENDING_GAUGES */
+};
+
+static inline int64_t ops_slice_of(int64_t ts_ms) { return ts_ms - ts_ms % OPS_SLICE_MS; }
+
+/* One observation. rate in (0, 1]: a counter counts 1/rate, a timing is
+ * weighted round(1/rate). -EINVAL bad value, -ENOSPC too many ops/gauges
+ * (counted in dropped), -ENOMEM. */
+int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
+                enum op_kind kind, double value, double rate, int64_t now_ms);
+/* Closes every open slice that started before the slice of now_ms
+ * (INT64_MAX: all of them). */
+int ops_rotate(struct op_table *t, int64_t now_ms);
+/* After the done slices and gauges were stored. */
+void ops_clear_done(struct op_table *t);
+void ops_table_done(struct op_table *t);
+
+/* A merged op over a span. */
+struct op_agg {
+        char *op;
+        char *category;
+        double count;
+        struct hist h;
+};
+struct op_aggs {
+        struct op_agg *v;
+        size_t n;
+};
+/* Merges one slice's data into the aggregate of its op. h may be NULL. */
+int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double count, const struct hist *h);
+/* Adds the table's slices (open and done) with ts in [from, until). */
+int op_aggs_add_live(struct op_aggs *a, const struct op_table *t, int64_t from, int64_t until, const char *op_filter);
+void op_aggs_done(struct op_aggs *a);

@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: MIT */
+#include "collect/runs.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+
+/* A process tree bigger than this is cut (and logged once by the caller):
+ * it bounds one run's cost per tick. */
+#define MAX_TREE 4096
+/* VmHWM lives in /proc/PID/status, the most expensive file to read (2.4 us
+ * vs 0.4 us for statm, research/perf-baselines.md): refresh it every few
+ * ticks; the summary's peak is also the maximum of the sampled RSS. */
+#define PEAK_REFRESH_TICKS 10
+/* A process changes its network namespace only by setns()/unshare(), which
+ * is rare; the readlink of ns/net costs about 3.5 us per pid (a path walk and
+ * a ptrace check), a sixth of a sample: look again every few ticks. */
+#define NETNS_RECHECK_TICKS 10
+
+static int open_kept(int dirfd, const char *name) {
+        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        return fd < 0 ? -errno : fd;
+}
+
+void run_close_fds(struct run *r) {
+        r->exit_source = sd_event_source_disable_unref(r->exit_source);
+        r->pidfd = safe_close(r->pidfd);
+        r->dirfd = safe_close(r->dirfd);
+        r->fd_stat = safe_close(r->fd_stat);
+        r->fd_statm = safe_close(r->fd_statm);
+        r->fd_schedstat = safe_close(r->fd_schedstat);
+        r->fd_io = safe_close(r->fd_io);
+}
+
+void run_free(struct run *r) {
+        if (!r)
+                return;
+        run_close_fds(r);
+        run_info_done(&r->info);
+        ops_table_done(&r->ops);
+        leakwatch_done(&r->leak);
+        leakwatch_done(&r->leak_gpu);
+        accel_run_done(&r->accel);
+        for (size_t i = 0; i < r->n_members; i++)
+                accel_member_done(&r->members[i].acc);
+        free(r->members);
+        free(r->netns);
+        free(r);
+}
+
+int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
+               struct proc_identity *ret_id) {
+        _cleanup_close_ int pidfd = -1, dirfd = -1;
+        struct proc_stat st;
+        struct proc_status status;
+        int r;
+
+        if (pid <= 0)
+                return -ESRCH;
+        /* procps-ng #207: pidfd first, then the dir, then check the pidfd
+         * still refers to a live process: only then is the dir this one's. */
+        if (ctx->real_proc) {
+                pidfd = pidfd_open(pid, 0);
+                /* ENOSYS: a kernel before 5.3 (or valgrind): go on without;
+                 * the kept fds still pin the task and see its exit (ESRCH)
+                 * at the next tick instead of at once. */
+                if (pidfd < 0 && errno != ENOSYS) {
+                        /* pidfd_open refuses a thread that is not its
+                         * group's leader (EINVAL; ENOENT on 6.9+ kernels):
+                         * say which process it belongs to */
+                        int e = errno;
+                        _cleanup_close_ int d = proc_open_pid_dir(ctx->proc_root, pid);
+                        struct proc_status tst;
+                        if (d >= 0 && proc_read_status(d, &tst) == 0 && tst.has_tgid && tst.tgid != pid) {
+                                if (ret_id)
+                                        *ret_id = (struct proc_identity){ .pid = pid, .tgid = tst.tgid };
+                                return -EINVAL;
+                        }
+                        return e == EINVAL || e == ENOENT || e == ESRCH ? -ESRCH : -e;
+                }
+        }
+        dirfd = proc_open_pid_dir(ctx->proc_root, pid);
+        if (dirfd < 0)
+                return dirfd == -ENOENT ? -ESRCH : dirfd;
+        r = proc_read_stat(dirfd, &st);
+        if (r < 0)
+                return proc_errno_is_gone(r) ? -ESRCH : r;
+        r = proc_read_status(dirfd, &status);
+        if (r < 0)
+                return proc_errno_is_gone(r) ? -ESRCH : r;
+        if (pidfd >= 0 && pidfd_send_signal(pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
+                return -ESRCH;
+        if (st.state == 'Z' || st.state == 'X')
+                return -ESRCH;
+        if (expect_start_ticks && st.starttime_ticks != expect_start_ticks)
+                return -ESRCH;
+
+        struct proc_identity id = {
+                .pid = pid,
+                .start_ticks = st.starttime_ticks,
+                .tgid = status.has_tgid ? status.tgid : pid,
+        };
+        memcpy(id.comm, st.comm, sizeof id.comm);
+        if (status.has_uids) {
+                id.uid_real = status.uid_real;
+                id.uid_effective = status.uid_effective;
+                id.uid_saved = status.uid_saved;
+                id.uid_fs = status.uid_fs;
+        }
+        /* A non-dumpable process's /proc files belong to root (proc(5),
+         * "PR_SET_DUMPABLE"): that is how we see it without ptrace. */
+        struct stat io_st;
+        id.dumpable = fstatat(dirfd, "io", &io_st, 0) == 0 && io_st.st_uid == id.uid_real;
+        if (id.uid_real == 0)
+                id.dumpable = true;
+
+        struct run *run = calloc(1, sizeof *run);
+        if (!run)
+                return -ENOMEM;
+        run->fd_stat = run->fd_statm = run->fd_schedstat = run->fd_io = -1;
+        run->pidfd = TAKE_FD(pidfd);
+        run->dirfd = TAKE_FD(dirfd);
+        if (ctx->real_proc) {
+                run->fd_stat = open_kept(run->dirfd, "stat");
+                run->fd_statm = open_kept(run->dirfd, "statm");
+                run->fd_schedstat = open_kept(run->dirfd, "schedstat");
+                run->fd_io = open_kept(run->dirfd, "io"); /* may be -EACCES: I/O unknown */
+                if (run->fd_stat < 0 || run->fd_statm < 0) {
+                        r = run->fd_stat < 0 ? run->fd_stat : run->fd_statm;
+                        run->fd_stat = run->fd_statm = -1;
+                        run_free(run);
+                        return proc_errno_is_gone(r) ? -ESRCH : r;
+                }
+        }
+        run->info.pid = pid;
+        run->info.start_time_ticks = st.starttime_ticks;
+        run->info.has_uid = status.has_uids;
+        run->info.uid = id.uid_real;
+        if (status.has_vmhwm) {
+                run->has_peak = true;
+                run->peak_rss_bytes = status.vmhwm_bytes;
+        }
+        *ret_run = run;
+        if (ret_id)
+                *ret_id = id;
+        return 0;
+}
+
+/* Reads a file through a kept fd (real /proc) or by name under the dir. */
+static ssize_t read_member_file(int kept_fd, int dirfd, const char *name, char *buf, size_t size) {
+        if (kept_fd >= 0)
+                return pread_text(kept_fd, buf, size);
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return pread_text(fd, buf, size);
+}
+
+struct reading {
+        int pid;
+        struct proc_stat st;
+        bool has_cpu;
+        uint64_t cpu_ns; /* all threads, exited ones included */
+        bool zombie;
+        bool has_statm;
+        struct proc_statm statm;
+        bool has_io;
+        struct proc_io io;
+        uint64_t netns;
+        bool has_netns;
+        int dirfd; /* borrowed or owned (owned when != run's dirfd) */
+};
+
+/* CPU time of the whole thread group in ns, from the process CPU clock
+ * (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat is
+ * the main thread's alone, and task/TID/schedstat loses exited threads.
+ * Any process may read another's process clock. */
+static bool read_cpu_clock(int pid, uint64_t *ret) {
+        clockid_t cid;
+        struct timespec ts;
+        if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) < 0)
+                return false;
+        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        return true;
+}
+
+static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, bool allow_zombie,
+                       struct reading *out) {
+        char buf[4096];
+        ssize_t k;
+        int dirfd = main ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pid);
+        if (dirfd < 0)
+                return dirfd;
+        memset(out, 0, sizeof *out);
+        out->pid = pid;
+        out->dirfd = dirfd;
+
+        /* The clock is read by pid, so read it while the dir fd pins the
+         * task and before stat: if stat then still reads through that fd,
+         * the task was alive all along and the clock was its own. */
+        if (ctx->real_proc)
+                out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
+        k = read_member_file(main ? r->fd_stat : -1, dirfd, "stat", buf, sizeof buf);
+        if (k < 0 || proc_parse_stat(buf, &out->st) < 0)
+                goto gone;
+        if (out->st.state == 'X' || (out->st.state == 'Z' && !allow_zombie))
+                goto gone;
+        out->zombie = out->st.state == 'Z';
+        if (!out->has_cpu) {
+                /* fixture trees: schedstat; then stat ticks */
+                struct proc_schedstat ss;
+                k = read_member_file(main ? r->fd_schedstat : -1, dirfd, "schedstat", buf, sizeof buf);
+                if (k >= 0 && proc_parse_schedstat(buf, &ss) == 0) {
+                        out->has_cpu = true;
+                        out->cpu_ns = ss.run_ns;
+                }
+        }
+        /* a zombie has no memory left: its statm reads 0, which is not its RSS */
+        k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
+        if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
+                out->has_statm = true;
+        if (!main || r->fd_io >= 0 || !ctx->real_proc) {
+                k = read_member_file(main ? r->fd_io : -1, dirfd, "io", buf, sizeof buf);
+                if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
+                        out->has_io = true;
+        }
+        return 0;
+gone:
+        if (!main)
+                safe_close(dirfd);
+        return -ESRCH;
+}
+
+static void reading_done(struct run *r, struct reading *rd) {
+        if (rd->dirfd >= 0 && rd->dirfd != r->dirfd)
+                safe_close(rd->dirfd);
+        rd->dirfd = -1;
+}
+
+/* Descendants of the main process, breadth first, via task/{tid}/children. */
+static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, size_t *ret_n) {
+        size_t n = 1, cap = 16;
+        int *pids = malloc(cap * sizeof *pids);
+        if (!pids)
+                return -ENOMEM;
+        pids[0] = r->info.pid;
+        for (size_t i = 0; i < n && n < MAX_TREE; i++) {
+                _cleanup_free_ int *kids = NULL;
+                size_t nk = 0;
+                int d = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
+                if (d < 0)
+                        continue;
+                int q = proc_read_children(d, &kids, &nk);
+                if (i != 0)
+                        safe_close(d);
+                if (q < 0)
+                        continue;
+                for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
+                        if (n == cap) {
+                                int *np = realloc(pids, (cap *= 2) * sizeof *pids);
+                                if (!np) {
+                                        free(pids);
+                                        return -ENOMEM;
+                                }
+                                pids = np;
+                        }
+                        pids[n++] = kids[j];
+                }
+        }
+        *ret = pids;
+        *ret_n = n;
+        return 0;
+}
+
+static const struct proc_netdev *netdev_cached(struct collect_ctx *ctx, uint64_t inode, int dirfd) {
+        for (size_t i = 0; i < ctx->n_nscache; i++)
+                if (ctx->nscache[i].inode == inode)
+                        return ctx->nscache[i].r == 0 ? &ctx->nscache[i].nd : NULL;
+        struct netns_cache *nc = realloc(ctx->nscache, (ctx->n_nscache + 1) * sizeof *nc);
+        if (!nc)
+                return NULL;
+        ctx->nscache = nc;
+        nc = &ctx->nscache[ctx->n_nscache++];
+        nc->inode = inode;
+        nc->r = proc_read_netdev(dirfd, &nc->nd);
+        return nc->r == 0 ? &nc->nd : NULL;
+}
+
+void collect_ctx_new_tick(struct collect_ctx *ctx) {
+        ctx->n_nscache = 0;
+        ctx->tick_id++;
+}
+
+void collect_ctx_done(struct collect_ctx *ctx) {
+        free(ctx->nscache);
+        ctx->nscache = NULL;
+        ctx->n_nscache = 0;
+}
+
+static struct member *find_member(struct run *r, int pid, uint64_t start) {
+        for (size_t i = 0; i < r->n_members; i++)
+                if (r->members[i].pid == pid && r->members[i].start_ticks == start)
+                        return &r->members[i];
+        return NULL;
+}
+
+static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
+        return t * (1000000000ULL / (uint64_t)ctx->clk_tck);
+}
+
+static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm,
+                          size_t n, usec_t now_mono, struct sample *s) {
+        _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
+        _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
+        if (!dirfds || !acc)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                dirfds[i] = rd[i].dirfd;
+                acc[i] = nm[i].acc;
+        }
+        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, now_mono * 1000, s);
+        for (size_t i = 0; i < n; i++)
+                nm[i].acc = acc[i];
+}
+
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
+               struct sample *ret) {
+        _cleanup_free_ int *pids = NULL;
+        size_t npids = 1;
+        int single = r->info.pid;
+        bool first = r->ticks == 0;
+        int q;
+
+        if (r->info.children) {
+                q = collect_tree(ctx, r, &pids, &npids);
+                if (q < 0)
+                        return q;
+        } else
+                pids = NULL;
+
+        _cleanup_free_ struct reading *rd = calloc(npids, sizeof *rd);
+        if (!rd)
+                return -ENOMEM;
+        size_t nrd = 0;
+        for (size_t i = 0; i < npids; i++) {
+                int pid = pids ? pids[i] : single;
+                q = read_member(ctx, r, pid, i == 0, final, &rd[nrd]);
+                if (q < 0) {
+                        if (i == 0)
+                                return -ESRCH; /* the main process is gone */
+                        continue;              /* a child that left: normal */
+                }
+                nrd++;
+        }
+        /* Under a fixture root identity comes from the tree: a different
+         * start time in the same pid directory is a different process. */
+        if (rd[0].st.starttime_ticks != r->info.start_time_ticks) {
+                for (size_t i = 0; i < nrd; i++)
+                        reading_done(r, &rd[i]);
+                return -ESRCH;
+        }
+
+        struct sample s = { .ts_ms = now_ms };
+        uint64_t d_cpu = 0, d_user = 0, d_sys = 0, d_read = 0, d_write = 0, d_rchar = 0, d_wchar = 0;
+        bool io_known = true;
+        struct member *nm = calloc(nrd, sizeof *nm);
+        if (!nm) {
+                for (size_t i = 0; i < nrd; i++)
+                        reading_done(r, &rd[i]);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < nrd; i++) {
+                struct reading *x = &rd[i];
+                struct member *m = &nm[i];
+                m->pid = x->pid;
+                m->start_ticks = x->st.starttime_ticks;
+                m->utime_ticks = x->st.utime_ticks;
+                m->stime_ticks = x->st.stime_ticks;
+                /* schedstat is exact (ns); stat ticks are the fallback */
+                m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
+                m->has_io = x->has_io;
+                m->io = x->io;
+                /* A member seen before contributes its growth; one that
+                 * appeared after the baseline was born during the run and
+                 * contributes all it has used; at the baseline nothing counts. */
+                struct member *p = find_member(r, m->pid, m->start_ticks);
+                if (p) { /* the GPU fd cache moves to the new member */
+                        m->acc = p->acc;
+                        p->acc = (struct accel_member){ 0 };
+                } else
+                        m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
+                if (!x->zombie) {
+                        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
+                                m->has_netns = true;
+                                m->netns = p->netns;
+                                m->netns_tick = p->netns_tick;
+                        } else {
+                                m->has_netns = proc_read_netns_inode(x->dirfd, &m->netns) == 0;
+                                m->netns_tick = r->ticks;
+                        }
+                        x->has_netns = m->has_netns;
+                        x->netns = m->netns;
+                }
+                struct member zero = { 0 };
+                if (!p)
+                        p = first ? m : &zero;
+                d_cpu += sat_sub_u64(m->cpu_ns, p->cpu_ns);
+                d_user += sat_sub_u64(m->utime_ticks, p->utime_ticks);
+                d_sys += sat_sub_u64(m->stime_ticks, p->stime_ticks);
+                if (x->has_io && (p->has_io || p == &zero || p == m)) {
+                        d_read += sat_sub_u64(m->io.read_bytes, p->io.read_bytes);
+                        d_write += sat_sub_u64(m->io.write_bytes, p->io.write_bytes);
+                        d_rchar += sat_sub_u64(m->io.rchar, p->io.rchar);
+                        d_wchar += sat_sub_u64(m->io.wchar, p->io.wchar);
+                } else if (!x->has_io)
+                        io_known = false;
+                if (x->has_statm) {
+                        s.has_rss = true;
+                        s.rss_bytes += x->statm.resident_pages * (uint64_t)ctx->page_size;
+                        s.rss_anon_bytes += sat_sub_u64(x->statm.resident_pages, x->statm.shared_pages) *
+                                            (uint64_t)ctx->page_size;
+                }
+                s.threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
+        }
+        s.processes = (uint32_t)nrd;
+
+        /* Network: the counters of each distinct namespace the tree lives
+         * in, loopback excluded (Linux has no per-process byte counters). */
+        uint64_t d_rx = 0, d_tx = 0;
+        bool net_known = false;
+        for (size_t i = 0; i < nrd; i++) {
+                if (!rd[i].has_netns)
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; j < i; j++)
+                        if (rd[j].has_netns && rd[j].netns == rd[i].netns)
+                                dup = true;
+                if (dup)
+                        continue;
+                const struct proc_netdev *nd = netdev_cached(ctx, rd[i].netns, rd[i].dirfd);
+                if (!nd)
+                        continue;
+                net_known = true;
+                struct netns_counter *c = NULL;
+                for (size_t j = 0; j < r->n_netns; j++)
+                        if (r->netns[j].inode == rd[i].netns)
+                                c = &r->netns[j];
+                if (!c) {
+                        struct netns_counter *nn = realloc(r->netns, (r->n_netns + 1) * sizeof *nn);
+                        if (!nn)
+                                continue;
+                        r->netns = nn;
+                        c = &r->netns[r->n_netns++];
+                        /* a namespace first seen now is a baseline */
+                        *c = (struct netns_counter){ .inode = rd[i].netns, .rx_bytes = nd->rx_bytes, .tx_bytes = nd->tx_bytes };
+                }
+                d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
+                d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
+                c->rx_bytes = nd->rx_bytes;
+                c->tx_bytes = nd->tx_bytes;
+        }
+
+        /* A process registered before it execs (mlmonctl run) changes its
+         * comm and cmdline: follow them for the first ticks and on any comm
+         * change. */
+        if (!rd[0].zombie && (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3)) {
+                char *cmd = NULL;
+                if (proc_read_cmdline(r->dirfd, 4096, &cmd) == 0) {
+                        bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 ||
+                                       !r->info.cmdline || strcmp(cmd, r->info.cmdline) != 0;
+                        char *comm = changed ? strdup(rd[0].st.comm) : NULL;
+                        if (changed && comm) {
+                                free(r->info.comm);
+                                free(r->info.cmdline);
+                                r->info.comm = comm;
+                                r->info.cmdline = TAKE_PTR(cmd);
+                                r->identity_changed = true;
+                        }
+                        free(cmd);
+                }
+        }
+
+        /* VmHWM of the main process, every few ticks */
+        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
+                struct proc_status status;
+                if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm) {
+                        r->has_peak = true;
+                        r->peak_rss_bytes = status.vmhwm_bytes;
+                }
+        }
+        /* Accelerators: the tree's DRM/accel clients and NVML processes.
+         * A zombie has closed its fds: its last use stands as it was. */
+        if (accel_per_process(ctx->accel) && !rd[0].zombie)
+                collect_accel(ctx, r, rd, nm, nrd, now_mono, &s);
+        for (size_t i = 0; i < nrd; i++)
+                reading_done(r, &rd[i]);
+
+        /* base: the cumulative counters so far (zero for a new run, the
+         * stored totals for one resumed after a daemon restart); prev: the
+         * previous reading, for rates (none at a baseline) */
+        const struct sample *base = &r->last;
+        const struct sample *prev = r->has_last ? &r->last : NULL;
+        double dt_s = prev ? (double)(now_mono - r->last_sample_usec) / 1e6 : 0;
+        s.cpu_time_ns = base->cpu_time_ns + d_cpu;
+        s.user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d_user);
+        s.system_time_ns = base->system_time_ns + ticks_to_ns(ctx, d_sys);
+        if (prev && dt_s > 0) {
+                s.has_cpu_pct = true;
+                s.cpu_pct = (double)d_cpu / 1e9 / dt_s * 100.0;
+        }
+        if (io_known) {
+                s.has_io = true;
+                s.read_bytes = (base->has_io ? base->read_bytes : 0) + d_read;
+                s.write_bytes = (base->has_io ? base->write_bytes : 0) + d_write;
+                s.rchar_bytes = (base->has_io ? base->rchar_bytes : 0) + d_rchar;
+                s.wchar_bytes = (base->has_io ? base->wchar_bytes : 0) + d_wchar;
+                if (prev && prev->has_io && dt_s > 0) {
+                        s.has_io_rate = true;
+                        s.read_bytes_per_s = (double)d_read / dt_s;
+                        s.write_bytes_per_s = (double)d_write / dt_s;
+                }
+        }
+        if (net_known) {
+                s.has_net = true;
+                s.netns_rx_bytes = (base->has_net ? base->netns_rx_bytes : 0) + d_rx;
+                s.netns_tx_bytes = (base->has_net ? base->netns_tx_bytes : 0) + d_tx;
+                if (prev && prev->has_net && dt_s > 0) {
+                        s.has_net_rate = true;
+                        s.netns_rx_bytes_per_s = (double)d_rx / dt_s;
+                        s.netns_tx_bytes_per_s = (double)d_tx / dt_s;
+                }
+        }
+        if (!net_known && final && base->has_net) {
+                /* an exited process has no namespace left to read */
+                s.has_net = true;
+                s.netns_rx_bytes = base->netns_rx_bytes;
+                s.netns_tx_bytes = base->netns_tx_bytes;
+        }
+        if (!s.has_rss && final && r->has_last && r->last.has_rss) {
+                /* the exited process's memory is gone: its last RSS stands */
+                s.has_rss = true;
+                s.rss_bytes = r->last.rss_bytes;
+                s.rss_anon_bytes = r->last.rss_anon_bytes;
+        }
+        if (r->has_peak) {
+                s.has_peak_rss = true;
+                s.peak_rss_bytes = r->peak_rss_bytes;
+        }
+        if (r->accel.has_energy) {
+                s.has_energy = true;
+                s.energy_j = r->accel.energy_j;
+        }
+
+        for (size_t i = 0; i < r->n_members; i++) /* members that left */
+                accel_member_done(&r->members[i].acc);
+        free(r->members);
+        r->members = nm;
+        r->n_members = nrd;
+        r->last = s;
+        r->has_last = true;
+        r->last_sample_usec = now_mono;
+        r->ticks++;
+        *ret = s;
+        return 0;
+}

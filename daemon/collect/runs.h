@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* A run in memory: the registered process instance pinned by fds, and the
+ * collector that turns its /proc files into samples (deltas, rates). Knows
+ * nothing of SQL or HTTP. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "collect/accel/accel.h"
+#include "analyze/leakwatch.h"
+#include "analyze/ops.h"
+#include "collect/procfs.h"
+#include "collect/sample.h"
+
+/* One process of a run's tree, with its counters at the previous sample. */
+struct member {
+        int pid;
+        uint64_t start_ticks;
+        uint64_t cpu_ns, utime_ticks, stime_ticks;
+        bool has_io;
+        struct proc_io io;
+        bool has_netns;
+        uint64_t netns;      /* network namespace inode */
+        uint64_t netns_tick; /* run tick at which netns was last read */
+        struct accel_member acc; /* its GPU/NPU fds */
+};
+
+struct netns_counter {
+        uint64_t inode;
+        uint64_t rx_bytes, tx_bytes;
+        bool seen;
+};
+
+struct run {
+        struct run_info info;
+        int pidfd;  /* -1 under a fixture proc root */
+        int dirfd;  /* /proc/PID */
+        /* kept open and pread each tick: cheaper than open/read/close, and a
+         * kept fd is bound to this task (ESRCH once it is reaped, never a
+         * recycled pid's data) */
+        int fd_stat, fd_statm, fd_schedstat, fd_io;
+        sd_event_source *exit_source;
+        usec_t next_due_usec;    /* CLOCK_MONOTONIC */
+        usec_t last_sample_usec; /* CLOCK_MONOTONIC of the previous sample */
+        uint64_t ticks;
+        struct member *members;
+        size_t n_members;
+        struct netns_counter *netns;
+        size_t n_netns;
+        bool has_peak;
+        uint64_t peak_rss_bytes; /* VmHWM, refreshed every few ticks */
+        bool has_last;
+        struct sample last;
+        struct op_table ops; /* what the application reports (StatsD, observations) */
+        struct leakwatch leak; /* anonymous RSS floors and the leak verdict */
+        struct leakwatch leak_gpu; /* the same on GPU memory, once it is known */
+        struct accel_run accel;    /* per-device use and the energy estimate */
+        void *owner; /* the manager, for event callbacks */
+        bool identity_changed; /* comm/cmdline re-read (exec): store them */
+};
+
+/* Host-wide context the collector needs. */
+struct collect_ctx {
+        const char *proc_root;
+        bool real_proc; /* proc_root is the kernel's /proc: use pidfds */
+        long clk_tck;
+        long page_size;
+        /* per tick cache of net/dev by namespace inode */
+        struct netns_cache {
+                uint64_t inode;
+                int r;
+                struct proc_netdev nd;
+        } *nscache;
+        size_t n_nscache;
+        uint64_t tick_id;
+        struct accel *accel; /* NULL: no GPU/NPU/energy collection */
+};
+
+/* Identity and authorization facts read at registration. */
+struct proc_identity {
+        int pid;
+        uint64_t start_ticks;
+        char comm[PROC_COMM_MAX];
+        uid_t uid_real, uid_effective, uid_saved, uid_fs;
+        bool dumpable;
+        int tgid;
+};
+
+/* Pins pid: pidfd (real /proc), /proc/PID dirfd, identity. On success the
+ * fds are owned by *ret_run (a new, zeroed run with info.pid etc. set). If
+ * expect_start_ticks != 0 the process must have that start time (restore
+ * after a daemon restart). -ESRCH: no such process (or a different one);
+ * -EINVAL: pid is a thread, not a process (ret_id->tgid names the process). */
+int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
+               struct proc_identity *ret_id);
+void run_free(struct run *r);
+void run_close_fds(struct run *r);
+
+/* Reads the run's tree now and produces a sample. The first call takes the
+ * baseline (rates unknown). Returns -ESRCH when the process is gone.
+ * final: the process has exited but not been reaped (pidfd readable): a
+ * zombie still shows its CPU time and I/O; its RSS is kept from before. */
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
+               struct sample *ret);
+
+void collect_ctx_new_tick(struct collect_ctx *ctx);
+void collect_ctx_done(struct collect_ctx *ctx);

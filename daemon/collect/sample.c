@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+#include "collect/sample.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const run_state_table[_RUN_STATE_MAX] = {
+        [RUN_RUNNING] = "running",
+        [RUN_EXITED] = "exited",
+        [RUN_UNREGISTERED] = "unregistered",
+};
+
+const char *run_state_to_string(enum run_state s) {
+        return (unsigned)s < _RUN_STATE_MAX ? run_state_table[s] : NULL;
+}
+
+int run_state_from_string(const char *s) {
+        for (int i = 0; i < _RUN_STATE_MAX; i++)
+                if (streq(run_state_table[i], s))
+                        return i;
+        return -EINVAL;
+}
+
+void run_info_done(struct run_info *ri) {
+        free(ri->name);
+        free(ri->comm);
+        free(ri->cmdline);
+        free(ri->tags_json);
+        free(ri->leak_json);
+        ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->leak_json = NULL;
+}
+
+static int dup_or_null(char **dst, const char *src) {
+        *dst = NULL;
+        if (src && !(*dst = strdup(src)))
+                return -ENOMEM;
+        return 0;
+}
+
+int run_info_copy(struct run_info *dst, const struct run_info *src) {
+        *dst = *src;
+        if (dup_or_null(&dst->name, src->name) < 0 || dup_or_null(&dst->comm, src->comm) < 0 ||
+            dup_or_null(&dst->cmdline, src->cmdline) < 0 || dup_or_null(&dst->tags_json, src->tags_json) < 0 ||
+            dup_or_null(&dst->leak_json, src->leak_json) < 0) {
+                run_info_done(dst);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void run_totals_add(struct run_totals *t, const struct sample *s) {
+        t->last_ts_ms = s->ts_ms;
+        t->samples++;
+        t->cpu_time_ns = s->cpu_time_ns;
+        t->user_time_ns = s->user_time_ns;
+        t->system_time_ns = s->system_time_ns;
+        if (s->has_rss) {
+                uint64_t peak = s->rss_bytes;
+                if (s->has_peak_rss && s->peak_rss_bytes > peak)
+                        peak = s->peak_rss_bytes;
+                if (!t->has_rss || peak > t->peak_rss_bytes)
+                        t->peak_rss_bytes = peak;
+                t->final_rss_bytes = s->rss_bytes;
+                t->has_rss = true;
+        }
+        if (s->threads > t->threads_max)
+                t->threads_max = s->threads;
+        if (s->has_io) {
+                t->has_io = true;
+                t->read_bytes = s->read_bytes;
+                t->write_bytes = s->write_bytes;
+        }
+        if (s->has_net) {
+                t->has_net = true;
+                t->netns_rx_bytes = s->netns_rx_bytes;
+                t->netns_tx_bytes = s->netns_tx_bytes;
+        }
+        if (s->has_gpu_mem) {
+                if (!t->has_gpu_mem || s->gpu_mem_bytes > t->peak_gpu_mem_bytes)
+                        t->peak_gpu_mem_bytes = s->gpu_mem_bytes;
+                t->has_gpu_mem = true;
+        }
+        if (s->has_gpu_util) {
+                t->gpu_util_samples++;
+                t->gpu_util_sum_pct += s->gpu_util_pct;
+        }
+        if (s->has_energy) {
+                t->has_energy = true;
+                t->energy_j = s->energy_j;
+        }
+}

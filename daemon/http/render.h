@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* The one place that names JSON fields. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "manager.h"
+#include "store/query.h"
+#include "collect/sample.h"
+
+/* gpu: the sample's per-device use (render_gpu_uses(), an empty array for
+ * none), taken over; NULL renders null (not known, e.g. a merged step). */
+json_object *render_sample(const struct sample *s, json_object *gpu);
+/* A run's use of each device ([{"device", "engines": {...}, ...}]). */
+struct gpu_use;
+struct gpu_device;
+json_object *render_gpu_uses(const struct gpu_use *u, size_t n);
+/* A device's latest counters (/v1/system), and the part of them that
+ * device_samples keeps as JSON. */
+json_object *render_device(const struct gpu_device *d);
+json_object *render_device_detail(const struct gpu_device *d);
+/* latest may be NULL (JSON null); latest_gpu as render_sample's gpu. */
+json_object *render_run(const struct run_info *ri, const struct sample *latest, json_object *latest_gpu);
+/* co2_g = energy_j in kWh times grid_g_per_kwh ([energy] grid_g_per_kwh). */
+json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh);
+/* ops may be NULL (no op data); span_s: what per_s divides by. */
+json_object *render_window(const struct window_rates *w, double window_s, const struct op_aggs *ops, double span_s);
+/* One op's latency: count, total, mean, stddev, min, max and the asked
+ * percentiles (qs in (0, 100]). */
+json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq);
+/* "p50_ms", "p99.9_ms". */
+void render_quantile_key(double q, char *buf, size_t size);
+json_object *render_health(const struct manager *m);
+/* The verdict of a run being watched (registered_ts: to turn the series'
+ * seconds into Unix ms). */
+struct leakwatch;
+json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, const char *metric);
+/* A run's "leak": the anonymous RSS verdict, with the GPU memory one as
+ * "gpu_mem" (null while the run has no GPU memory). */
+json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms);
+json_object *render_system(const struct manager *m);

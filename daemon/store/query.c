@@ -1,0 +1,553 @@
+/* SPDX-License-Identifier: MIT */
+#include "store/query.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct budget {
+        usec_t deadline;
+};
+
+static int progress(void *userdata) {
+        struct budget *b = userdata;
+        return now_usec(CLOCK_MONOTONIC) > b->deadline; /* nonzero interrupts */
+}
+
+/* Installs the time budget on the reader for the duration of one query. */
+static sqlite3 *reader_begin(struct store *s, const struct query_limits *l, struct budget *b) {
+        sqlite3 *db = store_reader(s);
+        b->deadline = now_usec(CLOCK_MONOTONIC) + l->timeout_usec;
+        sqlite3_progress_handler(db, 1000, progress, b);
+        return db;
+}
+
+static void reader_end(struct store *s) { sqlite3_progress_handler(store_reader(s), 0, NULL, NULL); }
+
+static int step_error(sqlite3 *db, int rc) {
+        if (rc == SQLITE_INTERRUPT)
+                return -ETIMEDOUT;
+        log_warning("query failed: %s", sqlite3_errmsg(db));
+        return -EIO;
+}
+
+int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r;
+        if (store_reader_prepare(s, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                r = -ENOENT;
+        else if (rc == SQLITE_ROW)
+                r = store_row_to_run_info(st, ret);
+        else
+                r = step_error(db, rc);
+out:
+        reader_end(s);
+        return r;
+}
+
+void run_infos_free(struct run_info *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                run_info_done(&v[i]);
+        free(v);
+}
+
+int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
+               size_t *ret_n, bool *ret_truncated) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct run_info *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        bool truncated = false;
+
+        if (store_reader_prepare(s,
+                               "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
+                               "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4", &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        if (f->state >= 0)
+                sqlite3_bind_text(st, 1, run_state_to_string((enum run_state)f->state), -1, SQLITE_STATIC);
+        if (f->name)
+                sqlite3_bind_text(st, 2, f->name, -1, SQLITE_STATIC);
+        if (f->pid > 0)
+                sqlite3_bind_int(st, 3, f->pid);
+        sqlite3_bind_int64(st, 4, (int64_t)l->max_rows + 1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (n == l->max_rows) {
+                        truncated = true;
+                        break;
+                }
+                struct run_info *nv = realloc(v, (n + 1) * sizeof *v);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                if ((r = store_row_to_run_info(st, &v[n])) < 0)
+                        goto out;
+                n++;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        *ret_truncated = truncated;
+out:
+        if (v)
+                run_infos_free(v, n);
+        reader_end(s);
+        return r;
+}
+
+static char *col_text_dup(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *)t) : NULL;
+}
+
+void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
+                    char **ret_gpu_json) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r;
+        if (store_reader_prepare(s, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st) !=
+            SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, ts);
+        sqlite3_bind_int64(st, 2, run_id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                store_row_to_sample(st, 0, ret);
+                if (ret_gpu_json)
+                        *ret_gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+                r = 0;
+        } else
+                r = rc == SQLITE_DONE ? -ENOENT : step_error(db, rc);
+out:
+        reader_end(s);
+        return r;
+}
+
+/* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
+ * reader serves both: rates and gauges averaged, counters at their last
+ * (= largest) value. */
+#define SAMPLE_STEP_COLUMNS                                                                                \
+        "(ts / ?1) * ?1 AS bucket, avg(cpu_pct), max(cpu_time_ns), max(user_time_ns), max(system_time_ns), " \
+        "CAST(avg(rss_bytes) AS INTEGER), CAST(avg(rss_anon_bytes) AS INTEGER), max(peak_rss_bytes), "      \
+        "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "             \
+        "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "          \
+        "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "  \
+        "avg(gpu_util_pct), max(energy_j), NULL"
+
+int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
+                  char ***ret_gpu_json) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ struct sample *v = NULL;
+        char **gv = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        bool truncated = false;
+
+        if (limit == 0 || limit > l->max_rows)
+                limit = l->max_rows;
+        const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
+                                        "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
+                                      : "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
+                                        "ts<=?4 ORDER BY ts LIMIT ?5";
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        if (step_ms > 0)
+                sqlite3_bind_int64(st, 1, step_ms);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_int64(st, 3, from);
+        sqlite3_bind_int64(st, 4, until);
+        sqlite3_bind_int64(st, 5, (int64_t)limit + 1);
+        v = calloc(limit < 64 ? limit : 64, sizeof *v);
+        size_t cap = limit < 64 ? limit : 64;
+        if (ret_gpu_json)
+                gv = calloc(cap, sizeof *gv);
+        if (!v || (ret_gpu_json && !gv)) {
+                r = -ENOMEM;
+                goto out;
+        }
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (n == limit) {
+                        truncated = true;
+                        break;
+                }
+                if (n == cap) {
+                        size_t ncap = cap * 2 > limit ? limit : cap * 2;
+                        struct sample *nv = realloc(v, ncap * sizeof *v);
+                        if (!nv) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        v = nv;
+                        if (gv) {
+                                char **ng = realloc(gv, ncap * sizeof *gv);
+                                if (!ng) {
+                                        r = -ENOMEM;
+                                        goto out;
+                                }
+                                gv = ng;
+                        }
+                        cap = ncap;
+                }
+                if (gv)
+                        gv[n] = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+                store_row_to_sample(st, 0, &v[n++]);
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        *ret_truncated = truncated;
+        if (ret_gpu_json)
+                *ret_gpu_json = TAKE_PTR(gv);
+out:
+        strv_free_n(gv, n);
+        reader_end(s);
+        return r;
+}
+
+void window_rates_from(const struct sample *a, const struct sample *z, struct window_rates *w) {
+        double dt = (double)(z->ts_ms - a->ts_ms) / 1000.0;
+        w->from_ms = a->ts_ms;
+        w->until_ms = z->ts_ms;
+        w->has_cpu = w->has_io = w->has_net = false;
+        if (dt <= 0)
+                return;
+        w->has_cpu = true;
+        w->cpu_pct = (double)sat_sub_u64(z->cpu_time_ns, a->cpu_time_ns) / 1e9 / dt * 100.0;
+        if (a->has_io && z->has_io) {
+                w->has_io = true;
+                w->read_bytes_per_s = (double)sat_sub_u64(z->read_bytes, a->read_bytes) / dt;
+                w->write_bytes_per_s = (double)sat_sub_u64(z->write_bytes, a->write_bytes) / dt;
+        }
+        if (a->has_net && z->has_net) {
+                w->has_net = true;
+                w->netns_rx_bytes_per_s = (double)sat_sub_u64(z->netns_rx_bytes, a->netns_rx_bytes) / dt;
+                w->netns_tx_bytes_per_s = (double)sat_sub_u64(z->netns_tx_bytes, a->netns_tx_bytes) / dt;
+        }
+}
+
+static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last, struct sample *ret) {
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        const char *sql = last ? "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
+                                 "ORDER BY ts DESC LIMIT 1"
+                               : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
+                                 "ORDER BY ts ASC LIMIT 1";
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
+                return step_error(db, SQLITE_ERROR);
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, from);
+        sqlite3_bind_int64(st, 3, until);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return step_error(db, rc);
+        store_row_to_sample(st, 0, ret);
+        return 0;
+}
+
+int query_window(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 struct window_rates *ret) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        struct window_rates w = { .from_ms = from, .until_ms = until };
+        struct sample a, z;
+        int r = edge_sample(s, db, run_id, from, until, false, &a);
+        if (r == 0)
+                r = edge_sample(s, db, run_id, from, until, true, &z);
+        if (r == 0) {
+                window_rates_from(&a, &z, &w);
+                _cleanup_reset_ sqlite3_stmt *st = NULL;
+                if (store_reader_prepare(s,
+                                       "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?", &st) == SQLITE_OK) {
+                        sqlite3_bind_int64(st, 1, run_id);
+                        sqlite3_bind_int64(st, 2, from);
+                        sqlite3_bind_int64(st, 3, until);
+                        int rc = sqlite3_step(st);
+                        if (rc == SQLITE_ROW) {
+                                w.samples = (uint64_t)sqlite3_column_int64(st, 0);
+                                if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+                                        w.has_gpu = true;
+                                        w.gpu_util_pct = sqlite3_column_double(st, 1);
+                                }
+                        } else
+                                r = step_error(db, rc);
+                }
+        } else if (r == -ENOENT)
+                r = 0; /* no samples in the window: every rate unknown */
+        reader_end(s);
+        if (r == 0)
+                *ret = w;
+        return r;
+}
+
+static int merge_slices(struct store *s, sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
+                        const char *op_filter, struct op_aggs *a) {
+        static const char raw[] = "SELECT op, category, count, hist FROM op_slices WHERE ts >= ?1 AND ts < ?2 "
+                                  "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
+        static const char rollup[] = "SELECT op, category, count, hist FROM op_slices_1m WHERE ts >= ?1 AND ts < ?2 "
+                                     "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
+        const char *sql = streq(table, "op_slices") ? raw : rollup;
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
+                return step_error(db, SQLITE_ERROR);
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int64(st, 3, run_id);
+        if (op_filter)
+                sqlite3_bind_text(st, 4, op_filter, -1, SQLITE_STATIC);
+        struct hist h;
+        hist_init(&h);
+        int rc, r = 0;
+        while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *op = (const char *)sqlite3_column_text(st, 0);
+                const char *cat = (const char *)sqlite3_column_text(st, 1);
+                const void *blob = sqlite3_column_blob(st, 3);
+                int blen = sqlite3_column_bytes(st, 3);
+                /* a blob that does not decode is skipped, not fatal: the
+                 * count still stands */
+                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
+                if (op)
+                        r = op_aggs_add(a, op, cat, sqlite3_column_double(st, 2), has_h ? &h : NULL);
+        }
+        hist_done(&h);
+        if (r < 0)
+                return r;
+        return rc == SQLITE_DONE ? 0 : step_error(db, rc);
+}
+
+int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+              int64_t rollup_before, const char *op_filter, struct op_aggs *a) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        int r = 0;
+        /* minutes wholly before the raw retention come from the rollups */
+        int64_t split = rollup_before - rollup_before % 60000;
+        if (from < split)
+                r = merge_slices(s, db, "op_slices_1m", run_id, from, split < until ? split : until, op_filter, a);
+        if (r == 0 && until > split)
+                r = merge_slices(s, db, "op_slices", run_id, from > split ? from : split, until, op_filter, a);
+        reader_end(s);
+        return r;
+}
+
+void marks_free(struct mark *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].label);
+        free(v);
+}
+
+int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct mark *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        if (store_reader_prepare(s, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, l->max_rows);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct mark *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].label = strdup((const char *)sqlite3_column_text(st, 1));
+                if (!v[n].label) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+out:
+        if (v)
+                marks_free(v, n);
+        reader_end(s);
+        return r;
+}
+
+int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r;
+        if (store_reader_prepare(s, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st) !=
+            SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_text(st, 2, label, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                r = step_error(db, rc);
+        else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+                r = -ENOENT;
+        else {
+                *ret_ts = sqlite3_column_int64(st, 0);
+                r = 0;
+        }
+out:
+        reader_end(s);
+        return r;
+}
+
+void gauge_points_free(struct gauge_point *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct gauge_point *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        bool truncated = false;
+        if (limit == 0 || limit > l->max_rows)
+                limit = l->max_rows;
+        if (store_reader_prepare(s,
+                               "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
+                               "ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int64(st, 3, run_id);
+        sqlite3_bind_int64(st, 4, (int64_t)limit + 1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (n == limit) {
+                        truncated = true;
+                        break;
+                }
+                struct gauge_point *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].name = strdup((const char *)sqlite3_column_text(st, 1));
+                v[n].value = sqlite3_column_double(st, 2);
+                if (!v[n].name) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        *ret_truncated = truncated;
+out:
+        if (v)
+                gauge_points_free(v, n);
+        reader_end(s);
+        return r;
+}
+
+void leak_events_free(struct leak_event *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].reason);
+                free(v[i].metric);
+        }
+        free(v);
+}
+
+int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
+                      size_t *ret_n) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct leak_event *v = NULL;
+        size_t n = 0;
+        int r = 0, rc;
+        if (store_reader_prepare(s, "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+                                 &st) != SQLITE_OK) {
+                r = step_error(db, SQLITE_ERROR);
+                goto out;
+        }
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, l->max_rows);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct leak_event *nv = realloc(v, (n + 1) * sizeof *nv);
+                if (!nv) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                v = nv;
+                v[n].ts_ms = sqlite3_column_int64(st, 0);
+                v[n].suspected = sqlite3_column_int(st, 1) != 0;
+                v[n].reason = strdup((const char *)sqlite3_column_text(st, 2));
+                v[n].metric = strdup((const char *)sqlite3_column_text(st, 3));
+                if (!v[n].reason || !v[n].metric) {
+                        free(v[n].reason);
+                        free(v[n].metric);
+                        r = -ENOMEM;
+                        goto out;
+                }
+                n++;
+        }
+        if (rc != SQLITE_DONE) {
+                r = step_error(db, rc);
+                goto out;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+out:
+        if (v)
+                leak_events_free(v, n);
+        reader_end(s);
+        return r;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* Read-only questions to the store, on its reader connection, each bounded
+ * in time (a progress handler) and in rows. Knows nothing of /proc or HTTP. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analyze/ops.h"
+#include "collect/sample.h"
+#include "util.h"
+#include "store/store.h"
+
+struct query_limits {
+        usec_t timeout_usec;
+        unsigned max_rows;
+};
+
+/* -ENOENT: no such run; -ETIMEDOUT: over the time budget; -EIO. */
+int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret);
+
+struct runs_filter {
+        int state;        /* enum run_state, or -1 for all */
+        const char *name; /* NULL = any */
+        int pid;          /* 0 = any */
+};
+int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
+               size_t *ret_n, bool *ret_truncated);
+void run_infos_free(struct run_info *v, size_t n);
+
+/* The sample of run_id at exactly ts (the latest of a finished run). */
+/* ret_gpu_json (optional): the sample's per-device use as stored (JSON
+ * text, free()), NULL when it had none. */
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
+                    char **ret_gpu_json);
+
+/* Samples in [from, until], oldest first, at most limit; step_ms > 0 merges
+ * each step into one point (averages of rates and gauges, last counters). */
+/* ret_gpu_json (optional): one JSON text (or NULL) per sample, free with
+ * strv_free_n; a merged step has none. */
+int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
+                  char ***ret_gpu_json);
+void strv_free_n(char **v, size_t n);
+
+/* Rates over [from, until] from the first and last samples inside it. */
+struct window_rates {
+        int64_t from_ms, until_ms;
+        uint64_t samples;
+        bool has_cpu;
+        double cpu_pct;
+        bool has_io;
+        double read_bytes_per_s, write_bytes_per_s;
+        bool has_net;
+        double netns_rx_bytes_per_s, netns_tx_bytes_per_s;
+        bool has_gpu;
+        double gpu_util_pct;
+};
+int query_window(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 struct window_rates *ret);
+
+/* Pure: rates between two cumulative samples (exposed for tests). */
+void window_rates_from(const struct sample *first, const struct sample *last, struct window_rates *w);
+
+/* Merges the stored op slices of run_id with ts in [from, until) into *a
+ * (per op). Slices older than rollup_before come from the 1-minute
+ * rollups (raw slices are gone by then), newer ones from the raw slices. */
+int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+              int64_t rollup_before, const char *op_filter, struct op_aggs *a);
+
+struct mark {
+        int64_t ts_ms;
+        char *label;
+};
+void marks_free(struct mark *v, size_t n);
+int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n);
+/* The latest mark with that label: -ENOENT if none. */
+int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts);
+
+struct gauge_point {
+        int64_t ts_ms;
+        char *name;
+        double value;
+};
+void gauge_points_free(struct gauge_point *v, size_t n);
+int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                 unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated);
+
+struct leak_event {
+        int64_t ts_ms;
+        bool suspected;
+        char *metric;
+        char *reason;
+};
+void leak_events_free(struct leak_event *v, size_t n);
+int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
+                      size_t *ret_n);

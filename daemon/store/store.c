@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: MIT */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collect/accel/gpu.h"
+#include "analyze/leak.h"
+#include "analyze/ops.h"
+#include "util.h"
+
+extern const char *const sql_migrations[];
+extern const size_t sql_migrations_count;
+
+struct store {
+        sqlite3 *w, *r;
+        sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
+        bool in_txn;
+        uint64_t write_errors;
+        struct {
+                const char *sql;
+                sqlite3_stmt *st;
+        } reader_cache[24];
+};
+
+unsigned store_schema_version(void) { return (unsigned)sql_migrations_count; }
+
+static void sqlite_log(void *arg, int code, const char *msg) {
+        /* SQLITE_WARNING carries "file unlinked while open" and the like:
+         * that must reach the journal. Routine notices stay at debug. */
+        int prim = code & 0xff;
+        if (prim == SQLITE_NOTICE || prim == SQLITE_SCHEMA)
+                log_debug("sqlite (%d): %s", code, msg);
+        else
+                log_warning("sqlite (%d): %s", code, msg);
+}
+
+static void sqlite_global_setup(void) {
+        static bool done;
+        if (done)
+                return;
+        done = true;
+        sqlite3_config(SQLITE_CONFIG_LOG, sqlite_log, NULL);
+        sqlite3_initialize();
+}
+
+static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
+        char *msg = NULL;
+        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+        if (rc != SQLITE_OK) {
+                if (err)
+                        snprintf(err, errlen, "%s", msg ? msg : sqlite3_errstr(rc));
+                sqlite3_free(msg);
+                return -EIO;
+        }
+        return 0;
+}
+
+static int user_version(sqlite3 *db, unsigned *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+            sqlite3_step(st) != SQLITE_ROW)
+                return -EIO;
+        *ret = (unsigned)sqlite3_column_int(st, 0);
+        return 0;
+}
+
+int store_migrate(sqlite3 *db, unsigned target, char *errbuf, size_t errlen) {
+        unsigned v;
+        char e[256];
+        if (target == 0 || target > sql_migrations_count)
+                target = (unsigned)sql_migrations_count;
+        if (user_version(db, &v) < 0) {
+                snprintf(errbuf, errlen, "cannot read schema version: %s", sqlite3_errmsg(db));
+                return -EIO;
+        }
+        if (v > sql_migrations_count) {
+                snprintf(errbuf, errlen, "database schema version %u is newer than this mlmond knows (%zu)", v,
+                         sql_migrations_count);
+                return -EPROTO;
+        }
+        for (unsigned i = v; i < target; i++) {
+                char set[64];
+                snprintf(set, sizeof set, "PRAGMA user_version = %u;", i + 1);
+                if (exec(db, "BEGIN IMMEDIATE", e, sizeof e) < 0 || exec(db, sql_migrations[i], e, sizeof e) < 0 ||
+                    exec(db, set, e, sizeof e) < 0 || exec(db, "COMMIT", e, sizeof e) < 0) {
+                        exec(db, "ROLLBACK", NULL, 0);
+                        snprintf(errbuf, errlen, "migration %u failed: %s", i + 1, e);
+                        return -EIO;
+                }
+                log_info("database migrated to schema version %u", i + 1);
+        }
+        return 0;
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
+        if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+                return log_error_errno(EIO, "prepare failed: %s (%s)", sqlite3_errmsg(db), sql);
+        return 0;
+}
+
+int store_open(const char *path, bool sync_full, struct store **ret, char *errbuf, size_t errlen) {
+        sqlite_global_setup();
+        struct store *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        char e[256];
+        int r;
+
+        if (sqlite3_open_v2(path, &s->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK) {
+                snprintf(errbuf, errlen, "cannot open database %s: %s", path, s->w ? sqlite3_errmsg(s->w) : "out of memory");
+                r = -EIO;
+                goto fail;
+        }
+        sqlite3_busy_timeout(s->w, 5000);
+        sqlite3_db_config(s->w, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+        sqlite3_extended_result_codes(s->w, 1);
+        if (exec(s->w, "PRAGMA journal_mode=WAL", e, sizeof e) < 0 ||
+            exec(s->w, sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", e, sizeof e) < 0 ||
+            /* 1 MiB of page cache: each tick appends at the right edge of
+             * one b-tree, which stays cached; SQLite's 2 MiB default was a
+             * fifth of the daemon's memory (tests/bench/sampling.sh) */
+            exec(s->w, "PRAGMA journal_size_limit=67108864; PRAGMA trusted_schema=OFF; PRAGMA cell_size_check=ON; "
+                       "PRAGMA cache_size=-1024;",
+                 e, sizeof e) < 0) {
+                snprintf(errbuf, errlen, "cannot set up database %s: %s", path, e);
+                r = -EIO;
+                goto fail;
+        }
+        r = store_migrate(s->w, 0, errbuf, errlen);
+        if (r < 0)
+                goto fail;
+
+        if (sqlite3_open_v2(path, &s->r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+                snprintf(errbuf, errlen, "cannot open database %s read-only: %s", path, s->r ? sqlite3_errmsg(s->r) : "out of memory");
+                r = -EIO;
+                goto fail;
+        }
+        sqlite3_busy_timeout(s->r, 5000);
+        exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
+
+        if ((r = prepare(s->w,
+                         "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", gpu, run_id) VALUES "
+                         "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         &s->insert_sample)) < 0 ||
+            (r = prepare(s->w,
+                         "UPDATE runs SET last_ts=?, samples=?, cpu_time_ns=?, user_time_ns=?, system_time_ns=?, "
+                         "peak_rss_bytes=?, final_rss_bytes=?, threads_max=?, read_bytes=?, write_bytes=?, "
+                         "netns_rx_bytes=?, netns_tx_bytes=?, peak_gpu_mem_bytes=?, gpu_util_samples=?, "
+                         "gpu_util_sum_pct=?, energy_j=? WHERE id=?",
+                         &s->update_totals)) < 0 ||
+            (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
+            (r = prepare(s->w,
+                         "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
+                         "interval_ms, children, state, registered_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         &s->insert_run)) < 0 ||
+            (r = prepare(s->w,
+                         "INSERT OR REPLACE INTO op_slices (ts, run_id, op, category, count, timings, hist) "
+                         "VALUES (?,?,?,?,?,?,?)",
+                         &s->insert_op_slice)) < 0 ||
+            (r = prepare(s->w, "INSERT OR REPLACE INTO gauges (ts, run_id, name, value) VALUES (?,?,?,?)",
+                         &s->insert_gauge)) < 0) {
+                snprintf(errbuf, errlen, "cannot prepare statements: %s", sqlite3_errmsg(s->w));
+                goto fail;
+        }
+        *ret = s;
+        return 0;
+fail:
+        store_close(s);
+        return r;
+}
+
+void store_close(struct store *s) {
+        if (!s)
+                return;
+        if (s->in_txn)
+                store_rollback(s);
+        sqlite3_finalize(s->insert_sample);
+        sqlite3_finalize(s->update_totals);
+        sqlite3_finalize(s->update_state);
+        sqlite3_finalize(s->insert_run);
+        sqlite3_finalize(s->insert_op_slice);
+        for (size_t i = 0; i < ELEMENTSOF(s->reader_cache); i++)
+                sqlite3_finalize(s->reader_cache[i].st);
+        sqlite3_finalize(s->insert_gauge);
+        if (s->r)
+                sqlite3_close_v2(s->r);
+        if (s->w) {
+                /* the last connection to close checkpoints and removes -wal */
+                sqlite3_wal_checkpoint_v2(s->w, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+                sqlite3_close_v2(s->w);
+        }
+        free(s);
+}
+
+sqlite3 *store_writer(struct store *s) { return s->w; }
+sqlite3 *store_reader(struct store *s) { return s->r; }
+uint64_t store_write_errors(struct store *s) { return s->write_errors; }
+
+int store_begin(struct store *s) {
+        if (exec(s->w, "BEGIN IMMEDIATE", NULL, 0) < 0) {
+                s->write_errors++;
+                return log_warning_errno(EIO, "database: cannot begin transaction: %s", sqlite3_errmsg(s->w));
+        }
+        s->in_txn = true;
+        return 0;
+}
+
+int store_commit(struct store *s) {
+        if (exec(s->w, "COMMIT", NULL, 0) < 0) {
+                s->write_errors++;
+                log_warning("database: commit failed: %s", sqlite3_errmsg(s->w));
+                store_rollback(s);
+                return -EIO;
+        }
+        s->in_txn = false;
+        return 0;
+}
+
+void store_rollback(struct store *s) {
+        if (sqlite3_get_autocommit(s->w) == 0)
+                exec(s->w, "ROLLBACK", NULL, 0);
+        s->in_txn = false;
+}
+
+static int step_done(struct store *s, sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+                s->write_errors++;
+                return log_warning_errno(EIO, "database write failed: %s", sqlite3_errmsg(s->w));
+        }
+        return 0;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *t) {
+        if (t)
+                sqlite3_bind_text(st, i, t, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+/* Values above INT64_MAX do not occur for our counters in practice
+ * (2^63 ns = 292 years); clamp rather than wrap. */
+static void bind_u64(sqlite3_stmt *st, int i, bool known, uint64_t v) {
+        if (known)
+                sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+static void bind_double(sqlite3_stmt *st, int i, bool known, double v) {
+        if (known && v == v)
+                sqlite3_bind_double(st, i, v);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+int store_insert_run(struct store *s, struct run_info *ri) {
+        sqlite3_stmt *st = s->insert_run;
+        sqlite3_bind_int(st, 1, ri->pid);
+        bind_u64(st, 2, true, ri->start_time_ticks);
+        sqlite3_bind_text(st, 3, ri->boot_id, -1, SQLITE_STATIC);
+        bind_u64(st, 4, ri->has_uid, ri->uid);
+        bind_text_or_null(st, 5, ri->name);
+        bind_text_or_null(st, 6, ri->comm);
+        bind_text_or_null(st, 7, ri->cmdline);
+        sqlite3_bind_text(st, 8, ri->tags_json ? ri->tags_json : "{}", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 9, ri->interval_ms);
+        sqlite3_bind_int(st, 10, ri->children);
+        sqlite3_bind_text(st, 11, run_state_to_string(ri->state), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 12, ri->registered_ts_ms);
+        int r = step_done(s, st);
+        if (r < 0)
+                return r;
+        ri->id = sqlite3_last_insert_rowid(s->w);
+        return 0;
+}
+
+int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms) {
+        sqlite3_stmt *st = s->update_state;
+        sqlite3_bind_text(st, 1, run_state_to_string(state), -1, SQLITE_STATIC);
+        if (ended_ts_ms)
+                sqlite3_bind_int64(st, 2, ended_ts_ms);
+        else
+                sqlite3_bind_null(st, 2);
+        sqlite3_bind_int64(st, 3, id);
+        return step_done(s, st);
+}
+
+int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET comm=?, cmdline=? WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        bind_text_or_null(st, 1, comm);
+        bind_text_or_null(st, 2, cmdline);
+        sqlite3_bind_int64(st, 3, id);
+        return step_done(s, st);
+}
+
+int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t) {
+        sqlite3_stmt *st = s->update_totals;
+        bind_u64(st, 1, t->last_ts_ms != 0, (uint64_t)t->last_ts_ms);
+        bind_u64(st, 2, true, t->samples);
+        bind_u64(st, 3, true, t->cpu_time_ns);
+        bind_u64(st, 4, true, t->user_time_ns);
+        bind_u64(st, 5, true, t->system_time_ns);
+        bind_u64(st, 6, t->has_rss, t->peak_rss_bytes);
+        bind_u64(st, 7, t->has_rss, t->final_rss_bytes);
+        bind_u64(st, 8, t->samples > 0, t->threads_max);
+        bind_u64(st, 9, t->has_io, t->read_bytes);
+        bind_u64(st, 10, t->has_io, t->write_bytes);
+        bind_u64(st, 11, t->has_net, t->netns_rx_bytes);
+        bind_u64(st, 12, t->has_net, t->netns_tx_bytes);
+        bind_u64(st, 13, t->has_gpu_mem, t->peak_gpu_mem_bytes);
+        bind_u64(st, 14, true, t->gpu_util_samples);
+        bind_double(st, 15, true, t->gpu_util_sum_pct);
+        bind_double(st, 16, t->has_energy, t->energy_j);
+        sqlite3_bind_int64(st, 17, id);
+        return step_done(s, st);
+}
+
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
+        sqlite3_stmt *st = s->insert_sample;
+        int i = 1;
+        sqlite3_bind_int64(st, i++, m->ts_ms);
+        bind_double(st, i++, m->has_cpu_pct, m->cpu_pct);
+        bind_u64(st, i++, true, m->cpu_time_ns);
+        bind_u64(st, i++, true, m->user_time_ns);
+        bind_u64(st, i++, true, m->system_time_ns);
+        bind_u64(st, i++, m->has_rss, m->rss_bytes);
+        bind_u64(st, i++, m->has_rss, m->rss_anon_bytes);
+        bind_u64(st, i++, m->has_peak_rss, m->peak_rss_bytes);
+        bind_u64(st, i++, true, m->threads);
+        bind_u64(st, i++, true, m->processes);
+        bind_u64(st, i++, m->has_io, m->read_bytes);
+        bind_u64(st, i++, m->has_io, m->write_bytes);
+        bind_u64(st, i++, m->has_io, m->rchar_bytes);
+        bind_u64(st, i++, m->has_io, m->wchar_bytes);
+        bind_double(st, i++, m->has_io_rate, m->read_bytes_per_s);
+        bind_double(st, i++, m->has_io_rate, m->write_bytes_per_s);
+        bind_u64(st, i++, m->has_net, m->netns_rx_bytes);
+        bind_u64(st, i++, m->has_net, m->netns_tx_bytes);
+        bind_double(st, i++, m->has_net_rate, m->netns_rx_bytes_per_s);
+        bind_double(st, i++, m->has_net_rate, m->netns_tx_bytes_per_s);
+        bind_u64(st, i++, m->has_gpu_mem, m->gpu_mem_bytes);
+        bind_double(st, i++, m->has_gpu_util, m->gpu_util_pct);
+        bind_double(st, i++, m->has_energy, m->energy_j);
+        bind_text_or_null(st, i++, gpu_json);
+        sqlite3_bind_int64(st, i++, run_id);
+        return step_done(s, st);
+}
+
+/* One op row (raw slice or minute rollup) through st: the histogram, if it
+ * has timings, as daemon/analyze/histogram.c's encoding. */
+static int insert_op_row(struct store *s, sqlite3_stmt *st, int64_t ts, int64_t run_id, const char *op,
+                         const char *category, double count, const struct hist *h) {
+        _cleanup_free_ uint8_t *blob = NULL;
+        size_t len = 0;
+        if (h->count > 0 && hist_encode(h, &blob, &len) < 0)
+                return -ENOMEM;
+        sqlite3_bind_int64(st, 1, ts);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_text(st, 3, op, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, category);
+        sqlite3_bind_double(st, 5, count);
+        sqlite3_bind_int64(st, 6, (int64_t)h->count);
+        if (blob)
+                sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 7);
+        return step_done(s, st);
+}
+
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
+        return insert_op_row(s, s->insert_op_slice, sl->ts, run_id, sl->op, sl->category, sl->count, &sl->h);
+}
+
+int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {
+        sqlite3_stmt *st = s->insert_gauge;
+        sqlite3_bind_int64(st, 1, g->ts);
+        sqlite3_bind_int64(st, 2, run_id);
+        sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 4, g->value);
+        return step_done(s, st);
+}
+
+int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                               "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, ts_ms);
+        sqlite3_bind_text(st, 2, d->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, d->kind, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 4, d->driver[0] ? d->driver : NULL);
+        bind_double(st, 5, d->has_busy, d->busy_pct);
+        bind_u64(st, 6, d->has_mem_used, d->mem_used_bytes);
+        bind_u64(st, 7, d->has_mem_total, d->mem_total_bytes);
+        bind_double(st, 8, d->has_power, d->power_w);
+        bind_double(st, 9, d->has_energy, d->energy_j);
+        bind_double(st, 10, d->has_temp, d->temp_c);
+        bind_double(st, 11, d->has_freq, d->freq_mhz);
+        bind_text_or_null(st, 12, detail_json);
+        return step_done(s, st);
+}
+
+int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)", -1, &st,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, ts_ms);
+        sqlite3_bind_text(st, 3, label, -1, SQLITE_STATIC);
+        return step_done(s, st);
+}
+
+int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
+                            const struct leak_verdict *v) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                               "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_int64(st, 2, ts_ms);
+        sqlite3_bind_int(st, 3, suspected);
+        sqlite3_bind_text(st, 4, metric, -1, SQLITE_STATIC);
+        bind_double(st, 5, v->evaluated, v->slope_bytes_per_s);
+        bind_double(st, 6, v->evaluated, v->growth_bytes);
+        bind_double(st, 7, v->evaluated, v->window_s);
+        bind_double(st, 8, v->evaluated, v->confidence);
+        sqlite3_bind_text(st, 9, v->reason, -1, SQLITE_STATIC);
+        return step_done(s, st);
+}
+
+int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET leak = ? WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        bind_text_or_null(st, 1, leak_json);
+        sqlite3_bind_int64(st, 2, run_id);
+        return step_done(s, st);
+}
+
+static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return -EIO;
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", -1, &st, NULL) !=
+            SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, v);
+        return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+}
+
+#define MINUTE_MS 60000
+/* One call rolls up at most this much, so a daemon that was down for days
+ * catches up over several ticks instead of stalling one. */
+#define ROLLUP_MAX_SPAN_MS (60 * MINUTE_MS)
+
+static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, const struct op_agg *g) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
+                               "VALUES (?,?,?,?,?,?,?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        return insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
+}
+
+/* Histograms merge in C, not SQL: group the slices of each (minute, run,
+ * op) and write their merge. */
+static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
+                               "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        struct op_aggs group = {};
+        int64_t g_minute = 0, g_run = 0;
+        int rc, r = 0;
+        struct hist h;
+        hist_init(&h);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int64_t minute = sqlite3_column_int64(st, 0), run = sqlite3_column_int64(st, 1);
+                const char *op = (const char *)sqlite3_column_text(st, 2);
+                const char *cat = (const char *)sqlite3_column_text(st, 3);
+                if (group.n > 0 && (minute != g_minute || run != g_run)) {
+                        for (size_t i = 0; i < group.n && r == 0; i++)
+                                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
+                        op_aggs_done(&group);
+                }
+                g_minute = minute;
+                g_run = run;
+                const void *blob = sqlite3_column_blob(st, 5);
+                int blen = sqlite3_column_bytes(st, 5);
+                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
+                if (r == 0 && op)
+                        r = op_aggs_add(&group, op, cat, sqlite3_column_double(st, 4), has_h ? &h : NULL);
+        }
+        for (size_t i = 0; i < group.n && r == 0; i++)
+                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
+        op_aggs_done(&group);
+        hist_done(&h);
+        if (rc != SQLITE_DONE)
+                return -EIO;
+        return r;
+}
+
+int store_rollup(struct store *s, int64_t upto_ms) {
+        int64_t from, until = upto_ms / MINUTE_MS * MINUTE_MS;
+        if (meta_get_i64(s->w, "rollup_until", &from) < 0) {
+                _cleanup_stmt_ sqlite3_stmt *st = NULL;
+                if (sqlite3_prepare_v2(s->w, "SELECT min(ts) FROM samples", -1, &st, NULL) != SQLITE_OK ||
+                    sqlite3_step(st) != SQLITE_ROW)
+                        return -EIO;
+                if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+                        return 0; /* nothing sampled yet */
+                from = sqlite3_column_int64(st, 0) / MINUTE_MS * MINUTE_MS;
+        }
+        if (from >= until)
+                return 0;
+        if (until - from > ROLLUP_MAX_SPAN_MS)
+                until = from + ROLLUP_MAX_SPAN_MS;
+
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "INSERT OR REPLACE INTO samples_1m SELECT (ts / 60000) * 60000, run_id, count(*), "
+                               "avg(cpu_pct), max(cpu_pct), max(cpu_time_ns), avg(rss_bytes), max(rss_bytes), "
+                               "max(rss_anon_bytes), max(threads), max(read_bytes), max(write_bytes), "
+                               "avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
+                               "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct), max(energy_j) "
+                               "FROM samples WHERE ts >= ? AND ts < ? GROUP BY 1, run_id",
+                               -1, &st, NULL) != SQLITE_OK)
+                return log_warning_errno(EIO, "rollup: %s", sqlite3_errmsg(s->w));
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, until);
+        if (store_begin(s) < 0)
+                return -EIO;
+        if (sqlite3_step(st) != SQLITE_DONE || rollup_op_slices(s, from, until) < 0 ||
+            meta_set_i64(s->w, "rollup_until", until) < 0) {
+                log_warning("rollup failed: %s", sqlite3_errmsg(s->w));
+                s->write_errors++;
+                store_rollback(s);
+                return -EIO;
+        }
+        return store_commit(s);
+}
+
+static int delete_batch(struct store *s, const char *table, const char *key, int64_t cutoff, unsigned batch,
+                        unsigned *ret) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)",
+                 table, key, key, table);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, sql, -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, cutoff);
+        sqlite3_bind_int(st, 2, (int)batch);
+        if (store_begin(s) < 0)
+                return -EIO;
+        if (sqlite3_step(st) != SQLITE_DONE) {
+                s->write_errors++;
+                store_rollback(s);
+                return log_warning_errno(EIO, "retention on %s failed: %s", table, sqlite3_errmsg(s->w));
+        }
+        *ret = (unsigned)sqlite3_changes(s->w);
+        return store_commit(s);
+}
+
+int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
+                    unsigned *ret_deleted) {
+        static const struct {
+                const char *table, *key; /* the primary key is (ts, key, ...) */
+                bool raw;
+        } tables[] = {
+                { "samples", "run_id", true },        { "op_slices", "run_id", true },
+                { "gauges", "run_id", true },         { "device_samples", "device", true },
+                { "samples_1m", "run_id", false },    { "op_slices_1m", "run_id", false },
+        };
+        unsigned total = 0;
+        for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
+                unsigned n = 0;
+                int r = delete_batch(s, tables[i].table, tables[i].key, tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms,
+                                     batch - total, &n);
+                if (r < 0)
+                        return r;
+                total += n;
+        }
+        *ret_deleted = total;
+        return 0;
+}
+
+int store_checkpoint(struct store *s, bool truncate) {
+        int rc = sqlite3_wal_checkpoint_v2(s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+                                           NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EBUSY;
+}
+
+static char *col_strdup(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *)t) : NULL;
+}
+
+static bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
+        if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                return false;
+        int64_t x = sqlite3_column_int64(st, i);
+        *v = x < 0 ? 0 : (uint64_t)x;
+        return true;
+}
+
+static bool col_double(sqlite3_stmt *st, int i, double *v) {
+        if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                return false;
+        *v = sqlite3_column_double(st, i);
+        return true;
+}
+
+int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
+        uint64_t u;
+        memset(ri, 0, sizeof *ri);
+        ri->id = sqlite3_column_int64(st, 0);
+        ri->pid = sqlite3_column_int(st, 1);
+        col_u64(st, 2, &ri->start_time_ticks);
+        const unsigned char *b = sqlite3_column_text(st, 3);
+        snprintf(ri->boot_id, sizeof ri->boot_id, "%s", b ? (const char *)b : "");
+        if ((ri->has_uid = col_u64(st, 4, &u)))
+                ri->uid = (uid_t)u;
+        ri->name = col_strdup(st, 5);
+        ri->comm = col_strdup(st, 6);
+        ri->cmdline = col_strdup(st, 7);
+        ri->tags_json = col_strdup(st, 8);
+        ri->interval_ms = sqlite3_column_int64(st, 9);
+        ri->children = sqlite3_column_int(st, 10) != 0;
+        const unsigned char *state = sqlite3_column_text(st, 11);
+        int s = run_state_from_string(state ? (const char *)state : "");
+        ri->state = s < 0 ? RUN_EXITED : (enum run_state)s;
+        ri->registered_ts_ms = sqlite3_column_int64(st, 12);
+        ri->ended_ts_ms = sqlite3_column_int64(st, 13);
+        struct run_totals *t = &ri->totals;
+        if (col_u64(st, 14, &u))
+                t->last_ts_ms = (int64_t)u;
+        col_u64(st, 15, &t->samples);
+        col_u64(st, 16, &t->cpu_time_ns);
+        col_u64(st, 17, &t->user_time_ns);
+        col_u64(st, 18, &t->system_time_ns);
+        t->has_rss = col_u64(st, 19, &t->peak_rss_bytes);
+        col_u64(st, 20, &t->final_rss_bytes);
+        if (col_u64(st, 21, &u))
+                t->threads_max = (uint32_t)u;
+        t->has_io = col_u64(st, 22, &t->read_bytes);
+        col_u64(st, 23, &t->write_bytes);
+        t->has_net = col_u64(st, 24, &t->netns_rx_bytes);
+        col_u64(st, 25, &t->netns_tx_bytes);
+        ri->leak_json = col_strdup(st, 26);
+        ri->leak_detected = sqlite3_column_int(st, 27) != 0;
+        t->has_gpu_mem = col_u64(st, 28, &t->peak_gpu_mem_bytes);
+        col_u64(st, 29, &t->gpu_util_samples);
+        col_double(st, 30, &t->gpu_util_sum_pct);
+        t->has_energy = col_double(st, 31, &t->energy_j);
+        if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
+                run_info_done(ri);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
+        uint64_t u;
+        memset(m, 0, sizeof *m);
+        m->ts_ms = sqlite3_column_int64(st, c + 0);
+        m->has_cpu_pct = col_double(st, c + 1, &m->cpu_pct);
+        col_u64(st, c + 2, &m->cpu_time_ns);
+        col_u64(st, c + 3, &m->user_time_ns);
+        col_u64(st, c + 4, &m->system_time_ns);
+        m->has_rss = col_u64(st, c + 5, &m->rss_bytes);
+        col_u64(st, c + 6, &m->rss_anon_bytes);
+        m->has_peak_rss = col_u64(st, c + 7, &m->peak_rss_bytes);
+        if (col_u64(st, c + 8, &u))
+                m->threads = (uint32_t)u;
+        if (col_u64(st, c + 9, &u))
+                m->processes = (uint32_t)u;
+        m->has_io = col_u64(st, c + 10, &m->read_bytes);
+        col_u64(st, c + 11, &m->write_bytes);
+        col_u64(st, c + 12, &m->rchar_bytes);
+        col_u64(st, c + 13, &m->wchar_bytes);
+        m->has_io_rate = col_double(st, c + 14, &m->read_bytes_per_s);
+        col_double(st, c + 15, &m->write_bytes_per_s);
+        m->has_net = col_u64(st, c + 16, &m->netns_rx_bytes);
+        col_u64(st, c + 17, &m->netns_tx_bytes);
+        m->has_net_rate = col_double(st, c + 18, &m->netns_rx_bytes_per_s);
+        col_double(st, c + 19, &m->netns_tx_bytes_per_s);
+        m->has_gpu_mem = col_u64(st, c + 20, &m->gpu_mem_bytes);
+        m->has_gpu_util = col_double(st, c + 21, &m->gpu_util_pct);
+        m->has_energy = col_double(st, c + 22, &m->energy_j);
+}
+
+int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE state='running' ORDER BY id", -1,
+                               &st, NULL) != SQLITE_OK)
+                return -EIO;
+        struct run_info *v = NULL;
+        size_t n = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct run_info *nv = realloc(v, (n + 1) * sizeof *v);
+                if (!nv)
+                        goto oom;
+                v = nv;
+                if (store_row_to_run_info(st, &v[n]) < 0)
+                        goto oom;
+                n++;
+        }
+        if (rc != SQLITE_DONE) {
+                for (size_t i = 0; i < n; i++)
+                        run_info_done(&v[i]);
+                free(v);
+                return -EIO;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+oom:
+        for (size_t i = 0; i < n; i++)
+                run_info_done(&v[i]);
+        free(v);
+        return -ENOMEM;
+}
+
+int store_catch_up_totals(struct store *s, struct run_info *ri) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->w,
+                               "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
+                               -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, ri->totals.last_ts_ms);
+        sqlite3_bind_int64(st, 2, ri->id);
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct sample m;
+                store_row_to_sample(st, 0, &m);
+                run_totals_add(&ri->totals, &m);
+        }
+        return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
+        size_t i;
+        for (i = 0; i < ELEMENTSOF(s->reader_cache) && s->reader_cache[i].sql; i++)
+                if (s->reader_cache[i].sql == sql) {
+                        *ret = s->reader_cache[i].st;
+                        return SQLITE_OK;
+                }
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v3(s->r, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+        if (rc != SQLITE_OK)
+                return rc;
+        if (i == ELEMENTSOF(s->reader_cache)) { /* full: the oldest goes */
+                sqlite3_finalize(s->reader_cache[0].st);
+                memmove(&s->reader_cache[0], &s->reader_cache[1], sizeof s->reader_cache - sizeof s->reader_cache[0]);
+                i--;
+        }
+        s->reader_cache[i].sql = sql;
+        s->reader_cache[i].st = st;
+        *ret = st;
+        return SQLITE_OK;
+}

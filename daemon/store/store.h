@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* SQLite persistence: one writer connection (sampler), one read-only
+ * connection (queries). WAL, synchronous=NORMAL (or FULL), busy_timeout 5 s,
+ * schema from sql/ migrations tracked by PRAGMA user_version. Knows nothing
+ * of /proc or HTTP. */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collect/sample.h"
+
+struct store;
+
+static inline void sqlite3_finalizep(sqlite3_stmt **s) {
+        if (*s)
+                sqlite3_finalize(*s);
+}
+#define _cleanup_stmt_ __attribute__((cleanup(sqlite3_finalizep)))
+
+/* Opens (creating if needed) and migrates. errbuf gets a one-line reason. */
+int store_open(const char *path, bool sync_full, struct store **ret, char *errbuf, size_t errlen);
+/* Commits nothing pending (callers commit), checkpoints (TRUNCATE) and closes. */
+void store_close(struct store *s);
+
+/* Apply migrations up to `target` (0 = all). Exposed for tests. */
+int store_migrate(sqlite3 *db, unsigned target, char *errbuf, size_t errlen);
+unsigned store_schema_version(void);
+
+sqlite3 *store_writer(struct store *s);
+sqlite3 *store_reader(struct store *s);
+
+/* One transaction per tick: BEGIN IMMEDIATE ... COMMIT; ROLLBACK on error. */
+int store_begin(struct store *s);
+int store_commit(struct store *s);
+void store_rollback(struct store *s);
+
+int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
+int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
+int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
+int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
+/* gpu_json: the run's per-device use (render_gpu_uses), NULL when none. */
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp, const char *gpu_json);
+/* One device's counters (kind "gpu", "npu", or "cpu" for the package);
+ * detail_json: the rest of them, or NULL. */
+struct gpu_device;
+int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json);
+
+struct op_slice;
+struct gauge_value;
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl);
+int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g);
+int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label);
+struct leak_verdict;
+int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
+                            const struct leak_verdict *v);
+int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json);
+
+/* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
+ * samples_1m. Idempotent. */
+int store_rollup(struct store *s, int64_t upto_ms);
+
+/* Deletes at most `batch` rows older than the cutoffs, each batch its own
+ * transaction. *ret_deleted tells whether more remain (== batch). */
+int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
+                    unsigned *ret_deleted);
+
+/* WAL checkpoint (PASSIVE normally, TRUNCATE at exit). */
+int store_checkpoint(struct store *s, bool truncate);
+
+/* ---- reads (reader connection) ------------------------------------------ */
+
+/* A prepared statement on the reader connection, cached by the address of
+ * its SQL text (a string constant): preparing costs more than running the
+ * small queries an HTTP request makes. Do not finalize it: reset it when
+ * done (_cleanup_reset_). Returns an SQLite result code. */
+int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret);
+static inline void sqlite3_resetp(sqlite3_stmt **s) {
+        if (*s) {
+                sqlite3_reset(*s);
+                sqlite3_clear_bindings(*s);
+        }
+}
+#define _cleanup_reset_ __attribute__((cleanup(sqlite3_resetp)))
+
+/* Row -> run_info, for "SELECT <STORE_RUN_COLUMNS> FROM runs ...". */
+#define STORE_RUN_COLUMNS                                                                            \
+        "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, " \
+        "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "              \
+        "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "    \
+        "netns_rx_bytes, netns_tx_bytes, leak, "                                                    \
+        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "        \
+        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j"
+int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
+
+#define STORE_SAMPLE_COLUMNS                                                                        \
+        "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "       \
+        "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "  \
+        "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, " \
+        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j"
+/* The column after STORE_SAMPLE_COLUMNS where a query adds the per-device
+ * JSON ("SELECT " STORE_SAMPLE_COLUMNS ", gpu ..."). */
+#define STORE_SAMPLE_GPU_COLUMN 23
+void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
+
+/* Loads every run in state 'running' (daemon start). Caller frees with
+ * run_info_done on each and free(). */
+int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n);
+
+/* Folds the run's samples newer than its stored totals into them (after an
+ * unclean stop the totals row lags the samples by a few ticks). */
+int store_catch_up_totals(struct store *s, struct run_info *ri);
+
+/* Errors counted (for /v1/health). */
+uint64_t store_write_errors(struct store *s);
