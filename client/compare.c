@@ -38,7 +38,7 @@ static bool has_nonstandard_number(json_object *o) {
         }
         case json_type_object: {
                 json_object_object_foreach(o, k, v) {
-                        (void) k;
+                        (void)k;
                         if (has_nonstandard_number(v))
                                 return true;
                 }
@@ -132,7 +132,9 @@ int report_load(const char *path, json_object **ret, char **ret_error) {
 
 /* ---- comparing -------------------------------------------------------------- */
 
-static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int str_cmp(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static json_object *ops_of(json_object *doc, const char *part) {
         return json_get_object(json_get_object(doc, part), "ops");
@@ -161,7 +163,7 @@ static char **op_names(json_object *base, json_object *current, size_t *ret_n) {
                 if (!sets[i])
                         continue;
                 json_object_object_foreach(sets[i], k, v) {
-                        (void) v;
+                        (void)v;
                         names[n++] = k;
                 }
         }
@@ -333,7 +335,7 @@ void print_comparison(FILE *f, json_object *result, double threshold) {
         }
         table_print(f, &t, NULL, 0, 0);
         table_done(&t);
-        (void) json_get_int(result, "regressions", &regressions);
+        (void)json_get_int(result, "regressions", &regressions);
         if (regressions > 0)
                 fprintf(f, "\n%" PRId64 " regression%s past the %g%% threshold.\n", regressions,
                         regressions == 1 ? "" : "s", threshold);

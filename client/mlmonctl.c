@@ -158,17 +158,17 @@ enum {
         ARG_ITERATIONS,
 };
 
-#define OPTIONS_GLOBAL                                                  \
-        { "socket", required_argument, NULL, ARG_SOCKET },              \
-        { "json", no_argument, NULL, ARG_JSON },                        \
-        { "help", no_argument, NULL, 'h' },                             \
-        { "version", no_argument, NULL, ARG_VERSION }
+#define OPTIONS_GLOBAL                                                                              \
+        { "socket", required_argument, NULL, ARG_SOCKET }, { "json", no_argument, NULL, ARG_JSON }, \
+                { "help", no_argument, NULL, 'h' }, {                                               \
+                "version", no_argument, NULL, ARG_VERSION                                           \
+        }
 
-#define OPTIONS_REGISTER                                                \
-        { "name", required_argument, NULL, ARG_NAME },                  \
-        { "interval", required_argument, NULL, ARG_INTERVAL },          \
-        { "children", no_argument, NULL, ARG_CHILDREN },                \
-        { "tag", required_argument, NULL, ARG_TAG }
+#define OPTIONS_REGISTER                                                                                      \
+        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL }, \
+                { "children", no_argument, NULL, ARG_CHILDREN }, {                                            \
+                "tag", required_argument, NULL, ARG_TAG                                                       \
+        }
 
 /* Everything any command may be given; which options a command accepts is
  * decided by the table it passes to parse_options(). */
@@ -183,7 +183,7 @@ struct args {
         const char *category;
         const char *window;
         const char *since_mark;
-        double threshold; /* --threshold; NAN: not given */
+        double threshold;    /* --threshold; NAN: not given */
         uint64_t iterations; /* 0: not given */
 
         char **operands; /* pointers into argv, owned array */
@@ -336,8 +336,7 @@ static int parse_options(int argc, char *argv[], const struct option *opts, bool
                 case ARG_WINDOW: {
                         usec_t u;
                         if (parse_duration(optarg, &u) < 0 || u == 0)
-                                return usage_error("invalid window '%s': expected a duration like 30s, 5m, 1h",
-                                                   optarg);
+                                return usage_error("invalid window '%s': expected a duration like 30s, 5m, 1h", optarg);
                         a->window = optarg;
                         break;
                 }
@@ -470,8 +469,8 @@ static int api_call_full(const char *method, const char *path, json_object *body
         return 0;
 }
 
-static int api_call(const char *method, const char *path, json_object *body, int timeout_ms,
-                    json_object **ret_json, char **ret_raw) {
+static int api_call(const char *method, const char *path, json_object *body, int timeout_ms, json_object **ret_json,
+                    char **ret_raw) {
         return api_call_full(method, path, body, timeout_ms, false, ret_json, ret_raw);
 }
 
@@ -605,7 +604,7 @@ static json_object *report_document(json_object *run, json_object *latency, json
 
 static const char *json_pretty(json_object *doc) {
         return json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                            JSON_C_TO_STRING_NOSLASHESCAPE);
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
 static bool has_ops(json_object *latency, json_object *window) {
@@ -739,8 +738,7 @@ static int cmd_list(int argc, char *argv[]) {
         if ((r = expect_operands(&a, "list", 0, "")) != CONTINUE)
                 return r;
 
-        if (api_call("GET", a.all ? "/v1/runs?state=all" : "/v1/runs", NULL, REQUEST_TIMEOUT_MS, &answer, &raw) <
-            0)
+        if (api_call("GET", a.all ? "/v1/runs?state=all" : "/v1/runs", NULL, REQUEST_TIMEOUT_MS, &answer, &raw) < 0)
                 return EXIT_FAILED;
         if (arg_json) {
                 print_raw(stdout, raw);
@@ -899,8 +897,8 @@ static int write_report(const char *file, json_object *run, json_object *latency
         return r != 0 ? -errno : 0;
 }
 
-static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, int exit_status, int sig,
-                             double wall_s, json_object *run, json_object *latency, json_object *window) {
+static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, int exit_status, int sig, double wall_s,
+                             json_object *run, json_object *latency, json_object *window) {
         _cleanup_free_ char *pname = name ? text_printable(name) : NULL;
         _cleanup_free_ char *pcmd = text_printable(cmd[0]);
         char what[64];
@@ -910,8 +908,8 @@ static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, 
                          sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         else
                 snprintf(what, sizeof what, "exited with status %d", exit_status);
-        fprintf(f, "mlmonctl: run %" PRId64 "%s%s%s %s %s after %.2f s\n", id, pname ? " (" : "",
-                pname ? pname : "", pname ? ")" : "", pcmd ? pcmd : cmd[0], what, wall_s);
+        fprintf(f, "mlmonctl: run %" PRId64 "%s%s%s %s %s after %.2f s\n", id, pname ? " (" : "", pname ? pname : "",
+                pname ? ")" : "", pcmd ? pcmd : cmd[0], what, wall_s);
         if (run)
                 print_summary(f, json_get_object(run, "summary"));
         if (has_ops(latency, window)) {
@@ -1002,12 +1000,12 @@ static int cmd_run(int argc, char *argv[]) {
 
         /* the ops of the whole run; what did not come is left out (and said) */
         if (run)
-                (void) fetch_run_op_figures(id, run, &latency, &window);
+                (void)fetch_run_op_figures(id, run, &latency, &window);
 
         if (arg_json) {
                 /* stdout is the job's; the JSON report goes where the text
                  * one would */
-                (void) write_report(NULL, run, latency, window, cmd, exit_status, sig);
+                (void)write_report(NULL, run, latency, window, cmd, exit_status, sig);
         } else
                 print_run_report(stderr, id, a.name, cmd, exit_status, sig, wall_s, run, latency, window);
 
@@ -1045,8 +1043,7 @@ static int cmd_observe(int argc, char *argv[]) {
         if (!utf8_is_valid(op, strlen(op)))
                 return usage_error("observe: the operation name is not valid UTF-8");
         if (safe_atod(a.operands[1], &ms) < 0 || ms < 0)
-                return usage_error("invalid MS '%s': expected a non-negative number of milliseconds",
-                                   a.operands[1]);
+                return usage_error("invalid MS '%s': expected a non-negative number of milliseconds", a.operands[1]);
 
         json_object *item = json_object_new_object();
         body = json_object_new_array();
@@ -1142,8 +1139,8 @@ static int cmd_report(int argc, char *argv[]) {
                         error_line("%s: mlmond's run %" PRIu64 " has no registration time", arg_socket, id);
                         return EXIT_FAILED;
                 }
-                r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until,
-                             mark ? "&since_mark=" : "", mark ? mark : "");
+                r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until, mark ? "&since_mark=" : "",
+                             mark ? mark : "");
                 if (r >= 0)
                         r = asprintf(&tq, "window=%" PRId64 "ms&until=%" PRId64, until - from > 0 ? until - from : 1,
                                      until);
@@ -1200,7 +1197,7 @@ static int cmd_compare(int argc, char *argv[]) {
         result = compare_reports(base, current, threshold);
         if (!result)
                 return oom();
-        (void) json_get_int(result, "regressions", &regressions);
+        (void)json_get_int(result, "regressions", &regressions);
         if (arg_json) {
                 const char *text = json_pretty(result);
                 if (!text)
@@ -1215,7 +1212,9 @@ static int cmd_compare(int argc, char *argv[]) {
 
 static volatile sig_atomic_t top_quit;
 
-static void top_signal(int sig _unused_) { top_quit = 1; }
+static void top_signal(int sig _unused_) {
+        top_quit = 1;
+}
 
 /* Sleeps until deadline (CLOCK_MONOTONIC) or a quit signal. */
 static void top_sleep_until(usec_t deadline) {
@@ -1226,7 +1225,7 @@ static void top_sleep_until(usec_t deadline) {
                 usec_t left = deadline - now;
                 struct timespec ts = { .tv_sec = (time_t)(left / USEC_PER_SEC),
                                        .tv_nsec = (long)(left % USEC_PER_SEC * 1000) };
-                (void) nanosleep(&ts, NULL); /* EINTR: look at top_quit */
+                (void)nanosleep(&ts, NULL); /* EINTR: look at top_quit */
         }
 }
 
@@ -1249,7 +1248,7 @@ static int top_frame(char **ret_text) {
         }
         /* a missing figure is shown as "-", not an error: a run may end
          * between the list and its figures */
-        (void) api_call_full("GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, true, &health, NULL);
+        (void)api_call_full("GET", "/v1/health", NULL, REQUEST_TIMEOUT_MS, true, &health, NULL);
         n = json_object_array_length(list);
         runs = calloc(n + 1, sizeof *runs);
         if (!runs)
@@ -1262,7 +1261,7 @@ static int top_frame(char **ret_text) {
                 if (!json_get_int(runs[i].run, "id", &id))
                         continue;
                 snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/latency?window=" TOP_WINDOW "&q=99", id);
-                (void) api_call_full("GET", path, NULL, REQUEST_TIMEOUT_MS, true, &runs[i].latency, NULL);
+                (void)api_call_full("GET", path, NULL, REQUEST_TIMEOUT_MS, true, &runs[i].latency, NULL);
                 snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
                 if (api_call_full("GET", path, NULL, REQUEST_TIMEOUT_MS, true, &t, NULL) == 0) {
                         json_object *windows = json_get_array(t, "windows");
@@ -1334,7 +1333,7 @@ static int cmd_top(int argc, char *argv[]) {
         if ((r = expect_operands(&a, "top", 0, "")) != CONTINUE)
                 return r;
         if (a.interval)
-                (void) parse_duration(a.interval, &interval); /* checked by parse_options */
+                (void)parse_duration(a.interval, &interval); /* checked by parse_options */
         /* on a terminal, refresh until Ctrl-C; into a pipe or file, one
          * screen (a script that wants more says how many) */
         bool screen = isatty(STDOUT_FILENO) && !arg_json;
@@ -1381,16 +1380,11 @@ static const struct command {
         const char *name;
         int (*fn)(int argc, char *argv[]);
 } commands[] = {
-        { "register", cmd_register },
-        { "unregister", cmd_unregister },
-        { "list", cmd_list },
-        { "show", cmd_show },
-        { "run", cmd_run },
-        { "observe", cmd_observe },
-        { "mark", cmd_mark },
-        { "report", cmd_report },
-        { "compare", cmd_compare },
-        { "top", cmd_top },
+        { "register", cmd_register }, { "unregister", cmd_unregister },
+        { "list", cmd_list },         { "show", cmd_show },
+        { "run", cmd_run },           { "observe", cmd_observe },
+        { "mark", cmd_mark },         { "report", cmd_report },
+        { "compare", cmd_compare },   { "top", cmd_top },
 };
 
 int main(int argc, char *argv[]) {

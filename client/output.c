@@ -20,9 +20,13 @@ static json_object *get_typed(json_object *o, const char *key, json_type type) {
         return v;
 }
 
-json_object *json_get_object(json_object *o, const char *key) { return get_typed(o, key, json_type_object); }
+json_object *json_get_object(json_object *o, const char *key) {
+        return get_typed(o, key, json_type_object);
+}
 
-json_object *json_get_array(json_object *o, const char *key) { return get_typed(o, key, json_type_array); }
+json_object *json_get_array(json_object *o, const char *key) {
+        return get_typed(o, key, json_type_array);
+}
 
 const char *json_get_str(json_object *o, const char *key) {
         json_object *v = get_typed(o, key, json_type_string);
@@ -186,10 +190,14 @@ static const struct {
         const char *title;
         bool right; /* numbers align right */
 } columns[_COL_MAX] = {
-        [COL_ID] = { "ID", true },           [COL_PID] = { "PID", true },
-        [COL_NAME] = { "NAME", false },      [COL_STATE] = { "STATE", false },
-        [COL_CPU] = { "CPU%", true },        [COL_RSS] = { "RSS", true },
-        [COL_INTERVAL] = { "INTERVAL", true }, [COL_COMMAND] = { "COMMAND", false },
+        [COL_ID] = { "ID", true },
+        [COL_PID] = { "PID", true },
+        [COL_NAME] = { "NAME", false },
+        [COL_STATE] = { "STATE", false },
+        [COL_CPU] = { "CPU%", true },
+        [COL_RSS] = { "RSS", true },
+        [COL_INTERVAL] = { "INTERVAL", true },
+        [COL_COMMAND] = { "COMMAND", false },
 };
 
 /* Display width: code points, since the daemon sends valid UTF-8 (wide CJK
@@ -362,7 +370,9 @@ void table_addf(struct table *t, const char *fmt, ...) {
         table_add(t, s);
 }
 
-size_t table_rows(const struct table *t) { return t->ncols ? t->ncells / t->ncols : 0; }
+size_t table_rows(const struct table *t) {
+        return t->ncols ? t->ncells / t->ncols : 0;
+}
 
 void table_print(FILE *f, const struct table *t, const char *indent, int max_width, size_t shrink) {
         size_t nrows = table_rows(t);
@@ -415,7 +425,9 @@ static void field(FILE *f, const char *label, const char *value) {
         fprintf(f, "  %-*s %s\n", LABEL_WIDTH, label, value);
 }
 
-void print_field(FILE *f, const char *label, const char *value) { field(f, label, value); }
+void print_field(FILE *f, const char *label, const char *value) {
+        field(f, label, value);
+}
 
 static void field_text(FILE *f, const char *label, const char *value) {
         _cleanup_free_ char *p = text_printable(value);

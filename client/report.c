@@ -176,7 +176,9 @@ void print_op_tables(FILE *f, json_object *latency, json_object *throughput) {
 
 /* ---- throughput ------------------------------------------------------------ */
 
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int name_cmp(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 void print_throughput(FILE *f, json_object *window, json_object *latency) {
         char w[FMT_MAX], c[FMT_MAX], r[FMT_MAX], wr[FMT_MAX], rx[FMT_MAX], tx[FMT_MAX];
@@ -245,8 +247,8 @@ void print_report(FILE *f, json_object *doc) {
                 cmd = json_get_str(run, "comm");
         _cleanup_free_ char *pname = name ? text_printable(name) : NULL;
         _cleanup_free_ char *pcmd = text_printable(cmd);
-        fprintf(f, "run %s%s%s%s: %s\n", known ? (snprintf(b, sizeof b, "%" PRId64, id), b) : "-",
-                pname ? " (" : "", pname ? pname : "", pname ? ")" : "", pcmd ? pcmd : "-");
+        fprintf(f, "run %s%s%s%s: %s\n", known ? (snprintf(b, sizeof b, "%" PRId64, id), b) : "-", pname ? " (" : "",
+                pname ? pname : "", pname ? ")" : "", pcmd ? pcmd : "-");
         print_field(f, "pid:", json_get_int(run, "pid", &id) ? (snprintf(b, sizeof b, "%" PRId64, id), b) : "-");
         _cleanup_free_ char *state = text_printable(json_get_str(run, "state"));
         print_field(f, "state:", state ? state : "-");

@@ -20,8 +20,8 @@ static int top_cmp(const void *a, const void *b) {
         if (kx && cx != cy)
                 return cx > cy ? -1 : 1;
         int64_t ix = 0, iy = 0;
-        (void) json_get_int(x->run, "id", &ix);
-        (void) json_get_int(y->run, "id", &iy);
+        (void)json_get_int(x->run, "id", &ix);
+        (void)json_get_int(y->run, "id", &iy);
         return ix < iy ? -1 : ix > iy;
 }
 
@@ -83,8 +83,8 @@ static void print_header(FILE *f, json_object *health, int64_t now_ms) {
 }
 
 void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, int64_t now_ms, int max_width) {
-        static const char *const titles[] = { "ID",      "PID",    "NAME", "CPU%", "RSS",
-                                              "READ/s", "WRITE/s", "TOP-OP", "P99", "OPS/s" };
+        static const char *const titles[] = { "ID",     "PID",     "NAME",   "CPU%", "RSS",
+                                              "READ/s", "WRITE/s", "TOP-OP", "P99",  "OPS/s" };
         static const bool right[] = { true, true, false, true, true, true, true, false, true, true };
         enum { NAME_COL = 2 };
         struct table t = { .ncols = ELEMENTSOF(titles), .titles = titles, .right = right };

@@ -36,15 +36,20 @@ static const struct config_key keys[] = {
         { "daemon", "sys_root", KEY_STRING, OFF(sys_root), "/sys", 0, 0, NULL },
         { "daemon", "max_runs", KEY_UINT, OFF(max_runs), "4096", 1, 100000, NULL },
         { "daemon", "max_runs_per_uid", KEY_UINT, OFF(max_runs_per_uid), "256", 1, 100000, NULL },
-        { "storage", "retention_raw", KEY_DURATION, OFF(retention_raw_usec), "7d", USEC_PER_MINUTE, 3650 * USEC_PER_DAY, NULL },
-        { "storage", "retention_rollup", KEY_DURATION, OFF(retention_rollup_usec), "90d", USEC_PER_HOUR, 3650 * USEC_PER_DAY, NULL },
+        { "storage", "retention_raw", KEY_DURATION, OFF(retention_raw_usec), "7d", USEC_PER_MINUTE, 3650 * USEC_PER_DAY,
+          NULL },
+        { "storage", "retention_rollup", KEY_DURATION, OFF(retention_rollup_usec), "90d", USEC_PER_HOUR,
+          3650 * USEC_PER_DAY, NULL },
         { "storage", "synchronous", KEY_STRING, OFF(synchronous), "normal", 0, 0, "normal|full" },
         { "http", "connection_limit", KEY_UINT, OFF(http_connection_limit), "256", 4, 10000, NULL },
         { "http", "per_ip_connection_limit", KEY_UINT, OFF(http_per_ip_connection_limit), "16", 1, 10000, NULL },
-        { "http", "connection_timeout", KEY_DURATION, OFF(http_connection_timeout_usec), "10s", USEC_PER_SEC, USEC_PER_HOUR, NULL },
-        { "http", "connection_memory_limit", KEY_UINT, OFF(http_connection_memory_limit), "32768", 8192, 1048576, NULL },
+        { "http", "connection_timeout", KEY_DURATION, OFF(http_connection_timeout_usec), "10s", USEC_PER_SEC,
+          USEC_PER_HOUR, NULL },
+        { "http", "connection_memory_limit", KEY_UINT, OFF(http_connection_memory_limit), "32768", 8192, 1048576,
+          NULL },
         { "http", "max_body_bytes", KEY_UINT, OFF(http_max_body_bytes), "65536", 1024, 1048576, NULL },
-        { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
+        { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC,
+          USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
         /* the leak detector (daemon/analyze/leak.h); etc/mlmond.conf says why each default */
         { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,1m,2m,5m,15m", 0, 0, NULL },
@@ -71,7 +76,8 @@ static const struct config_key keys[] = {
         /* accelerators (daemon/collect/accel/drm.c, gpudev.c, nvml.c) and energy (rapl.c) */
         { "gpu", "collect", KEY_STRING, OFF(gpu), "auto", 0, 0, "auto|off" },
         { "gpu", "nvml_library", KEY_STRING, OFF(nvml_library), "libnvidia-ml.so.1", 0, 0, NULL },
-        { "gpu", "device_interval", KEY_DURATION, OFF(gpu_device_interval_usec), "1s", 100 * USEC_PER_MSEC, USEC_PER_MINUTE, NULL },
+        { "gpu", "device_interval", KEY_DURATION, OFF(gpu_device_interval_usec), "1s", 100 * USEC_PER_MSEC,
+          USEC_PER_MINUTE, NULL },
         { "gpu", "fd_rescan_ticks", KEY_UINT, OFF(gpu_fd_rescan_ticks), "10", 1, 3600, NULL },
         { "energy", "collect", KEY_STRING, OFF(energy), "auto", 0, 0, "auto|off" },
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
@@ -109,7 +115,8 @@ static int set_key(struct config *c, const struct config_key *k, const char *val
         case KEY_DURATION: {
                 usec_t u;
                 if (parse_duration(value, &u) < 0) {
-                        snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 10s, 5m, 2h, 7d)", k->name, value);
+                        snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 10s, 5m, 2h, 7d)", k->name,
+                                 value);
                         return -EINVAL;
                 }
                 if (u < k->min || u > k->max) {
@@ -304,7 +311,9 @@ int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port) {
         return 0;
 }
 
-static bool disabled(const char *s) { return !s || !*s || streq(s, "none"); }
+static bool disabled(const char *s) {
+        return !s || !*s || streq(s, "none");
+}
 
 int config_validate(const struct config *c, char *errbuf, size_t errlen) {
         char host[256];
@@ -336,9 +345,10 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 return -EINVAL;
         }
         if (lr < 0) {
-                snprintf(errbuf, errlen,
-                         "leak windows: '%s' must be 1 to %d ascending durations between 10s and 1d, e.g. 30s,2m,5m,15m",
-                         c->leak_windows ? c->leak_windows : "", LEAK_MAX_WINDOWS);
+                snprintf(
+                        errbuf, errlen,
+                        "leak windows: '%s' must be 1 to %d ascending durations between 10s and 1d, e.g. 30s,2m,5m,15m",
+                        c->leak_windows ? c->leak_windows : "", LEAK_MAX_WINDOWS);
                 return -EINVAL;
         }
         if (c->http_per_ip_connection_limit > c->http_connection_limit) {
@@ -348,7 +358,9 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
         return 0;
 }
 
-bool config_synchronous_full(const struct config *c) { return streq(c->synchronous, "full"); }
+bool config_synchronous_full(const struct config *c) {
+        return streq(c->synchronous, "full");
+}
 
 int config_leak_params(const struct config *c, struct leak_params *p) {
         leak_params_default(p);

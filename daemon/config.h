@@ -15,8 +15,8 @@ enum synchronous_mode { SYNC_NORMAL, SYNC_FULL };
 struct config {
         /* [daemon] */
         char *db_path;
-        char *listen;        /* "HOST:PORT" or "none" */
-        char *socket_path;   /* "" or "none" disables */
+        char *listen;      /* "HOST:PORT" or "none" */
+        char *socket_path; /* "" or "none" disables */
         char *statsd_socket;
         char *statsd_udp;
         usec_t interval_usec;
@@ -37,7 +37,7 @@ struct config {
         usec_t http_query_timeout_usec;
         unsigned http_max_rows;
         /* [leak] */
-        char *leak_windows;       /* "30s,1m,2m,5m,15m" */
+        char *leak_windows; /* "30s,1m,2m,5m,15m" */
         usec_t leak_grace_usec;
         unsigned leak_min_growth_mib;
         double leak_min_growth_pct;
@@ -50,12 +50,12 @@ struct config {
         double leak_drop_min_mib, leak_drop_noise_k, leak_outlier_noise_k, leak_sawtooth_stop_factor;
         double leak_restart_frac;
         /* [gpu] */
-        char *gpu;              /* "auto" | "off" */
-        char *nvml_library;     /* dlopen name or path; "" = NVML off */
+        char *gpu;          /* "auto" | "off" */
+        char *nvml_library; /* dlopen name or path; "" = NVML off */
         usec_t gpu_device_interval_usec;
         unsigned gpu_fd_rescan_ticks;
         /* [energy] */
-        char *energy;           /* "auto" | "off" */
+        char *energy; /* "auto" | "off" */
         double grid_g_per_kwh;
 };
 

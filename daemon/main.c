@@ -45,8 +45,18 @@ static int add_override(struct manager *m, size_t *n, const char *key, const cha
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_DB = 0x100, ARG_LISTEN, ARG_SOCKET, ARG_STATSD_SOCKET, ARG_STATSD_UDP, ARG_INTERVAL, ARG_PROC_ROOT,
-               ARG_SYS_ROOT, ARG_CHECK, ARG_VERSION };
+        enum {
+                ARG_DB = 0x100,
+                ARG_LISTEN,
+                ARG_SOCKET,
+                ARG_STATSD_SOCKET,
+                ARG_STATSD_UDP,
+                ARG_INTERVAL,
+                ARG_PROC_ROOT,
+                ARG_SYS_ROOT,
+                ARG_CHECK,
+                ARG_VERSION
+        };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "db", required_argument, NULL, ARG_DB },
@@ -66,9 +76,14 @@ int main(int argc, char **argv) {
                 int opt;
                 const char *key;
         } override_keys[] = {
-                { ARG_DB, "db" }, { ARG_LISTEN, "listen" }, { ARG_SOCKET, "socket" },
-                { ARG_STATSD_SOCKET, "statsd_socket" }, { ARG_STATSD_UDP, "statsd_udp" },
-                { ARG_INTERVAL, "interval" }, { ARG_PROC_ROOT, "proc_root" }, { ARG_SYS_ROOT, "sys_root" },
+                { ARG_DB, "db" },
+                { ARG_LISTEN, "listen" },
+                { ARG_SOCKET, "socket" },
+                { ARG_STATSD_SOCKET, "statsd_socket" },
+                { ARG_STATSD_UDP, "statsd_udp" },
+                { ARG_INTERVAL, "interval" },
+                { ARG_PROC_ROOT, "proc_root" },
+                { ARG_SYS_ROOT, "sys_root" },
         };
         struct manager *m = NULL;
         bool check = false;
@@ -105,7 +120,8 @@ int main(int argc, char **argv) {
                         return 2;
                 default:
                         for (size_t i = 0; i < ELEMENTSOF(override_keys); i++)
-                                if (override_keys[i].opt == c && add_override(m, &n_over, override_keys[i].key, optarg) < 0) {
+                                if (override_keys[i].opt == c &&
+                                    add_override(m, &n_over, override_keys[i].key, optarg) < 0) {
                                         fprintf(stderr, "mlmond: out of memory\n");
                                         manager_free(m);
                                         return 1;

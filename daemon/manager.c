@@ -204,8 +204,8 @@ static void store_leak_json(struct manager *m, struct run *r) {
 
 /* Feeds one memory series to its leak watch (inside the tick's
  * transaction): a change of verdict is stored and logged. */
-static void leak_feed(struct manager *m, struct run *r, struct leakwatch *w, const char *metric,
-                      const struct sample *s, uint64_t bytes) {
+static void leak_feed(struct manager *m, struct run *r, struct leakwatch *w, const char *metric, const struct sample *s,
+                      uint64_t bytes) {
         double t_s = (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0;
         enum leakwatch_change c = leakwatch_add(w, &m->leak_params, t_s, s->ts_ms, (double)bytes,
                                                 (int64_t)(m->config.leak_clear_after_usec / USEC_PER_MSEC));
@@ -333,9 +333,8 @@ static int manager_tick(struct manager *m) {
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
-                if (store_sample(m, r, &s) < 0 ||
-                    (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
-                     store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
+                if (store_sample(m, r, &s) < 0 || (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
+                                                   store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
         }
         /* what the applications reported: closed slices and gauges */
@@ -601,9 +600,14 @@ static int manager_restore_runs(struct manager *m) {
                         log_warning("run %lld: cannot fold recent samples into its totals", (long long)r->info.id);
                 const struct run_totals *t = &r->info.totals;
                 r->last = (struct sample){
-                        .cpu_time_ns = t->cpu_time_ns, .user_time_ns = t->user_time_ns,
-                        .system_time_ns = t->system_time_ns, .has_io = t->has_io, .read_bytes = t->read_bytes,
-                        .write_bytes = t->write_bytes, .has_net = t->has_net, .netns_rx_bytes = t->netns_rx_bytes,
+                        .cpu_time_ns = t->cpu_time_ns,
+                        .user_time_ns = t->user_time_ns,
+                        .system_time_ns = t->system_time_ns,
+                        .has_io = t->has_io,
+                        .read_bytes = t->read_bytes,
+                        .write_bytes = t->write_bytes,
+                        .has_net = t->has_net,
+                        .netns_rx_bytes = t->netns_rx_bytes,
                         .netns_tx_bytes = t->netns_tx_bytes,
                 };
                 if (t->has_energy) { /* the estimate goes on from the stored one */
@@ -752,10 +756,8 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
                 size_t off;
                 const char *name;
         } fixed[] = {
-                { offsetof(struct config, db_path), "db" },
-                { offsetof(struct config, listen), "listen" },
-                { offsetof(struct config, socket_path), "socket" },
-                { offsetof(struct config, proc_root), "proc_root" },
+                { offsetof(struct config, db_path), "db" },         { offsetof(struct config, listen), "listen" },
+                { offsetof(struct config, socket_path), "socket" }, { offsetof(struct config, proc_root), "proc_root" },
                 { offsetof(struct config, sys_root), "sys_root" },
         };
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
@@ -997,7 +999,8 @@ struct run *manager_run_for_pid(struct manager *m, int pid) {
         } else if (slot == m->n_pid_cache)
                 slot = (size_t)pid % PID_CACHE_MAX;
         if (slot != SIZE_MAX)
-                m->pid_cache[slot] = (struct pid_cache_entry){ .pid = pid, .run_id = found ? found->info.id : 0,
+                m->pid_cache[slot] = (struct pid_cache_entry){ .pid = pid,
+                                                               .run_id = found ? found->info.id : 0,
                                                                .expires = now + PID_CACHE_USEC };
         return found;
 }

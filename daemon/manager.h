@@ -57,7 +57,7 @@ struct manager {
         double self_cpu_pct;
         bool has_self_cpu;
 
-        usec_t host_next_due_usec; /* host counters are read on the default interval's grid */
+        usec_t host_next_due_usec;      /* host counters are read on the default interval's grid */
         struct leak_params leak_params; /* from the [leak] config keys */
         /* moves whenever stored or live data changes: the API's cache key */
         uint64_t data_generation;
@@ -71,7 +71,7 @@ struct manager {
                 int pid;
                 int64_t run_id; /* 0 = no registered run */
                 usec_t expires;
-        } *pid_cache;
+        } * pid_cache;
         size_t n_pid_cache;
         struct ingest *ingest;
 

@@ -153,7 +153,7 @@ struct parser {
         bool headers_done;
         size_t body_start; /* offset of the body in buf */
         int status;
-        bool no_body;  /* HEAD, 1xx, 204, 304 */
+        bool no_body; /* HEAD, 1xx, 204, 304 */
         bool chunked;
         bool have_length;
         size_t content_length;
@@ -276,7 +276,7 @@ static int parse_headers(struct parser *p, bool head_request) {
                 if (status >= 100 && status < 200) {
                         if (status == 101)
                                 return -EPROTO; /* no protocol switch asked for */
-                        start = pos; /* 100 Continue and friends: skip */
+                        start = pos;            /* 100 Continue and friends: skip */
                         continue;
                 }
 
@@ -452,8 +452,8 @@ static int receive_response(int fd, bool head_request, usec_t deadline, struct h
 
         for (;;) {
                 /* slack for chunk framing not yet compacted away */
-                size_t limit = (p.headers_done ? p.body_start + RESPONSE_BODY_MAX : RESPONSE_HEADER_MAX) +
-                               READ_SIZE + CHUNK_LINE_MAX;
+                size_t limit = (p.headers_done ? p.body_start + RESPONSE_BODY_MAX : RESPONSE_HEADER_MAX) + READ_SIZE +
+                               CHUNK_LINE_MAX;
                 if (p.cap - p.len < READ_SIZE + 1) {
                         if (p.len >= limit) {
                                 r = p.headers_done ? -EFBIG : -EPROTO;
@@ -525,8 +525,8 @@ static bool valid_target(const char *path) {
         return true;
 }
 
-int http_request_unix(const char *socket_path, const char *method, const char *path,
-                      const char *body, int timeout_ms, struct http_response *ret) {
+int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
+                      struct http_response *ret) {
         /* timeout_ms <= 0 means no deadline */
         usec_t deadline = timeout_ms > 0 ? now_usec(CLOCK_MONOTONIC) + (usec_t)timeout_ms * USEC_PER_MSEC
                                          : USEC_INFINITY;

@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 struct http_response {
-        int status;   /* 200, 404, ... */
-        char *body;   /* NUL-terminated, malloc'ed, may be empty */
+        int status; /* 200, 404, ... */
+        char *body; /* NUL-terminated, malloc'ed, may be empty */
         size_t body_len;
 };
 
@@ -19,5 +19,5 @@ void http_response_done(struct http_response *r);
  * Returns 0 with *ret filled, or -errno (-ECONNREFUSED/-ENOENT: daemon not
  * running, -ETIMEDOUT, -EPROTO: not an HTTP answer). Responses are capped
  * at 64 MiB. */
-int http_request_unix(const char *socket_path, const char *method, const char *path,
-                      const char *body, int timeout_ms, struct http_response *ret);
+int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
+                      struct http_response *ret);

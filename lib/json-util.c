@@ -31,8 +31,8 @@ static size_t utf8_seq_len(const unsigned char *s, size_t left) {
                         return 0;
                 cp = (cp << 6) | (s[i] & 0x3F);
         }
-        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
                 return 0;
         return n;
 }

@@ -23,7 +23,7 @@ char *utf8_sanitize(const char *s, size_t len);
 bool utf8_is_valid(const char *s, size_t len);
 
 json_object *json_string_sanitized(const char *s, size_t len);
-json_object *json_double_or_null(double v);     /* NULL (= JSON null) unless finite */
+json_object *json_double_or_null(double v);             /* NULL (= JSON null) unless finite */
 json_object *json_double_round(double v, int decimals); /* finite, rounded for humans */
 
 /* Add a key only with a known value; otherwise add JSON null. */

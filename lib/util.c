@@ -24,7 +24,9 @@ void log_setup(const char *ident) {
                 log_max_level = LOG_DEBUG;
 }
 
-void log_set_max_level(int prio) { log_max_level = prio; }
+void log_set_max_level(int prio) {
+        log_max_level = prio;
+}
 
 int log_internal(int prio, int error, const char *fmt, ...) {
         int e = error < 0 ? -error : error;
@@ -69,15 +71,21 @@ usec_t now_usec(int clock_id) {
         return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
 }
 
-int64_t now_realtime_ms(void) { return (int64_t)(now_usec(CLOCK_REALTIME) / USEC_PER_MSEC); }
+int64_t now_realtime_ms(void) {
+        return (int64_t)(now_usec(CLOCK_REALTIME) / USEC_PER_MSEC);
+}
 
 int parse_duration(const char *s, usec_t *ret) {
         static const struct {
                 const char *suffix;
                 usec_t mult;
         } units[] = {
-                { "us", 1 }, { "ms", USEC_PER_MSEC }, { "s", USEC_PER_SEC },
-                { "m", USEC_PER_MINUTE }, { "h", USEC_PER_HOUR }, { "d", USEC_PER_DAY },
+                { "us", 1 },
+                { "ms", USEC_PER_MSEC },
+                { "s", USEC_PER_SEC },
+                { "m", USEC_PER_MINUTE },
+                { "h", USEC_PER_HOUR },
+                { "d", USEC_PER_DAY },
         };
         if (!s || !*s)
                 return -EINVAL;
@@ -121,7 +129,7 @@ void format_duration(usec_t u, char *buf, size_t size) {
                 const char *suffix;
                 usec_t mult;
         } units[] = {
-                { "d", USEC_PER_DAY }, { "h", USEC_PER_HOUR }, { "m", USEC_PER_MINUTE },
+                { "d", USEC_PER_DAY }, { "h", USEC_PER_HOUR },  { "m", USEC_PER_MINUTE },
                 { "s", USEC_PER_SEC }, { "ms", USEC_PER_MSEC },
         };
         for (size_t i = 0; i < ELEMENTSOF(units); i++)
@@ -183,7 +191,9 @@ int safe_atod(const char *s, double *ret) {
         return 0;
 }
 
-bool startswith(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+bool startswith(const char *s, const char *prefix) {
+        return strncmp(s, prefix, strlen(prefix)) == 0;
+}
 
 void str_printable(const char *s, char *buf, size_t size) {
         size_t i = 0;

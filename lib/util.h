@@ -20,7 +20,9 @@
 
 /* ---- ownership ---------------------------------------------------------- */
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p) {
+        free(*(void **)p);
+}
 static inline void closep(int *fd) {
         if (*fd >= 0) {
                 int saved = errno;
@@ -54,17 +56,17 @@ void *greedy_realloc(void **p, size_t need, size_t size);
 #define GREEDY_REALLOC(array, need) greedy_realloc((void **)&(array), (need), sizeof((array)[0]))
 
 /* Hand ownership on: returns the value and leaves NULL (or -1) behind. */
-#define TAKE_PTR(p)                          \
-        ({                                   \
-                __typeof__(p) _tmp_ = (p);   \
-                (p) = NULL;                  \
-                _tmp_;                       \
+#define TAKE_PTR(p)                        \
+        ({                                 \
+                __typeof__(p) _tmp_ = (p); \
+                (p) = NULL;                \
+                _tmp_;                     \
         })
-#define TAKE_FD(fd)                          \
-        ({                                   \
-                int _tmp_ = (fd);            \
-                (fd) = -1;                   \
-                _tmp_;                       \
+#define TAKE_FD(fd)               \
+        ({                        \
+                int _tmp_ = (fd); \
+                (fd) = -1;        \
+                _tmp_;            \
         })
 
 static inline int safe_close(int fd) {
@@ -122,11 +124,15 @@ int safe_atou(const char *s, unsigned *ret);
 int safe_atod(const char *s, double *ret);
 
 /* Saturating subtraction for kernel counters that may reset. */
-static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) {
+        return a > b ? a - b : 0;
+}
 
 /* ---- strings ------------------------------------------------------------ */
 
-static inline bool streq(const char *a, const char *b) { return a && b && __builtin_strcmp(a, b) == 0; }
+static inline bool streq(const char *a, const char *b) {
+        return a && b && __builtin_strcmp(a, b) == 0;
+}
 bool startswith(const char *s, const char *prefix);
 /* Copies s for a log line: every byte outside printable ASCII becomes '?',
  * so a process name cannot forge lines or priorities in the journal. */

@@ -70,8 +70,9 @@ static void test_validate_and_set(void) {
         CHECK(config_validate(&c, err, sizeof err) < 0); /* rollups must outlive raw samples */
         CHECK(config_set(&c, "nope", "1", err, sizeof err) < 0);
         CHECK_EQ_INT(config_set(&c, "storage.retention_raw", "7d", err, sizeof err), 0);
-        static const char *const bad_windows[] = { "5m,30s", "30s,30s", "5s", "", "1x", ",",
-                                                   "1m,2m,3m,4m,5m,6m,7m,8m,9m", "2d" };
+        static const char *const bad_windows[] = {
+                "5m,30s", "30s,30s", "5s", "", "1x", ",", "1m,2m,3m,4m,5m,6m,7m,8m,9m", "2d"
+        };
         for (size_t i = 0; i < ELEMENTSOF(bad_windows); i++) {
                 CHECK_EQ_INT(config_set(&c, "leak.windows", bad_windows[i], err, sizeof err), 0);
                 CHECK(config_validate(&c, err, sizeof err) < 0);

@@ -24,7 +24,9 @@ static const double quantiles[] = { 0, 0.01, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 
 
 static uint64_t rng_state;
 
-static void rng_seed(uint64_t s) { rng_state = s ? s : 0x9e3779b97f4a7c15ull; }
+static void rng_seed(uint64_t s) {
+        rng_state = s ? s : 0x9e3779b97f4a7c15ull;
+}
 
 static uint64_t rng_next(void) { /* xorshift64* */
         rng_state ^= rng_state >> 12;
@@ -34,20 +36,28 @@ static uint64_t rng_next(void) { /* xorshift64* */
 }
 
 /* uniform in (0, 1] */
-static double rng_unit(void) { return ((double) (rng_next() >> 11) + 1.0) * 0x1p-53; }
+static double rng_unit(void) {
+        return ((double)(rng_next() >> 11) + 1.0) * 0x1p-53;
+}
 
 static double rng_normal(void) { /* Box-Muller, one of the pair */
         double u1 = rng_unit(), u2 = rng_unit();
         return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
-static double gen_uniform(void) { return 1.0 + 99.0 * (rng_unit() - 0x1p-53); }
-static double gen_lognormal(void) { return exp(log(5.0) + rng_normal()); }
+static double gen_uniform(void) {
+        return 1.0 + 99.0 * (rng_unit() - 0x1p-53);
+}
+static double gen_lognormal(void) {
+        return exp(log(5.0) + rng_normal());
+}
 static double gen_bimodal(void) {
         double v = rng_unit() <= 0.9 ? 5.0 + 0.5 * rng_normal() : 50.0 + 5.0 * rng_normal();
         return v > 0 ? v : 1e-3;
 }
-static double gen_pareto(void) { return 1.0 / pow(rng_unit(), 1.0 / 1.2); }
+static double gen_pareto(void) {
+        return 1.0 / pow(rng_unit(), 1.0 / 1.2);
+}
 
 static const struct dist {
         const char *name;
@@ -70,12 +80,12 @@ static double *gen_values(const struct dist *d, uint64_t seed, size_t n) {
 }
 
 static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
+        double x = *(const double *)a, y = *(const double *)b;
         return x < y ? -1 : x > y;
 }
 
 static double exact_quantile(const double *sorted, size_t n, double q) {
-        return sorted[(size_t) floor(q * (double) (n - 1))];
+        return sorted[(size_t)floor(q * (double)(n - 1))];
 }
 
 static double rel_err(double got, double want) {
@@ -87,7 +97,7 @@ static double rel_err(double got, double want) {
 /* ---- helpers ------------------------------------------------------------ */
 
 static uint64_t bucket_at(const struct hist *h, int64_t idx) {
-        if (idx < h->lo || idx >= (int64_t) h->lo + h->n)
+        if (idx < h->lo || idx >= (int64_t)h->lo + h->n)
                 return 0;
         return h->counts[idx - h->lo];
 }
@@ -97,14 +107,16 @@ static bool same_buckets(const struct hist *a, const struct hist *b) {
         if (a->count != b->count || a->zero_count != b->zero_count)
                 return false;
         int64_t lo = a->lo < b->lo ? a->lo : b->lo;
-        int64_t hi = (int64_t) a->lo + a->n > (int64_t) b->lo + b->n ? (int64_t) a->lo + a->n : (int64_t) b->lo + b->n;
+        int64_t hi = (int64_t)a->lo + a->n > (int64_t)b->lo + b->n ? (int64_t)a->lo + a->n : (int64_t)b->lo + b->n;
         for (int64_t i = lo; i < hi; i++)
                 if (bucket_at(a, i) != bucket_at(b, i))
                         return false;
         return true;
 }
 
-static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+static bool same_bits(double a, double b) {
+        return memcmp(&a, &b, sizeof a) == 0;
+}
 
 static bool hist_equal(const struct hist *a, const struct hist *b) {
         return same_buckets(a, b) && same_bits(a->sum, b->sum) && same_bits(a->sum_sq, b->sum_sq) &&
@@ -134,7 +146,7 @@ static int64_t only_bucket(const struct hist *h) {
                 if (h->counts[k]) {
                         if (idx != INT64_MIN)
                                 return INT64_MAX;
-                        idx = (int64_t) h->lo + k;
+                        idx = (int64_t)h->lo + k;
                 }
         return idx;
 }
@@ -154,7 +166,7 @@ static void test_distribution(const struct dist *d, uint64_t seed) {
         long double mean = sum / N_VALUES;
         for (size_t i = 0; i < N_VALUES; i++)
                 sum_sq += (v[i] - mean) * (v[i] - mean);
-        double sd = (double) sqrtl(sum_sq / N_VALUES);
+        double sd = (double)sqrtl(sum_sq / N_VALUES);
 
         qsort(v, N_VALUES, sizeof v[0], cmp_double);
         CHECK_EQ_INT(h.count, N_VALUES);
@@ -162,8 +174,8 @@ static void test_distribution(const struct dist *d, uint64_t seed) {
         CHECK_EQ_INT(bucket_total(&h), N_VALUES);
         CHECK(h.min == v[0]);
         CHECK(h.max == v[N_VALUES - 1]);
-        CHECK(rel_err(h.sum, (double) sum) <= 1e-9);
-        CHECK(rel_err(hist_mean(&h), (double) mean) <= 1e-6);
+        CHECK(rel_err(h.sum, (double)sum) <= 1e-9);
+        CHECK(rel_err(hist_mean(&h), (double)mean) <= 1e-6);
         CHECK(rel_err(hist_stddev(&h), sd) <= 1e-6);
 
         double worst = 0, worst_q = 0;
@@ -218,18 +230,18 @@ static void test_buckets(void) {
 
         CHECK_EQ_INT(hist_add(&h, HIST_MIN_VALUE_MS, 1), 0);
         CHECK_EQ_INT(h.zero_count, 0);
-        CHECK_EQ_INT(only_bucket(&h), (int64_t) ceil(log(HIST_MIN_VALUE_MS) / lg));
+        CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(log(HIST_MIN_VALUE_MS) / lg));
         CHECK_EQ_INT(only_bucket(&h), -1381);
         hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, HIST_MAX_VALUE_MS, 1), 0);
-        CHECK_EQ_INT(only_bucket(&h), (int64_t) ceil(log(HIST_MAX_VALUE_MS) / lg));
+        CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(log(HIST_MAX_VALUE_MS) / lg));
         CHECK_EQ_INT(only_bucket(&h), 2073);
 
         /* index(v) = ceil(ln v / ln gamma), away from the edges where the
          * last bit of log() may go either way */
         rng_seed(7);
         for (int k = 0; k < 20000; k++) {
-                double v = exp((rng_unit() * 35.0 - 13.8) ); /* 1e-6 .. 1.6e9 */
+                double v = exp((rng_unit() * 35.0 - 13.8)); /* 1e-6 .. 1.6e9 */
                 if (v < HIST_MIN_VALUE_MS || v > HIST_MAX_VALUE_MS)
                         continue;
                 double x = log(v) / lg;
@@ -237,7 +249,7 @@ static void test_buckets(void) {
                         continue;
                 hist_reset(&h);
                 CHECK_EQ_INT(hist_add(&h, v, 1), 0);
-                CHECK_EQ_INT(only_bucket(&h), (int64_t) ceil(x));
+                CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(x));
                 /* the representative value: within a of v */
                 CHECK(rel_err(hist_quantile(&h, 0.5), v) == 0); /* clamped to min == max */
         }
@@ -298,7 +310,7 @@ static void test_merge(void) {
         fill(&whole, v, N_VALUES);
         for (int s = 0; s < SHARDS; s++) {
                 hist_init(&shard[s]);
-                fill(&shard[s], v + (size_t) s * PER, PER);
+                fill(&shard[s], v + (size_t)s * PER, PER);
         }
 
         static const int orders[3][SHARDS] = {
@@ -351,7 +363,7 @@ static void test_merge(void) {
         CHECK_EQ_INT(copy.count, 2 * N_VALUES);
         CHECK(copy.min == whole.min && copy.max == whole.max);
         CHECK(same_bits(hist_quantile(&copy, 0.5), hist_quantile(&whole, 0.5)));
-        for (int64_t i = whole.lo; i < (int64_t) whole.lo + whole.n; i++)
+        for (int64_t i = whole.lo; i < (int64_t)whole.lo + whole.n; i++)
                 CHECK(bucket_at(&copy, i) == 2 * bucket_at(&whole, i));
 
         /* disjoint windows, both ways round, zero buckets included */
@@ -534,20 +546,24 @@ struct wbuf {
         size_t n;
 };
 
-static void w_u8(struct wbuf *w, uint8_t v) { w->b[w->n++] = v; }
+static void w_u8(struct wbuf *w, uint8_t v) {
+        w->b[w->n++] = v;
+}
 static void w_varint(struct wbuf *w, uint64_t v) {
         while (v >= 0x80) {
-                w_u8(w, (uint8_t) (v | 0x80));
+                w_u8(w, (uint8_t)(v | 0x80));
                 v >>= 7;
         }
-        w_u8(w, (uint8_t) v);
+        w_u8(w, (uint8_t)v);
 }
-static void w_zigzag(struct wbuf *w, int64_t v) { w_varint(w, ((uint64_t) v << 1) ^ (uint64_t) (v >> 63)); }
+static void w_zigzag(struct wbuf *w, int64_t v) {
+        w_varint(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
 static void w_double(struct wbuf *w, double d) {
         uint64_t u;
         memcpy(&u, &d, sizeof u);
         for (int k = 0; k < 8; k++)
-                w_u8(w, (uint8_t) (u >> (8 * k)));
+                w_u8(w, (uint8_t)(u >> (8 * k)));
 }
 static void w_doubles(struct wbuf *w, double sum, double sum_sq, double min, double max) {
         w_double(w, sum);
@@ -565,7 +581,9 @@ static void check_empty_valid(struct hist *h) {
         CHECK(isnan(hist_quantile(h, 0.5)));
 }
 
-static int decode_bytes(struct hist *h, const struct wbuf *w) { return hist_decode(h, w->b, w->n); }
+static int decode_bytes(struct hist *h, const struct wbuf *w) {
+        return hist_decode(h, w->b, w->n);
+}
 
 static void test_encoding_crafted(void) {
         struct hist h;
@@ -574,19 +592,19 @@ static void test_encoding_crafted(void) {
 
         /* a good one by hand: 3 values, 1 zero, buckets 100 (x1) and 103 (x1) */
         double v100 = exp(99.5 * log_gamma_exact()), v103 = exp(102.5 * log_gamma_exact());
-#define GOOD(w)                                                                          \
-        do {                                                                             \
-                (w).n = 0;                                                               \
-                w_u8(&(w), 1);                                                           \
-                w_varint(&(w), 3);                                                       \
-                w_varint(&(w), 1);                                                       \
-                w_zigzag(&(w), 100);                                                     \
-                w_varint(&(w), 2);                                                       \
-                w_varint(&(w), 0);                                                       \
-                w_varint(&(w), 1);                                                       \
-                w_varint(&(w), 3);                                                       \
-                w_varint(&(w), 1);                                                       \
-                w_doubles(&(w), v100 + v103, v100 * v100 + v103 * v103, 0, v103);        \
+#define GOOD(w)                                                                   \
+        do {                                                                      \
+                (w).n = 0;                                                        \
+                w_u8(&(w), 1);                                                    \
+                w_varint(&(w), 3);                                                \
+                w_varint(&(w), 1);                                                \
+                w_zigzag(&(w), 100);                                              \
+                w_varint(&(w), 2);                                                \
+                w_varint(&(w), 0);                                                \
+                w_varint(&(w), 1);                                                \
+                w_varint(&(w), 3);                                                \
+                w_varint(&(w), 1);                                                \
+                w_doubles(&(w), v100 + v103, v100 * v100 + v103 * v103, 0, v103); \
         } while (0)
         GOOD(w);
         CHECK_EQ_INT(decode_bytes(&h, &w), 0);
@@ -627,14 +645,14 @@ static void test_encoding_crafted(void) {
         };
         struct bad_case cases[64];
         size_t ncases = 0;
-#define ADD_CASE(lbl, ...)                                      \
-        do {                                                    \
-                w.n = 0;                                        \
-                __VA_ARGS__;                                    \
-                cases[ncases].label = (lbl);                    \
-                memcpy(cases[ncases].b, w.b, w.n);              \
-                cases[ncases].n = w.n;                          \
-                ncases++;                                       \
+#define ADD_CASE(lbl, ...)                         \
+        do {                                       \
+                w.n = 0;                           \
+                __VA_ARGS__;                       \
+                cases[ncases].label = (lbl);       \
+                memcpy(cases[ncases].b, w.b, w.n); \
+                cases[ncases].n = w.n;             \
+                ncases++;                          \
         } while (0)
 #define HDR(ver, count, zero, lo, nb) \
         w_u8(&w, ver), w_varint(&w, count), w_varint(&w, zero), w_zigzag(&w, lo), w_varint(&w, nb)
@@ -649,10 +667,10 @@ static void test_encoding_crafted(void) {
         ADD_CASE("lo below range", HDR(1, 1, 0, -1382, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
         ADD_CASE("lo above range", HDR(1, 1, 0, 2074, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
         ADD_CASE("lo huge", HDR(1, 1, 0, INT64_MIN, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("index beyond range", HDR(1, 2, 0, 2073, 2), w_varint(&w, 0), w_varint(&w, 1),
-                 w_varint(&w, 1), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("delta wraps", HDR(1, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1),
-                 w_varint(&w, UINT64_MAX), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("index beyond range", HDR(1, 2, 0, 2073, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
+                 w_varint(&w, 1), DBL_OK);
+        ADD_CASE("delta wraps", HDR(1, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, UINT64_MAX),
+                 w_varint(&w, 1), DBL_OK);
         ADD_CASE("first delta not 0", HDR(1, 1, 0, 5, 1), w_varint(&w, 1), w_varint(&w, 1), DBL_OK);
         ADD_CASE("repeated index", HDR(1, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 0),
                  w_varint(&w, 1), DBL_OK);
@@ -672,20 +690,16 @@ static void test_encoding_crafted(void) {
         ADD_CASE("doubles short", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_double(&w, 1),
                  w_double(&w, 1), w_double(&w, 1));
         ADD_CASE("sum NaN", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, NAN, 1, 1, 1));
-        ADD_CASE("sum_sq inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1),
-                 w_doubles(&w, 1, INFINITY, 1, 1));
-        ADD_CASE("min -inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1),
-                 w_doubles(&w, 1, 1, -INFINITY, 1));
+        ADD_CASE("sum_sq inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, INFINITY, 1, 1));
+        ADD_CASE("min -inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -INFINITY, 1));
         ADD_CASE("max NaN", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 1, NAN));
-        ADD_CASE("min negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1),
-                 w_doubles(&w, 1, 1, -1, 1));
+        ADD_CASE("min negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -1, 1));
         ADD_CASE("min -0", HDR(1, 1, 1, 0, 0), w_doubles(&w, 0, 0, -0.0, 0));
-        ADD_CASE("sum negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1),
-                 w_doubles(&w, -1, 1, 1, 1));
+        ADD_CASE("sum negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, -1, 1, 1, 1));
         ADD_CASE("min > max", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 2, 1));
         ADD_CASE("empty with a sum", HDR(1, 0, 0, 0, 0), w_doubles(&w, 1, 0, 0, 0));
         ADD_CASE("empty with a max", HDR(1, 0, 0, 0, 0), w_doubles(&w, 0, 0, 0, 1));
-        ADD_CASE("nothing", (void) 0);
+        ADD_CASE("nothing", (void)0);
         ADD_CASE("version only", w_u8(&w, 1));
 
         for (size_t c = 0; c < ncases; c++) {
@@ -742,10 +756,10 @@ static void test_encoding_damage(void) {
                 uint8_t *p = malloc(len);
                 for (int t = 0; t < 20000; t++) {
                         memcpy(p, buf, len);
-                        int nflips = 1 + (int) (rng_next() % 3);
+                        int nflips = 1 + (int)(rng_next() % 3);
                         for (int f = 0; f < nflips; f++) {
                                 size_t bit = rng_next() % (len * 8);
-                                p[bit / 8] ^= (uint8_t) (1u << (bit % 8));
+                                p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
                         }
                         if (memcmp(p, buf, len) == 0)
                                 continue;
@@ -816,7 +830,7 @@ static int write_corpus(const char *dir) {
         hist_reset(&h);
         double *v = gen_values(&dists[1], 5, 500);
         for (int k = 0; k < 500; k++)
-                hist_add(&h, v[k], 1 + (uint64_t) (k % 3));
+                hist_add(&h, v[k], 1 + (uint64_t)(k % 3));
         free(v);
         r |= write_encoded(dir, "lognormal-500", &h);
 
@@ -834,7 +848,7 @@ static int write_corpus(const char *dir) {
                 uint64_t u;
                 memcpy(&u, &raw[k], 8);
                 for (int b = 0; b < 8; b++)
-                        rb[k * 8 + b] = (uint8_t) (u >> (8 * b));
+                        rb[k * 8 + b] = (uint8_t)(u >> (8 * b));
         }
         r |= write_file(dir, "doubles", rb, sizeof rb);
 

@@ -58,8 +58,12 @@ static uint64_t rng_next(void) { /* xorshift64* */
         return rng_state * 0x2545f4914f6cdd1dull;
 }
 
-static double rng_unit(void) { return ((double) (rng_next() >> 11) + 0.5) * 0x1p-53; } /* (0, 1) */
-static double rng_normal(void) { return sqrt(-2.0 * log(rng_unit())) * cos(2.0 * M_PI * rng_unit()); }
+static double rng_unit(void) {
+        return ((double)(rng_next() >> 11) + 0.5) * 0x1p-53;
+} /* (0, 1) */
+static double rng_normal(void) {
+        return sqrt(-2.0 * log(rng_unit())) * cos(2.0 * M_PI * rng_unit());
+}
 
 /* ---- generated series ------------------------------------------------------ */
 
@@ -67,27 +71,27 @@ enum ramp { RAMP_NONE, RAMP_LINEAR, RAMP_LOG, RAMP_EXP };
 
 struct spec {
         const char *name;
-        double dt, duration;   /* s */
-        double base;           /* bytes at registration (t = 0) */
-        double rate;           /* leak, bytes/s from leak_from on */
+        double dt, duration; /* s */
+        double base;         /* bytes at registration (t = 0) */
+        double rate;         /* leak, bytes/s from leak_from on */
         double leak_from;
-        double noise;          /* Gaussian, sigma as a fraction of base */
-        double outliers;       /* chance per sample of a +-200 MiB outlier */
+        double noise;    /* Gaussian, sigma as a fraction of base */
+        double outliers; /* chance per sample of a +-200 MiB outlier */
         double step_at, step_size, step_rise;
-        enum ramp ramp;        /* from t = 0 (or the restart): to ramp_size over ramp_time */
+        enum ramp ramp; /* from t = 0 (or the restart): to ramp_size over ramp_time */
         double ramp_size, ramp_time, ramp_tau;
         double saw_amp, saw_period, saw_jitter; /* peak-to-peak; jitter as a fraction of the period */
-        double saw_first;      /* the first drop (0: a random phase) */
-        double dip_at, dip;    /* one sample at dip_at lower by dip (an outlier placed by hand) */
-        double walk;           /* random walk: step sigma per sample, bytes */
+        double saw_first;                       /* the first drop (0: a random phase) */
+        double dip_at, dip;                     /* one sample at dip_at lower by dip (an outlier placed by hand) */
+        double walk;                            /* random walk: step sigma per sample, bytes */
         double gap_from, gap_len;
         double restart_at, restart_rate; /* the value falls to 5 MiB, the ramp runs again, then leaks at restart_rate */
-        double mark_at;        /* a mark: the grace starts again */
+        double mark_at;                  /* a mark: the grace starts again */
         uint64_t seed;
         /* expectations */
-        bool leak;             /* must be suspected... */
-        double goal;           /* ...within this many seconds of leak_from (of registration if 0) */
-        double true_rate;      /* the slope to report (default: rate) */
+        bool leak;        /* must be suspected... */
+        double goal;      /* ...within this many seconds of leak_from (of registration if 0) */
+        double true_rate; /* the slope to report (default: rate) */
 };
 
 static double ramp_at(const struct spec *sp, double t) {
@@ -97,7 +101,8 @@ static double ramp_at(const struct spec *sp, double t) {
         case RAMP_LINEAR:
                 return sp->ramp_size * (t < sp->ramp_time ? t / sp->ramp_time : 1);
         case RAMP_LOG:
-                return sp->ramp_size * (t < sp->ramp_time ? log1p(t / sp->ramp_tau) / log1p(sp->ramp_time / sp->ramp_tau) : 1);
+                return sp->ramp_size *
+                       (t < sp->ramp_time ? log1p(t / sp->ramp_tau) / log1p(sp->ramp_time / sp->ramp_tau) : 1);
         case RAMP_EXP:
                 return sp->ramp_size * -expm1(-t / sp->ramp_tau);
         case RAMP_NONE:
@@ -116,7 +121,7 @@ static size_t generate(const struct spec *sp, struct leak_point *pts, size_t cap
                 saw_next = saw_start + sp->saw_period;
         }
         for (size_t i = 0;; i++) {
-                double t = (double) i * sp->dt;
+                double t = (double)i * sp->dt;
                 if (t > sp->duration + 1e-9 || n >= cap)
                         break;
                 walk += sp->walk * rng_normal();
@@ -150,7 +155,7 @@ static size_t generate(const struct spec *sp, struct leak_point *pts, size_t cap
                         v = 0;
                 if (sp->gap_len > 0 && t >= sp->gap_from && t < sp->gap_from + sp->gap_len)
                         continue;
-                pts[n++] = (struct leak_point) { t, v };
+                pts[n++] = (struct leak_point){ t, v };
         }
         return n;
 }
@@ -159,12 +164,12 @@ static size_t generate(const struct spec *sp, struct leak_point *pts, size_t cap
 
 struct outcome {
         size_t evals, suspected, einval;
-        size_t after_first;          /* evaluations from the first suspected one on */
-        double first_t;              /* first suspected verdict; NAN: never */
-        struct leak_verdict first;   /* that verdict */
-        struct leak_verdict last;    /* the verdict at the last sample */
+        size_t after_first;        /* evaluations from the first suspected one on */
+        double first_t;            /* first suspected verdict; NAN: never */
+        struct leak_verdict first; /* that verdict */
+        struct leak_verdict last;  /* the verdict at the last sample */
         struct leak_verdict last_suspected;
-        double first_judged_t;       /* first evaluated verdict */
+        double first_judged_t; /* first evaluated verdict */
 };
 
 /* 0: the detector sees every sample and judges at every sample. > 0: it sees
@@ -183,7 +188,7 @@ static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
                 if (b != b0) {
                         if (!isnan(b0)) {
                                 end[m] = pts[i].t_s;
-                                pts[m++] = (struct leak_point) { (b0 + 0.5) * floor_res, mn };
+                                pts[m++] = (struct leak_point){ (b0 + 0.5) * floor_res, mn };
                         }
                         b0 = b;
                         mn = pts[i].bytes;
@@ -194,7 +199,7 @@ static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
 }
 
 static void judge(const struct spec *sp, const struct leak_params *p, struct outcome *o) {
-        size_t cap = (size_t) (sp->duration / sp->dt) + 2;
+        size_t cap = (size_t)(sp->duration / sp->dt) + 2;
         struct leak_point *pts = malloc(cap * sizeof *pts);
         double *when = malloc(cap * sizeof *when);
         if (!pts || !when)
@@ -205,7 +210,7 @@ static void judge(const struct spec *sp, const struct leak_params *p, struct out
         else
                 for (size_t i = 0; i < n; i++)
                         when[i] = pts[i].t_s;
-        *o = (struct outcome) { .first_t = NAN, .first_judged_t = NAN };
+        *o = (struct outcome){ .first_t = NAN, .first_judged_t = NAN };
         for (size_t i = 0; i < n; i++) {
                 double t = when[i];
                 double grace_from = sp->mark_at > 0 && t >= sp->mark_at ? sp->mark_at : 0;
@@ -252,7 +257,7 @@ static void check_row(const struct spec *sp, const struct leak_params *p) {
         double delay = o.first_t - sp->leak_from;
         double err_first = o.suspected ? o.first.slope_bytes_per_s / truth - 1 : NAN;
         double err_last = o.suspected ? o.last_suspected.slope_bytes_per_s / truth - 1 : NAN;
-        double held = o.after_first ? (double) o.suspected / (double) o.after_first : 0;
+        double held = o.after_first ? (double)o.suspected / (double)o.after_first : 0;
         double tol_first = sp->noise * sp->base >= NOISY || sp->walk >= 1 * MIB ? SLOPE_TOL_NOISY : SLOPE_TOL;
         bool ok = o.einval == 0;
         if (sp->leak) {
@@ -262,8 +267,8 @@ static void check_row(const struct spec *sp, const struct leak_params *p) {
         } else
                 ok &= o.suspected == 0;
         if (verbose || !ok) {
-                printf("%-4s %-58s dt %5.2f%s: %s", ok ? "ok" : "FAIL", sp->name, sp->dt, floor_res > 0 ? " floors" : "",
-                       o.suspected ? "suspected" : "quiet");
+                printf("%-4s %-58s dt %5.2f%s: %s", ok ? "ok" : "FAIL", sp->name, sp->dt,
+                       floor_res > 0 ? " floors" : "", o.suspected ? "suspected" : "quiet");
                 if (o.suspected)
                         printf(" after %.1f s (goal %.0f), slope %+.0f%%/%+.0f%%, held %.0f%%", delay, sp->goal,
                                100 * err_first, 100 * err_last, 100 * held);
@@ -300,7 +305,9 @@ static double linear_goal(const struct leak_params *p, double base, double rate,
 
 /* ---- building blocks -------------------------------------------------------- */
 
-static bool near(double a, double b) { return fabs(a - b) <= 1e-9 * (1 + fabs(b)); }
+static bool near(double a, double b) {
+        return fabs(a - b) <= 1e-9 * (1 + fabs(b));
+}
 
 static void test_theil_sen(void) {
         double x5[] = { 1, 2, 3, 4, 5 };
@@ -439,10 +446,10 @@ static void test_arguments(void) {
         struct leak_point desc[3] = { { 0, 1 }, { 2, 1 }, { 1, 1 } };
         expect_einval(desc, 3, 0, &d, "descending times");
 
-#define BAD(field, value)                                   \
-        do {                                                \
-                p = d;                                      \
-                p.field = (value);                          \
+#define BAD(field, value)                                      \
+        do {                                                   \
+                p = d;                                         \
+                p.field = (value);                             \
                 expect_einval(s, 4, 0, &p, #field " " #value); \
         } while (0)
         BAD(n_windows, 0);
@@ -490,7 +497,7 @@ static void test_arguments(void) {
         p = d;
         p.n_windows = LEAK_MAX_WINDOWS;
         for (size_t i = 0; i < LEAK_MAX_WINDOWS; i++)
-                p.windows_s[i] = 10.0 * (double) (i + 1);
+                p.windows_s[i] = 10.0 * (double)(i + 1);
         p.min_coverage = 1;
         p.max_gap_frac = 1;
         p.min_floors = LEAK_BUCKETS;
@@ -501,7 +508,7 @@ static void test_arguments(void) {
         size_t n = 5000;
         struct leak_point *big = calloc(n, sizeof *big);
         for (size_t i = 0; i < n; i++)
-                big[i] = (struct leak_point) { (double) i, 100 * MIB };
+                big[i] = (struct leak_point){ (double)i, 100 * MIB };
         big[10].bytes = NAN;
         CHECK_EQ_INT(leak_evaluate(big, n, 0, &d, &v), 0);
         CHECK(v.evaluated && !v.suspected);
@@ -513,7 +520,7 @@ static void test_arguments(void) {
 /* ---- verdicts and their reasons at chosen moments ------------------------------ */
 
 static struct leak_verdict verdict_at(const struct spec *sp, const struct leak_params *p, double t) {
-        size_t cap = (size_t) (sp->duration / sp->dt) + 2;
+        size_t cap = (size_t)(sp->duration / sp->dt) + 2;
         struct leak_point *pts = malloc(cap * sizeof *pts);
         struct leak_verdict v = { 0 };
         if (!pts)
@@ -529,7 +536,9 @@ static struct leak_verdict verdict_at(const struct spec *sp, const struct leak_p
         return v;
 }
 
-static bool starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+static bool starts(const char *s, const char *prefix) {
+        return strncmp(s, prefix, strlen(prefix)) == 0;
+}
 
 static void test_reasons(const struct leak_params *p) {
         struct leak_verdict v;
@@ -541,7 +550,8 @@ static void test_reasons(const struct leak_params *p) {
         CHECK(!v.evaluated && streq(v.reason, "not enough data yet: the 30 s window is judged in 14 s"));
         v = verdict_at(&sp, p, 60);
         CHECK(v.evaluated && v.suspected);
-        CHECK(streq(v.reason, "memory grew 60.0 MiB in 30 s (2.00 MiB/s), steadily: Mann-Kendall Z 4.5 over 12 floors"));
+        CHECK(streq(v.reason,
+                    "memory grew 60.0 MiB in 30 s (2.00 MiB/s), steadily: Mann-Kendall Z 4.5 over 12 floors"));
         CHECK(near(v.slope_bytes_per_s, 2 * MIB) && near(v.growth_bytes, 60 * MIB) && v.window_s == 30);
         CHECK(v.since_t_s == 30 && v.confidence > 0.99999);
         /* later, the longest passing window is reported */
@@ -555,43 +565,78 @@ static void test_reasons(const struct leak_params *p) {
         CHECK(streq(v.reason, "no steady growth: the floor of the last 15 min changed by +0 B (below 16.0 MiB)"));
         flat.noise = 0.01;
         v = verdict_at(&flat, p, 1000);
-        CHECK(v.evaluated && !v.suspected && starts(v.reason, "no steady growth: the floor of the last 15 min changed by "));
+        CHECK(v.evaluated && !v.suspected &&
+              starts(v.reason, "no steady growth: the floor of the last 15 min changed by "));
 
         /* a ramp that stops at 48 s, judged at 60 s: its last 8 s are flat */
-        struct spec stop = { .name = "stops", .dt = 0.5, .duration = 60, .base = 300 * MIB,
-                             .ramp = RAMP_LINEAR, .ramp_size = 96 * MIB, .ramp_time = 48, .seed = 7 };
+        struct spec stop = { .name = "stops",
+                             .dt = 0.5,
+                             .duration = 60,
+                             .base = 300 * MIB,
+                             .ramp = RAMP_LINEAR,
+                             .ramp_size = 96 * MIB,
+                             .ramp_time = 48,
+                             .seed = 7 };
         v = verdict_at(&stop, p, 60);
         CHECK(v.evaluated && !v.suspected && starts(v.reason, "growth stopped: the last 10 s are flat after +"));
 
         /* a step, 18 s ago: the 30 s window's last third is flat */
-        struct spec step = { .name = "step", .dt = 0.5, .duration = 300, .base = 300 * MIB, .step_at = 200,
-                             .step_size = 1 * GIB, .seed = 7 };
+        struct spec step = { .name = "step",
+                             .dt = 0.5,
+                             .duration = 300,
+                             .base = 300 * MIB,
+                             .step_at = 200,
+                             .step_size = 1 * GIB,
+                             .seed = 7 };
         v = verdict_at(&step, p, 218);
         CHECK(v.evaluated && !v.suspected && streq(v.reason, "growth stopped: the last 10 s are flat after +1.20 GiB"));
 
         /* growth that started 20 s ago: the windows' first halves are flat */
-        struct spec onset = { .name = "onset", .dt = 0.5, .duration = 400, .base = 300 * MIB, .leak_from = 300,
-                              .rate = 2 * MIB, .seed = 7 };
+        struct spec onset = { .name = "onset",
+                              .dt = 0.5,
+                              .duration = 400,
+                              .base = 300 * MIB,
+                              .leak_from = 300,
+                              .rate = 2 * MIB,
+                              .seed = 7 };
         v = verdict_at(&onset, p, 320);
         CHECK(v.evaluated && !v.suspected && starts(v.reason, "no steady growth: the floor of the last ") &&
               strstr(v.reason, "unevenly: its first half is flat (a step, or growth that just started)") != NULL);
 
         /* a gap of 2 min: the windows it lies in wait */
-        struct spec gap = { .name = "gap", .dt = 0.5, .duration = 400, .base = 300 * MIB, .rate = 2 * MIB,
-                            .gap_from = 200, .gap_len = 120, .seed = 7 };
+        struct spec gap = { .name = "gap",
+                            .dt = 0.5,
+                            .duration = 400,
+                            .base = 300 * MIB,
+                            .rate = 2 * MIB,
+                            .gap_from = 200,
+                            .gap_len = 120,
+                            .seed = 7 };
         v = verdict_at(&gap, p, 330);
         CHECK(!v.evaluated && streq(v.reason, "not judged: a gap of 2 min between samples"));
 
         /* a sawtooth, before any window spans 8 cycles of it */
-        struct spec saw = { .name = "saw", .dt = 0.5, .duration = 400, .base = 500 * MIB, .saw_amp = 100 * MIB,
-                            .saw_period = 20, .seed = 7 };
+        struct spec saw = { .name = "saw",
+                            .dt = 0.5,
+                            .duration = 400,
+                            .base = 500 * MIB,
+                            .saw_amp = 100 * MIB,
+                            .saw_period = 20,
+                            .seed = 7 };
         v = verdict_at(&saw, p, 100);
         CHECK(!v.evaluated && starts(v.reason, "not judged yet: memory drops sharply (a garbage collector?) every "));
 
         /* memory back to an earlier level: flat, a dip of 100 MiB for 2 min,
          * then a steady climb back */
-        struct spec dip = { .name = "dip", .dt = 0.5, .duration = 600, .base = 300 * MIB, .step_at = 200,
-                            .step_size = -100 * MIB, .leak_from = 320, .rate = 1 * MIB, .seed = 7 };
+        struct spec dip = { .name = "dip",
+                            .dt = 0.5,
+                            .duration = 600,
+                            .base = 300 * MIB,
+                            .step_at = 200,
+                            .step_size = -100 * MIB,
+                            .leak_from = 320,
+                            .rate = 1 * MIB,
+                            .seed = 7 };
         v = verdict_at(&dip, p, 400);
         CHECK(!v.suspected && starts(v.reason, "no new high: the floor of the last "));
 }
@@ -607,28 +652,47 @@ static void table_linear(const struct leak_params *p) {
                 for (size_t b = 0; b < ELEMENTSOF(noises); b++)
                         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
                                 char name[96];
-                                snprintf(name, sizeof name, "linear %.1f MiB/s on 300 MiB, noise %.0f%%", rates[a] / MIB,
-                                         100 * noises[b]);
+                                snprintf(name, sizeof name, "linear %.1f MiB/s on 300 MiB, noise %.0f%%",
+                                         rates[a] / MIB, 100 * noises[b]);
                                 struct spec sp = {
-                                        .name = name, .dt = intervals[c], .duration = 600, .base = 300 * MIB,
-                                        .rate = rates[a], .noise = noises[b], .seed = 100 * a + 10 * b + c + 1,
-                                        .leak = true, .goal = linear_goal(p, 300 * MIB, rates[a], noises[b], intervals[c]),
+                                        .name = name,
+                                        .dt = intervals[c],
+                                        .duration = 600,
+                                        .base = 300 * MIB,
+                                        .rate = rates[a],
+                                        .noise = noises[b],
+                                        .seed = 100 * a + 10 * b + c + 1,
+                                        .leak = true,
+                                        .goal = linear_goal(p, 300 * MIB, rates[a], noises[b], intervals[c]),
                                 };
                                 check_row(&sp, p);
                         }
         /* the issue's goal, spelled out: 2 MiB/s on 300 MiB at 500 ms within
          * 60 s of registration, grace included */
         for (int seed = 1; seed <= 20; seed++) {
-                struct spec sp = { .name = "goal: 2 MiB/s on 300 MiB, noise 1%, outliers", .dt = 0.5, .duration = 300,
-                                   .base = 300 * MIB, .rate = 2 * MIB, .noise = 0.01, .outliers = 0.005,
-                                   .seed = 1000 + (uint64_t) seed, .leak = true, .goal = 60 };
+                struct spec sp = { .name = "goal: 2 MiB/s on 300 MiB, noise 1%, outliers",
+                                   .dt = 0.5,
+                                   .duration = 300,
+                                   .base = 300 * MIB,
+                                   .rate = 2 * MIB,
+                                   .noise = 0.01,
+                                   .outliers = 0.005,
+                                   .seed = 1000 + (uint64_t)seed,
+                                   .leak = true,
+                                   .goal = 60 };
                 check_row(&sp, p);
         }
         /* rare +-200 MiB outliers (1 sample in 200) */
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "linear 2 MiB/s on 300 MiB, noise 1%, outliers +-200 MiB", .dt = intervals[c],
-                                   .duration = 600, .base = 300 * MIB, .rate = 2 * MIB, .noise = 0.01, .outliers = 0.005,
-                                   .seed = 2000 + c, .leak = true,
+                struct spec sp = { .name = "linear 2 MiB/s on 300 MiB, noise 1%, outliers +-200 MiB",
+                                   .dt = intervals[c],
+                                   .duration = 600,
+                                   .base = 300 * MIB,
+                                   .rate = 2 * MIB,
+                                   .noise = 0.01,
+                                   .outliers = 0.005,
+                                   .seed = 2000 + c,
+                                   .leak = true,
                                    .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
                 check_row(&sp, p);
                 sp.name = "linear 0.5 MiB/s on 2 GiB, noise 1%, outliers +-200 MiB";
@@ -640,10 +704,17 @@ static void table_linear(const struct leak_params *p) {
         }
         /* a leak that starts late, after 5 min of flat */
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "flat 5 min, then 2 MiB/s, noise 1%", .dt = intervals[c], .duration = 900,
-                                   .base = 300 * MIB, .rate = 2 * MIB, .leak_from = 300, .noise = 0.01,
-                                   .seed = 3000 + c, .leak = true,
-                                   .goal = intervals[c] < 5 ? 60 : linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec sp = { .name = "flat 5 min, then 2 MiB/s, noise 1%",
+                                   .dt = intervals[c],
+                                   .duration = 900,
+                                   .base = 300 * MIB,
+                                   .rate = 2 * MIB,
+                                   .leak_from = 300,
+                                   .noise = 0.01,
+                                   .seed = 3000 + c,
+                                   .leak = true,
+                                   .goal = intervals[c] < 5 ? 60
+                                                            : linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
                 check_row(&sp, p);
         }
 }
@@ -656,8 +727,12 @@ static void table_slow(const struct leak_params *defaults) {
         p.n_windows = 6;
         p.windows_s[5] = 1800;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "slow 50 MiB/h on 300 MiB, noise 1%, defaults", .dt = intervals[c],
-                                   .duration = 1200, .base = 300 * MIB, .rate = 50 * MIB / 3600, .noise = 0.01,
+                struct spec sp = { .name = "slow 50 MiB/h on 300 MiB, noise 1%, defaults",
+                                   .dt = intervals[c],
+                                   .duration = 1200,
+                                   .base = 300 * MIB,
+                                   .rate = 50 * MIB / 3600,
+                                   .noise = 0.01,
                                    .seed = 4000 + c };
                 check_row(&sp, defaults);
                 sp.name = "slow 50 MiB/h on 300 MiB, noise 1%, windows + 30 min";
@@ -675,10 +750,16 @@ static void table_quiet(const struct leak_params *p) {
                 for (size_t b = 0; b < ELEMENTSOF(noises); b++) {
                         char name[3][80];
                         snprintf(name[0], sizeof name[0], "flat 300 MiB, noise %.0f%%", 100 * noises[b]);
-                        snprintf(name[1], sizeof name[1], "flat 300 MiB, noise %.0f%%, outliers +-200 MiB", 100 * noises[b]);
-                        snprintf(name[2], sizeof name[2], "flat 4 GiB, noise %.0f%%, outliers +-200 MiB", 100 * noises[b]);
-                        struct spec sp = { .name = name[0], .dt = intervals[c], .duration = 1000,
-                                           .base = 300 * MIB, .noise = noises[b], .seed = seed++ };
+                        snprintf(name[1], sizeof name[1], "flat 300 MiB, noise %.0f%%, outliers +-200 MiB",
+                                 100 * noises[b]);
+                        snprintf(name[2], sizeof name[2], "flat 4 GiB, noise %.0f%%, outliers +-200 MiB",
+                                 100 * noises[b]);
+                        struct spec sp = { .name = name[0],
+                                           .dt = intervals[c],
+                                           .duration = 1000,
+                                           .base = 300 * MIB,
+                                           .noise = noises[b],
+                                           .seed = seed++ };
                         check_row(&sp, p);
                         sp.name = name[1];
                         sp.outliers = 0.005;
@@ -694,22 +775,47 @@ static void table_quiet(const struct leak_params *p) {
                         static const char *const names[] = { "one big allocation: +2 GiB at 45 s, at once",
                                                              "one big allocation: +2 GiB at 200 s over 2.5 s, noise 1%",
                                                              "one big allocation: +2 GiB at 500 s over 5 s, noise 1%" };
-                        struct spec sp = { .name = names[k], .dt = intervals[c], .duration = 1000,
-                                           .base = 300 * MIB, .step_at = at[k], .step_size = 2 * GIB,
-                                           .step_rise = k * 2.5, .noise = k == 0 ? 0 : 0.01, .seed = seed++ };
+                        struct spec sp = { .name = names[k],
+                                           .dt = intervals[c],
+                                           .duration = 1000,
+                                           .base = 300 * MIB,
+                                           .step_at = at[k],
+                                           .step_size = 2 * GIB,
+                                           .step_rise = k * 2.5,
+                                           .noise = k == 0 ? 0 : 0.01,
+                                           .seed = seed++ };
                         check_row(&sp, p);
                 }
-                struct spec load = { .name = "model load 0 -> 4 GiB in 20 s", .dt = intervals[c], .duration = 900,
-                                     .base = 200 * MIB, .ramp = RAMP_LINEAR, .ramp_size = 4 * GIB, .ramp_time = 20,
-                                     .noise = 0.01, .seed = seed++ };
+                struct spec load = { .name = "model load 0 -> 4 GiB in 20 s",
+                                     .dt = intervals[c],
+                                     .duration = 900,
+                                     .base = 200 * MIB,
+                                     .ramp = RAMP_LINEAR,
+                                     .ramp_size = 4 * GIB,
+                                     .ramp_time = 20,
+                                     .noise = 0.01,
+                                     .seed = seed++ };
                 check_row(&load, p);
-                struct spec logw = { .name = "cache warm-up, logarithmic: +1 GiB in 40 s", .dt = intervals[c],
-                                     .duration = 900, .base = 200 * MIB, .ramp = RAMP_LOG, .ramp_size = 1 * GIB,
-                                     .ramp_time = 40, .ramp_tau = 2, .noise = 0.01, .seed = seed++ };
+                struct spec logw = { .name = "cache warm-up, logarithmic: +1 GiB in 40 s",
+                                     .dt = intervals[c],
+                                     .duration = 900,
+                                     .base = 200 * MIB,
+                                     .ramp = RAMP_LOG,
+                                     .ramp_size = 1 * GIB,
+                                     .ramp_time = 40,
+                                     .ramp_tau = 2,
+                                     .noise = 0.01,
+                                     .seed = seed++ };
                 check_row(&logw, p);
-                struct spec expw = { .name = "cache warm-up, exponential: +2 GiB, tau 8 s", .dt = intervals[c],
-                                     .duration = 900, .base = 200 * MIB, .ramp = RAMP_EXP, .ramp_size = 2 * GIB,
-                                     .ramp_tau = 8, .noise = 0.01, .seed = seed++ };
+                struct spec expw = { .name = "cache warm-up, exponential: +2 GiB, tau 8 s",
+                                     .dt = intervals[c],
+                                     .duration = 900,
+                                     .base = 200 * MIB,
+                                     .ramp = RAMP_EXP,
+                                     .ramp_size = 2 * GIB,
+                                     .ramp_tau = 8,
+                                     .noise = 0.01,
+                                     .seed = seed++ };
                 check_row(&expw, p);
         }
 }
@@ -722,11 +828,18 @@ static void table_sawtooth(const struct leak_params *p) {
                 for (size_t a = 0; a < ELEMENTSOF(amps); a++)
                         for (size_t q = 0; q < ELEMENTSOF(periods); q++) {
                                 char name[96];
-                                snprintf(name, sizeof name, "GC sawtooth +-%.0f MiB every %.0f s, jitter 25%%, noise 0.5%%",
+                                snprintf(name, sizeof name,
+                                         "GC sawtooth +-%.0f MiB every %.0f s, jitter 25%%, noise 0.5%%",
                                          amps[a] / 2 / MIB, periods[q]);
-                                struct spec sp = { .name = name, .dt = intervals[c], .duration = 1000, .base = 500 * MIB,
-                                                   .saw_amp = amps[a], .saw_period = periods[q], .saw_jitter = 0.25,
-                                                   .noise = 0.005, .seed = seed++ };
+                                struct spec sp = { .name = name,
+                                                   .dt = intervals[c],
+                                                   .duration = 1000,
+                                                   .base = 500 * MIB,
+                                                   .saw_amp = amps[a],
+                                                   .saw_period = periods[q],
+                                                   .saw_jitter = 0.25,
+                                                   .noise = 0.005,
+                                                   .seed = seed++ };
                                 check_row(&sp, p);
                         }
         /* a slow leak under the sawtooth must be found within 5 min */
@@ -736,27 +849,40 @@ static void table_sawtooth(const struct leak_params *p) {
                                 char name[96];
                                 snprintf(name, sizeof name, "0.5 MiB/s under a sawtooth +-50 MiB every %.0f s%s",
                                          periods[q], jit ? ", jitter 25%" : "");
-                                struct spec sp = { .name = name, .dt = intervals[c], .duration = 600, .base = 500 * MIB,
-                                                   .rate = 0.5 * MIB, .saw_amp = 100 * MIB, .saw_period = periods[q],
-                                                   .saw_jitter = jit ? 0.25 : 0, .noise = 0.005, .seed = seed++,
-                                                   .leak = true, .goal = 300 };
+                                struct spec sp = { .name = name,
+                                                   .dt = intervals[c],
+                                                   .duration = 600,
+                                                   .base = 500 * MIB,
+                                                   .rate = 0.5 * MIB,
+                                                   .saw_amp = 100 * MIB,
+                                                   .saw_period = periods[q],
+                                                   .saw_jitter = jit ? 0.25 : 0,
+                                                   .noise = 0.005,
+                                                   .seed = seed++,
+                                                   .leak = true,
+                                                   .goal = 300 };
                                 check_row(&sp, p);
                         }
         /* the collector stops freeing and memory climbs on: found once the
          * climb outlasts twice the longest cycle (and a window) */
         for (size_t c = 0; c < 3; c++) {
                 struct spec sp = { .name = "sawtooth +-50 MiB every 20 s for 5 min, then 2 MiB/s without drops",
-                                   .dt = intervals[c], .duration = 300, .base = 500 * MIB, .saw_amp = 100 * MIB,
-                                   .saw_period = 20, .noise = 0.005, .seed = seed++ };
+                                   .dt = intervals[c],
+                                   .duration = 300,
+                                   .base = 500 * MIB,
+                                   .saw_amp = 100 * MIB,
+                                   .saw_period = 20,
+                                   .noise = 0.005,
+                                   .seed = seed++ };
                 /* built in two parts: the sawtooth, then the climb from its last level */
-                size_t cap = (size_t) (900 / sp.dt) + 2, n;
+                size_t cap = (size_t)(900 / sp.dt) + 2, n;
                 struct leak_point *pts = malloc(cap * sizeof *pts);
                 if (!pts)
                         abort();
                 n = generate(&sp, pts, cap);
                 double last = pts[n - 1].bytes, t0 = pts[n - 1].t_s;
                 for (double t = t0 + sp.dt; t <= 900 + 1e-9 && n < cap; t += sp.dt)
-                        pts[n++] = (struct leak_point) { t, last + 2 * MIB * (t - t0) + 0.005 * sp.base * rng_normal() };
+                        pts[n++] = (struct leak_point){ t, last + 2 * MIB * (t - t0) + 0.005 * sp.base * rng_normal() };
                 double first = NAN;
                 for (size_t i = 0; i < n; i++) {
                         struct leak_verdict v;
@@ -788,15 +914,23 @@ static void table_sawtooth(const struct leak_params *p) {
 static void table_walk(const struct leak_params *p) {
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++)
                 for (int k = 0; k < 4; k++) {
-                        struct spec sp = { .name = "random walk, steps 0.2 MiB, no drift", .dt = intervals[c],
-                                           .duration = 900, .base = 300 * MIB, .walk = 0.2 * MIB,
-                                           .seed = 7000 + 10 * c + (uint64_t) k };
+                        struct spec sp = { .name = "random walk, steps 0.2 MiB, no drift",
+                                           .dt = intervals[c],
+                                           .duration = 900,
+                                           .base = 300 * MIB,
+                                           .walk = 0.2 * MIB,
+                                           .seed = 7000 + 10 * c + (uint64_t)k };
                         check_row(&sp, p);
                 }
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "random walk, steps 1 MiB, drift 2 MiB/s", .dt = intervals[c],
-                                   .duration = 600, .base = 300 * MIB, .walk = 1 * MIB, .rate = 2 * MIB,
-                                   .seed = 7100 + c, .leak = true };
+                struct spec sp = { .name = "random walk, steps 1 MiB, drift 2 MiB/s",
+                                   .dt = intervals[c],
+                                   .duration = 600,
+                                   .base = 300 * MIB,
+                                   .walk = 1 * MIB,
+                                   .rate = 2 * MIB,
+                                   .seed = 7100 + c,
+                                   .leak = true };
                 /* per sample, the steps add up to sqrt(t / dt) MiB: treat as noise */
                 sp.goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.05, intervals[c]);
                 check_row(&sp, p);
@@ -810,16 +944,28 @@ static void table_walk(const struct leak_params *p) {
 static void table_gaps(const struct leak_params *p) {
         uint64_t seed = 8000;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec leak = { .name = "2 MiB/s with 2 min missing at 3 min", .dt = intervals[c], .duration = 900,
-                                     .base = 300 * MIB, .rate = 2 * MIB, .noise = 0.01, .gap_from = 180,
-                                     .gap_len = 120, .seed = seed++, .leak = true,
+                struct spec leak = { .name = "2 MiB/s with 2 min missing at 3 min",
+                                     .dt = intervals[c],
+                                     .duration = 900,
+                                     .base = 300 * MIB,
+                                     .rate = 2 * MIB,
+                                     .noise = 0.01,
+                                     .gap_from = 180,
+                                     .gap_len = 120,
+                                     .seed = seed++,
+                                     .leak = true,
                                      .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
                 check_row(&leak, p);
                 struct outcome o;
                 judge(&leak, p, &o);
                 CHECK(o.last.suspected);
-                struct spec flat = { .name = "flat, 2 min missing at 3 min", .dt = intervals[c],
-                                     .duration = 1200, .base = 300 * MIB, .noise = 0.01, .gap_from = 180, .gap_len = 120,
+                struct spec flat = { .name = "flat, 2 min missing at 3 min",
+                                     .dt = intervals[c],
+                                     .duration = 1200,
+                                     .base = 300 * MIB,
+                                     .noise = 0.01,
+                                     .gap_from = 180,
+                                     .gap_len = 120,
                                      .seed = seed++ };
                 check_row(&flat, p);
                 flat.name = "flat, 5 min missing at 8 min";
@@ -827,19 +973,41 @@ static void table_gaps(const struct leak_params *p) {
                 flat.gap_len = 300;
                 flat.seed = seed++;
                 check_row(&flat, p);
-                struct spec late = { .name = "2 MiB/s, 5 min missing at 8 min: still found after it", .dt = intervals[c],
-                                     .duration = 1500, .base = 300 * MIB, .rate = 2 * MIB, .noise = 0.01,
-                                     .gap_from = 480, .gap_len = 300, .seed = seed++, .leak = true,
+                struct spec late = { .name = "2 MiB/s, 5 min missing at 8 min: still found after it",
+                                     .dt = intervals[c],
+                                     .duration = 1500,
+                                     .base = 300 * MIB,
+                                     .rate = 2 * MIB,
+                                     .noise = 0.01,
+                                     .gap_from = 480,
+                                     .gap_len = 300,
+                                     .seed = seed++,
+                                     .leak = true,
                                      .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
                 judge(&late, p, &o);
                 CHECK(o.last.suspected && fabs(o.last.slope_bytes_per_s / (2 * MIB) - 1) <= SLOPE_TOL);
-                struct spec hidden = { .name = "+1 GiB hidden in 2 min missing", .dt = intervals[c], .duration = 900,
-                                       .base = 300 * MIB, .noise = 0.01, .gap_from = 180, .gap_len = 120,
-                                       .step_at = 240, .step_size = 1 * GIB, .step_rise = 30, .seed = seed++ };
+                struct spec hidden = { .name = "+1 GiB hidden in 2 min missing",
+                                       .dt = intervals[c],
+                                       .duration = 900,
+                                       .base = 300 * MIB,
+                                       .noise = 0.01,
+                                       .gap_from = 180,
+                                       .gap_len = 120,
+                                       .step_at = 240,
+                                       .step_size = 1 * GIB,
+                                       .step_rise = 30,
+                                       .seed = seed++ };
                 check_row(&hidden, p);
-                struct spec saw = { .name = "sawtooth +-50 MiB every 20 s, 2 min missing", .dt = intervals[c],
-                                    .duration = 900, .base = 500 * MIB, .saw_amp = 100 * MIB, .saw_period = 20,
-                                    .noise = 0.005, .gap_from = 300, .gap_len = 120, .seed = seed++ };
+                struct spec saw = { .name = "sawtooth +-50 MiB every 20 s, 2 min missing",
+                                    .dt = intervals[c],
+                                    .duration = 900,
+                                    .base = 500 * MIB,
+                                    .saw_amp = 100 * MIB,
+                                    .saw_period = 20,
+                                    .noise = 0.005,
+                                    .gap_from = 300,
+                                    .gap_len = 120,
+                                    .seed = seed++ };
                 check_row(&saw, p);
         }
 }
@@ -854,13 +1022,20 @@ static void table_restart(const struct leak_params *p) {
         uint64_t seed = 9000;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
                 struct spec sp = { .name = "2 MiB/s, restart at 5 min, model load 1 GiB in 10 s, flat",
-                                   .dt = intervals[c], .duration = 1200, .base = 300 * MIB, .rate = 2 * MIB,
-                                   .noise = 0.01, .restart_at = 300, .ramp = RAMP_LINEAR, .ramp_size = 1 * GIB,
-                                   .ramp_time = 10, .seed = seed++ };
+                                   .dt = intervals[c],
+                                   .duration = 1200,
+                                   .base = 300 * MIB,
+                                   .rate = 2 * MIB,
+                                   .noise = 0.01,
+                                   .restart_at = 300,
+                                   .ramp = RAMP_LINEAR,
+                                   .ramp_size = 1 * GIB,
+                                   .ramp_time = 10,
+                                   .seed = seed++ };
                 /* before the restart: the leak; the ramp here runs at t = 0 too */
                 struct outcome o;
                 judge(&sp, p, &o);
-                size_t cap = (size_t) (sp.duration / sp.dt) + 2;
+                size_t cap = (size_t)(sp.duration / sp.dt) + 2;
                 struct leak_point *pts = malloc(cap * sizeof *pts);
                 size_t n = generate(&sp, pts, cap);
                 bool before = false, after = false;
@@ -881,9 +1056,17 @@ static void table_restart(const struct leak_params *p) {
                 CHECK(before && !after);
                 free(pts);
 
-                struct spec again = { .name = "restart at 5 min, then 2 MiB/s", .dt = intervals[c], .duration = 900,
-                                      .base = 300 * MIB, .noise = 0.01, .restart_at = 300, .restart_rate = 2 * MIB,
-                                      .seed = seed++, .leak = true, .true_rate = 2 * MIB, .leak_from = 300,
+                struct spec again = { .name = "restart at 5 min, then 2 MiB/s",
+                                      .dt = intervals[c],
+                                      .duration = 900,
+                                      .base = 300 * MIB,
+                                      .noise = 0.01,
+                                      .restart_at = 300,
+                                      .restart_rate = 2 * MIB,
+                                      .seed = seed++,
+                                      .leak = true,
+                                      .true_rate = 2 * MIB,
+                                      .leak_from = 300,
                                       .goal = linear_goal(p, 5 * MIB, 2 * MIB, 0.01, intervals[c]) };
                 check_row(&again, p);
         }
@@ -893,8 +1076,13 @@ static void table_restart(const struct leak_params *p) {
  * mark), then the first window needs 80% of its span. */
 static void table_grace(const struct leak_params *defaults) {
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "2 MiB/s from registration", .dt = intervals[c], .duration = 400,
-                                   .base = 300 * MIB, .rate = 2 * MIB, .noise = 0.01, .seed = 9500 + c };
+                struct spec sp = { .name = "2 MiB/s from registration",
+                                   .dt = intervals[c],
+                                   .duration = 400,
+                                   .base = 300 * MIB,
+                                   .rate = 2 * MIB,
+                                   .noise = 0.01,
+                                   .seed = 9500 + c };
                 struct outcome o;
                 judge(&sp, defaults, &o);
                 CHECK(o.first_judged_t >= defaults->grace_s + defaults->min_coverage * defaults->windows_s[0]);
@@ -912,7 +1100,7 @@ static void table_grace(const struct leak_params *defaults) {
                 /* a mark at 200 s: the grace starts again; the leak goes on */
                 sp.mark_at = 200;
                 sp.name = "2 MiB/s, mark at 200 s";
-                size_t cap = (size_t) (sp.duration / sp.dt) + 2;
+                size_t cap = (size_t)(sp.duration / sp.dt) + 2;
                 struct leak_point *pts = malloc(cap * sizeof *pts);
                 size_t n = generate(&sp, pts, cap);
                 bool before = false, during = false;
@@ -944,16 +1132,32 @@ static void table_regressions(const struct leak_params *p) {
         for (size_t c = 0; c < 3; c++) {
                 /* a 37 s GC cycle whose first drop comes 17 s in: until the
                  * second drop, the climb must not pass for a stopped sawtooth */
-                struct spec mid = { .name = "sawtooth +-50 MiB every 37 s, first drop at 17 s", .dt = intervals[c],
-                                    .duration = 600, .base = 500 * MIB, .saw_amp = 100 * MIB, .saw_period = 37,
-                                    .saw_first = 17, .noise = 0.002, .seed = 9700 + c };
+                struct spec mid = { .name = "sawtooth +-50 MiB every 37 s, first drop at 17 s",
+                                    .dt = intervals[c],
+                                    .duration = 600,
+                                    .base = 500 * MIB,
+                                    .saw_amp = 100 * MIB,
+                                    .saw_period = 37,
+                                    .saw_first = 17,
+                                    .noise = 0.002,
+                                    .seed = 9700 + c };
                 check_row(&mid, p);
                 /* a -150 MiB outlier on the trough right after a GC drop (its
                  * neighbours do not agree: not taken for an outlier) */
-                struct spec dip = { .name = "0.5 MiB/s under a sawtooth, -150 MiB outlier on a trough", .dt = intervals[c],
-                                    .duration = 600, .base = 300 * MIB, .rate = 0.5 * MIB, .saw_amp = 100 * MIB,
-                                    .saw_period = 20, .saw_first = 15, .dip_at = 235, .dip = 150 * MIB,
-                                    .noise = 0.002, .seed = 9710 + c, .leak = true, .goal = 300 };
+                struct spec dip = { .name = "0.5 MiB/s under a sawtooth, -150 MiB outlier on a trough",
+                                    .dt = intervals[c],
+                                    .duration = 600,
+                                    .base = 300 * MIB,
+                                    .rate = 0.5 * MIB,
+                                    .saw_amp = 100 * MIB,
+                                    .saw_period = 20,
+                                    .saw_first = 15,
+                                    .dip_at = 235,
+                                    .dip = 150 * MIB,
+                                    .noise = 0.002,
+                                    .seed = 9710 + c,
+                                    .leak = true,
+                                    .goal = 300 };
                 check_row(&dip, p);
                 /* ...on a 200 MiB process, 40 s in: it falls below a quarter
                  * of the level, but is no restart (the next sample is back) */
@@ -968,8 +1172,15 @@ static void table_regressions(const struct leak_params *p) {
          * minute */
         for (size_t c = 0; c < 3; c++) {
                 struct spec first = { .name = "2 MiB/s on 300 MiB, +174 MiB outlier on the first sample",
-                                      .dt = intervals[c], .duration = 300, .base = 300 * MIB, .rate = 2 * MIB,
-                                      .noise = 0.01, .dip_at = 0, .dip = -174 * MIB, .seed = 9750 + c, .leak = true,
+                                      .dt = intervals[c],
+                                      .duration = 300,
+                                      .base = 300 * MIB,
+                                      .rate = 2 * MIB,
+                                      .noise = 0.01,
+                                      .dip_at = 0,
+                                      .dip = -174 * MIB,
+                                      .seed = 9750 + c,
+                                      .leak = true,
                                       .goal = 60 };
                 check_row(&first, p);
         }
@@ -977,11 +1188,16 @@ static void table_regressions(const struct leak_params *p) {
          * the noise makes its flat sides look like a climb. The seeds 2,
          * 14, 22 and 239 passed for leaks with max_step_fit 1.0. */
         for (uint64_t k = 0; k < 40; k++) {
-                uint64_t sd = k < 4 ? (uint64_t[]) { 2, 14, 22, 239 }[k] : 300 + k;
-                struct spec step = { .name = "one allocation of 300-600 MiB on 3.5 GiB, noise 2%", .dt = 0.5,
-                                     .duration = 900, .base = 3.5 * GIB, .step_at = 300 + (double) (sd % 20) * 25,
-                                     .step_size = (300 + (double) (sd % 7) * 50) * MIB, .step_rise = (double) (sd % 5),
-                                     .noise = 0.02, .seed = sd };
+                uint64_t sd = k < 4 ? (uint64_t[]){ 2, 14, 22, 239 }[k] : 300 + k;
+                struct spec step = { .name = "one allocation of 300-600 MiB on 3.5 GiB, noise 2%",
+                                     .dt = 0.5,
+                                     .duration = 900,
+                                     .base = 3.5 * GIB,
+                                     .step_at = 300 + (double)(sd % 20) * 25,
+                                     .step_size = (300 + (double)(sd % 7) * 50) * MIB,
+                                     .step_rise = (double)(sd % 5),
+                                     .noise = 0.02,
+                                     .seed = sd };
                 check_row(&step, p);
         }
 }
@@ -991,18 +1207,18 @@ static void test_fuzz_target(void) {
         static uint8_t buf[3 * 600 + 2];
         rng_seed(424242);
         for (int it = 0; it < 400; it++) {
-                size_t size = 2 + (size_t) (rng_unit() * (sizeof buf - 2));
+                size_t size = 2 + (size_t)(rng_unit() * (sizeof buf - 2));
                 for (size_t i = 0; i < size; i++)
-                        buf[i] = (uint8_t) rng_next();
+                        buf[i] = (uint8_t)rng_next();
                 if (it % 4 == 0)
                         buf[0] &= 0xfe; /* compact mode */
-                if (it % 8 == 1) { /* a memory-like series: climbing or flat with a dip */
+                if (it % 8 == 1) {      /* a memory-like series: climbing or flat with a dip */
                         buf[0] = 0;
                         for (size_t i = 2; i + 3 <= size; i += 3) {
                                 buf[i] = 10;
-                                unsigned v = 300 + (it % 16 == 1 ? (unsigned) (i / 3) : (i % 97 == 0 ? 0 : 5));
-                                buf[i + 1] = (uint8_t) v;
-                                buf[i + 2] = (uint8_t) (v >> 8);
+                                unsigned v = 300 + (it % 16 == 1 ? (unsigned)(i / 3) : (i % 97 == 0 ? 0 : 5));
+                                buf[i + 1] = (uint8_t)v;
+                                buf[i + 2] = (uint8_t)(v >> 8);
                         }
                 }
                 LLVMFuzzerTestOneInput(buf, size);
@@ -1015,14 +1231,14 @@ static void test_fuzz_target(void) {
         } __attribute__((packed)) raw;
         for (int it = 0; it < 200; it++) {
                 raw.head[0] = 1;
-                raw.head[1] = (uint8_t) rng_next();
+                raw.head[1] = (uint8_t)rng_next();
                 double t = 0;
                 for (int i = 0; i < 64; i++) {
                         t += rng_unit() < 0.1 ? odd[rng_next() % ELEMENTSOF(odd)] : rng_unit();
                         raw.v[2 * i] = t;
                         raw.v[2 * i + 1] = rng_unit() < 0.1 ? odd[rng_next() % ELEMENTSOF(odd)] : rng_unit() * 1e9;
                 }
-                LLVMFuzzerTestOneInput((const uint8_t *) &raw, sizeof raw);
+                LLVMFuzzerTestOneInput((const uint8_t *)&raw, sizeof raw);
         }
 }
 

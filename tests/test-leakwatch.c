@@ -30,8 +30,12 @@ static void feed(struct run *r, double until_s, double (*bytes)(double), int64_t
 }
 
 /* 2 MiB/s for 3 minutes, then flat. */
-static double leak_then_flat(double t) { return 300 * MIB + 2 * MIB * (t < 180 ? t : 180); }
-static double flat(double t) { return 300 * MIB + (((int)(t * 2)) % 3) * 0.5 * MIB; }
+static double leak_then_flat(double t) {
+        return 300 * MIB + 2 * MIB * (t < 180 ? t : 180);
+}
+static double flat(double t) {
+        return 300 * MIB + (((int)(t * 2)) % 3) * 0.5 * MIB;
+}
 
 static void test_suspect_then_clear(void) {
         struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
@@ -44,7 +48,8 @@ static void test_suspect_then_clear(void) {
         CHECK(r.suspected_at > 0 && r.suspected_at <= 60);
         CHECK(r.w.suspected && r.w.ever_suspected);
         CHECK(r.w.v.suspected && r.w.v.slope_bytes_per_s > 1.6 * MIB && r.w.v.slope_bytes_per_s < 2.4 * MIB);
-        CHECK(r.w.suspected_since_ms >= r.t0_ms + r.suspected_at * 1000 && r.w.suspected_since_ms < r.t0_ms + (r.suspected_at + 1) * 1000);
+        CHECK(r.w.suspected_since_ms >= r.t0_ms + r.suspected_at * 1000 &&
+              r.w.suspected_since_ms < r.t0_ms + (r.suspected_at + 1) * 1000);
         /* growth stops at 180 s: the verdict clears, but not before clear_after (60 s) */
         feed(&r, 600, leak_then_flat, 60000);
         CHECK(r.cleared_at >= 180 + 60);

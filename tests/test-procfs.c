@@ -17,44 +17,43 @@
 
 static unsigned failures, checks;
 
-#define CHECK(cond)                                                                         \
-        do {                                                                                \
-                checks++;                                                                   \
-                if (!(cond)) {                                                              \
-                        fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond);    \
-                        failures++;                                                         \
-                }                                                                           \
+#define CHECK(cond)                                                                      \
+        do {                                                                             \
+                checks++;                                                                \
+                if (!(cond)) {                                                           \
+                        fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
+                        failures++;                                                      \
+                }                                                                        \
         } while (0)
 
 /* Like CHECK, naming the table row. */
-#define CHECK_CASE(name, cond)                                                                   \
-        do {                                                                                     \
-                checks++;                                                                        \
-                if (!(cond)) {                                                                   \
+#define CHECK_CASE(name, cond)                                                                      \
+        do {                                                                                        \
+                checks++;                                                                           \
+                if (!(cond)) {                                                                      \
                         fprintf(stderr, "%s:%d: FAIL [%s]: %s\n", __FILE__, __LINE__, name, #cond); \
-                        failures++;                                                              \
-                }                                                                                \
+                        failures++;                                                                 \
+                }                                                                                   \
         } while (0)
 
-#define CHECK_R(expr, want)                                                                      \
-        do {                                                                                     \
-                int _r = (expr), _w = (want);                                                    \
-                checks++;                                                                        \
-                if (_r != _w) {                                                                  \
-                        fprintf(stderr, "%s:%d: FAIL: %s = %d (%s), want %d (%s)\n", __FILE__,   \
-                                __LINE__, #expr, _r, strerror(_r < 0 ? -_r : 0), _w,             \
-                                strerror(_w < 0 ? -_w : 0));                                     \
-                        failures++;                                                              \
-                }                                                                                \
+#define CHECK_R(expr, want)                                                                                         \
+        do {                                                                                                        \
+                int _r = (expr), _w = (want);                                                                       \
+                checks++;                                                                                           \
+                if (_r != _w) {                                                                                     \
+                        fprintf(stderr, "%s:%d: FAIL: %s = %d (%s), want %d (%s)\n", __FILE__, __LINE__, #expr, _r, \
+                                strerror(_r < 0 ? -_r : 0), _w, strerror(_w < 0 ? -_w : 0));                        \
+                        failures++;                                                                                 \
+                }                                                                                                   \
         } while (0)
 
 /* ---- stat --------------------------------------------------------------- */
 
 /* fields 3..52 of a real line; the values below are what the parser must see */
-#define TAIL                                                                                        \
-        "S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600 "       \
-        "18446744073709551615 94000000000000 94000000100000 140730000000000 0 0 0 65536 3686404 "  \
-        "1266761467 0 0 0 17 3 0 0 0 0 0 94000000200000 94000000300000 94000001000000 "            \
+#define TAIL                                                                                      \
+        "S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600 "      \
+        "18446744073709551615 94000000000000 94000000100000 140730000000000 0 0 0 65536 3686404 " \
+        "1266761467 0 0 0 17 3 0 0 0 0 0 94000000200000 94000000300000 94000001000000 "           \
         "140730000001000 140730000001020 140730000001020 140730000002000 0\n"
 
 static void test_stat(void) {
@@ -65,19 +64,24 @@ static void test_stat(void) {
                 const char *comm;
         } cases[] = {
                 { "normal", "1234 (bash) " TAIL, 0, 1234, "bash" },
-                { "no newline", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  0, 1234, "bash" },
+                { "no newline",
+                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600", 0,
+                  1234, "bash" },
                 { "spaces", "77 (tmux: server) " TAIL, 0, 77, "tmux: server" },
                 { "paren", "77 (a)b) " TAIL, 0, 77, "a)b" },
                 { "paren at end", "77 (x)) " TAIL, 0, 77, "x)" },
                 { "paren space paren", "77 (a) (b) " TAIL, 0, 77, "a) (b" },
                 { "fake fields", "77 (evil) R 9 9 9) " TAIL, 0, 77, "evil) R 9 9 9" },
                 { "newline", "77 (a\nb) " TAIL, 0, 77, "a\nb" },
-                { "0xff bytes", "77 (\xff\xfe" "x\xff) " TAIL, 0, 77, "\xff\xfe" "x\xff" },
+                { "0xff bytes",
+                  "77 (\xff\xfe"
+                  "x\xff) " TAIL,
+                  0, 77,
+                  "\xff\xfe"
+                  "x\xff" },
                 { "empty comm", "77 () " TAIL, 0, 77, "" },
-                { "long comm",
-                  "77 (0123456789012345678901234567890123456789012345678901234567890123456789) " TAIL, 0, 77,
-                  "012345678901234567890123456789012345678901234567890123456789012" },
+                { "long comm", "77 (0123456789012345678901234567890123456789012345678901234567890123456789) " TAIL, 0,
+                  77, "012345678901234567890123456789012345678901234567890123456789012" },
                 { "truncated", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12", -EINVAL, 0, NULL },
                 { "cut after comm", "1234 (bash)", -EINVAL, 0, NULL },
                 { "cut in comm", "1234 (bash", -EINVAL, 0, NULL },
@@ -85,21 +89,29 @@ static void test_stat(void) {
                 { "no pid", "(bash) " TAIL, -EINVAL, 0, NULL },
                 { "bad pid", "12a4 (bash) " TAIL, -EINVAL, 0, NULL },
                 { "negative pid", "-1 (bash) " TAIL, -EINVAL, 0, NULL },
-                { "no space after comm", "1234 (bash)S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "no space after comm",
+                  "1234 (bash)S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -EINVAL, 0, NULL },
-                { "long state", "1234 (bash) SS 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "long state",
+                  "1234 (bash) SS 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -EINVAL, 0, NULL },
-                { "utime overflow", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 18446744073709551616 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "utime overflow",
+                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 18446744073709551616 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -ERANGE, 0, NULL },
-                { "utime very long", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 1844674407370955161600000000000000000 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "utime very long",
+                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 1844674407370955161600000000000000000 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -ERANGE, 0, NULL },
-                { "ppid overflow", "1234 (bash) S 2147483648 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "ppid overflow",
+                  "1234 (bash) S 2147483648 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -ERANGE, 0, NULL },
-                { "flags overflow", "1234 (bash) S 1 100 100 0 -1 4294967296 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "flags overflow",
+                  "1234 (bash) S 1 100 100 0 -1 4294967296 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -ERANGE, 0, NULL },
-                { "negative minflt", "1234 (bash) S 1 100 100 0 -1 4194560 -2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "negative minflt",
+                  "1234 (bash) S 1 100 100 0 -1 4194560 -2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -EINVAL, 0, NULL },
-                { "junk number", "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 35x 120 0 0 20 0 3 0 123456 1048576000 25600",
+                { "junk number",
+                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 35x 120 0 0 20 0 3 0 123456 1048576000 25600",
                   -EINVAL, 0, NULL },
         };
 
@@ -239,8 +251,8 @@ static void test_io(void) {
                   "rchar: 18446744073709551616\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\n"
                   "write_bytes: 0\ncancelled_write_bytes: 0\n",
                   -ERANGE, 0, 0 },
-                { "missing key",
-                  "rchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n", -EINVAL, 0, 0 },
+                { "missing key", "rchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n", -EINVAL, 0,
+                  0 },
                 { "duplicate key",
                   "rchar: 1\nrchar: 2\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
                   "cancelled_write_bytes: 0\n",
@@ -327,7 +339,8 @@ static void test_statm_schedstat(void) {
         "Inter-|   Receive                                                |  Transmit\n"           \
         " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs " \
         "drop fifo colls carrier compressed\n"
-#define NETDEV_LO "    lo:    3267      29    0    0    0     0          0         0     3267      29    0    0    0     0       0          0\n"
+#define NETDEV_LO \
+        "    lo:    3267      29    0    0    0     0          0         0     3267      29    0    0    0     0       0          0\n"
 
 static void test_netdev(void) {
         static const struct {
@@ -344,16 +357,19 @@ static void test_netdev(void) {
                   "  eth1:    1000      10    1    2    0     0          0         3      500       5    0    0    0     0       0          0\n",
                   0, 8274645, 6031, 912845, 4017, 2 },
                 { "no space after colon",
-                  NETDEV_HDR "  eth0:123 4 0 0 0 0 0 0 56 7 0 0 0 0 0 0\n"
+                  NETDEV_HDR
+                  "  eth0:123 4 0 0 0 0 0 0 56 7 0 0 0 0 0 0\n"
                   "wlan0:1234567890      10    0    0    0     0          0         0      500       5    0    0    0     0       0          0\n",
                   0, 1234568013, 14, 556, 12, 2 },
-                { "no trailing newline", NETDEV_HDR "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", 0, 1, 2, 9, 10, 1 },
+                { "no trailing newline", NETDEV_HDR "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", 0, 1, 2, 9, 10,
+                  1 },
                 { "missing field", NETDEV_HDR "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n", -EINVAL, 0, 0, 0, 0, 0 },
                 { "no colon", NETDEV_HDR "  eth0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
                 { "no name", NETDEV_HDR "  : 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
                 { "junk in lo", NETDEV_HDR "  lo: 1 2 3 x 5 6 7 8 9 10 11 12 13 14 15 16\n", -EINVAL, 0, 0, 0, 0, 0 },
                 { "sum overflow",
-                  NETDEV_HDR "a: 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\nb: 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+                  NETDEV_HDR
+                  "a: 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\nb: 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
                   -ERANGE, 0, 0, 0, 0, 0 },
                 { "one header line", "Inter-|   Receive\n", -EINVAL, 0, 0, 0, 0, 0 },
                 { "empty", "", -EINVAL, 0, 0, 0, 0, 0 },
@@ -379,8 +395,8 @@ static void test_cpu_total(void) {
                                      "intr 1234567 0 9 0\nctxt 2345678\nbtime 1700000000\n",
                                      &c),
                 0);
-        CHECK(c.user == 1337 && c.nice == 5 && c.system == 1302 && c.idle == 58130 && c.iowait == 353 &&
-              c.irq == 7 && c.softirq == 24 && c.steal == 9);
+        CHECK(c.user == 1337 && c.nice == 5 && c.system == 1302 && c.idle == 58130 && c.iowait == 353 && c.irq == 7 &&
+              c.softirq == 24 && c.steal == 9);
         CHECK(c.ncpus == 2);
 
         /* sparse cpu numbering (offline CPUs are not listed) */
@@ -391,7 +407,7 @@ static void test_cpu_total(void) {
         CHECK(c.ncpus == 3 && c.steal == 8);
 
         memset(&c, 0, sizeof c);
-        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7 8 0 0\n", &c), -EINVAL);          /* no cpuN */
+        CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7 8 0 0\n", &c), -EINVAL); /* no cpuN */
         CHECK_R(proc_parse_cpu_total("cpu0 1 2 3 4 5 6 7 8 0 0\ncpu  1 2 3 4 5 6 7 8 0 0\n", &c), -EINVAL);
         CHECK_R(proc_parse_cpu_total("cpu  1 2 3 4 5 6 7\ncpu0 1 2 3 4 5 6 7\n", &c), -EINVAL); /* 7 fields */
         CHECK_R(proc_parse_cpu_total("cpu  1 2 3 -4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", &c), -EINVAL);
@@ -423,7 +439,8 @@ static void test_meminfo(void) {
         CHECK(!m.has_available && m.available_bytes == 0 && m.total_bytes == 102400);
 
         memset(&m, 0, sizeof m);
-        CHECK_R(proc_parse_meminfo("MemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n", &m),
+        CHECK_R(proc_parse_meminfo("MemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+                                   &m),
                 -EINVAL);
         CHECK_R(proc_parse_meminfo("MemTotal: 100\nMemFree: 50 kB\nBuffers: 1 kB\nCached: 2 kB\n"
                                    "SwapTotal: 0 kB\nSwapFree: 0 kB\n",
@@ -722,8 +739,7 @@ static void test_live_self(void) {
 
         struct proc_status s;
         CHECK_R(proc_read_status(fd, &s), 0);
-        CHECK(s.has_tgid && s.tgid == getpid() && s.has_uids && s.uid_real == getuid() &&
-              s.uid_effective == geteuid());
+        CHECK(s.has_tgid && s.tgid == getpid() && s.has_uids && s.uid_real == getuid() && s.uid_effective == geteuid());
         CHECK(s.has_vmrss && s.vmrss_bytes > 0);
 
         struct proc_statm sm;
@@ -762,11 +778,11 @@ static void test_vanish(void) {
                 return;
         if (pid == 0) {
                 /* never outlive the test, nor hold its output pipes open */
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
                 if (getppid() != parent)
                         _exit(0);
-                (void) close(STDOUT_FILENO);
-                (void) close(STDERR_FILENO);
+                (void)close(STDOUT_FILENO);
+                (void)close(STDERR_FILENO);
                 for (;;)
                         pause();
         }

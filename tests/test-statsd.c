@@ -19,10 +19,10 @@ struct line_case {
         const char *name;
         enum statsd_type type;
         double value;
-        double rate;     /* 0 means 1 (absent) */
+        double rate; /* 0 means 1 (absent) */
         bool delta;
-        int64_t run;     /* 0: no run tag */
-        int32_t pid;     /* 0: no pid tag */
+        int64_t run;          /* 0: no run tag */
+        int32_t pid;          /* 0: no pid tag */
         const char *category; /* NULL: no category tag */
 };
 
@@ -30,7 +30,8 @@ struct line_case {
         { .in = (in_), .r = 0, .name = (name_), .type = (type_), .value = (value_), __VA_ARGS__ }
 /* STATSD_CATEGORY_MAX bytes */
 #define CAT64 "0123456789012345678901234567890123456789012345678901234567890123"
-#define NO(in_) { .in = (in_), .r = BAD }
+#define NO(in_) \
+        { .in = (in_), .r = BAD }
 
 static const struct line_case line_cases[] = {
         /* the plain forms */
@@ -59,8 +60,7 @@ static const struct line_case line_cases[] = {
 
         /* tags */
         OK("a:1|ms|#run:7", "a", STATSD_TIMING, 1, .run = 7),
-        OK("a:1|ms|#pid:42,category:model_inference", "a", STATSD_TIMING, 1, .pid = 42,
-           .category = "model_inference"),
+        OK("a:1|ms|#pid:42,category:model_inference", "a", STATSD_TIMING, 1, .pid = 42, .category = "model_inference"),
         OK("a:1|ms|@0.5|#category:x", "a", STATSD_TIMING, 1, .rate = 0.5, .category = "x"),
         OK("a:1|ms|#category:x|@0.5", "a", STATSD_TIMING, 1, .rate = 0.5, .category = "x"),
         OK("a:1|ms|#foo,bar:baz", "a", STATSD_TIMING, 1),
@@ -68,9 +68,9 @@ static const struct line_case line_cases[] = {
         OK("a:1|ms|#pid:2147483647", "a", STATSD_TIMING, 1, .pid = INT32_MAX),
         OK("a:1|ms|#run:007", "a", STATSD_TIMING, 1, .run = 7),
         OK("a:1|ms|#Run:abc,env:prod,,x:", "a", STATSD_TIMING, 1), /* unknown, empty: ignored */
-        OK("a:1|ms|#run", "a", STATSD_TIMING, 1),                   /* bare tag: ignored */
-        OK("a:1|ms|#", "a", STATSD_TIMING, 1),                      /* no tags at all */
-        OK("a:1|ms|#x:\x01\xff", "a", STATSD_TIMING, 1),            /* unknown tag, not read */
+        OK("a:1|ms|#run", "a", STATSD_TIMING, 1),                  /* bare tag: ignored */
+        OK("a:1|ms|#", "a", STATSD_TIMING, 1),                     /* no tags at all */
+        OK("a:1|ms|#x:\x01\xff", "a", STATSD_TIMING, 1),           /* unknown tag, not read */
         OK("a:1|ms|#category:caf\xc3\xa9", "a", STATSD_TIMING, 1, .category = "caf\xc3\xa9"),
         OK("a:1|ms|#category:" CAT64, "a", STATSD_TIMING, 1, .category = CAT64),
         OK("a:1|ms\r", "a", STATSD_TIMING, 1),
@@ -137,7 +137,7 @@ static const struct line_case line_cases[] = {
         NO("a:1|ms|#run:1|#pid:2"),
         NO("a:1|ms|"),
         NO("a:1|ms||@0.5"),
-        NO("a:1|c|c:abc"),      /* DogStatsD container id: not understood */
+        NO("a:1|c|c:abc"), /* DogStatsD container id: not understood */
         NO("a:1|c|T1700000000"),
         NO("a:1 |ms"),
         NO("a: 1|ms"),
@@ -297,9 +297,19 @@ static void test_lengths(void) {
 /* The fast path for plain decimals must agree with strtod() to the bit. */
 static void test_numbers_vs_strtod(void) {
         static const char *fixed[] = {
-                "0.1", "0.3", "12.734", "999999999999999", "0.000000000000001", "123456789.012345",
-                "9007199254740993", "0.1234567890123456789", "1.7976931348623157e308", "4.9e-324",
-                "2.2250738585072011e-308", "-0.0", "+000000000000000000000001.5",
+                "0.1",
+                "0.3",
+                "12.734",
+                "999999999999999",
+                "0.000000000000001",
+                "123456789.012345",
+                "9007199254740993",
+                "0.1234567890123456789",
+                "1.7976931348623157e308",
+                "4.9e-324",
+                "2.2250738585072011e-308",
+                "-0.0",
+                "+000000000000000000000001.5",
         };
         char line[128], num[80];
         struct statsd_metric m;
@@ -325,8 +335,7 @@ static void test_numbers_vs_strtod(void) {
                 }
                 int n = snprintf(line, sizeof line, "x:%s|c", num);
                 double want = strtod(num, NULL);
-                if (statsd_parse_line(line, (size_t)n, &m) < 0 ||
-                    memcmp(&m.value, &want, sizeof want) != 0) {
+                if (statsd_parse_line(line, (size_t)n, &m) < 0 || memcmp(&m.value, &want, sizeof want) != 0) {
                         if (mismatches++ < 5)
                                 fprintf(stderr, "\"%s\": %.17g, strtod %.17g\n", num, m.value, want);
                 }

@@ -34,7 +34,9 @@ static char *text_col(sqlite3 *db, const char *sql, int col) {
         return v;
 }
 
-static char *text(sqlite3 *db, const char *sql) { return text_col(db, sql, 0); }
+static char *text(sqlite3 *db, const char *sql) {
+        return text_col(db, sql, 0);
+}
 
 static void copy_file(const char *from, const char *to) {
         char buf[65536];
@@ -111,8 +113,9 @@ static void test_newer_schema_refused(void) {
 }
 
 static int64_t add_run(struct store *s, int pid) {
-        struct run_info ri = { .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING,
-                               .registered_ts_ms = 1 };
+        struct run_info ri = {
+                .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING, .registered_ts_ms = 1
+        };
         snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
         CHECK_EQ_INT(store_insert_run(s, &ri), 0);
         return ri.id;
@@ -134,9 +137,14 @@ static void test_retention_and_rollup(void) {
         CHECK_EQ_INT(store_begin(s), 0);
         int64_t a = add_run(s, 100), b = add_run(s, 200);
         for (int i = 0; i < 600; i++) {
-                struct sample m = { .ts_ms = t0 + i * 1000, .has_cpu_pct = true, .cpu_pct = i < 300 ? 10 : 30,
-                                    .cpu_time_ns = (uint64_t)i * 1000000, .has_rss = true,
-                                    .rss_bytes = 1000 + (uint64_t)i, .threads = 2, .processes = 1 };
+                struct sample m = { .ts_ms = t0 + i * 1000,
+                                    .has_cpu_pct = true,
+                                    .cpu_pct = i < 300 ? 10 : 30,
+                                    .cpu_time_ns = (uint64_t)i * 1000000,
+                                    .has_rss = true,
+                                    .rss_bytes = 1000 + (uint64_t)i,
+                                    .threads = 2,
+                                    .processes = 1 };
                 CHECK_EQ_INT(store_insert_sample(s, a, &m, NULL), 0);
                 m.rss_bytes = 5000;
                 CHECK_EQ_INT(store_insert_sample(s, b, &m, NULL), 0);
@@ -148,7 +156,8 @@ static void test_retention_and_rollup(void) {
         CHECK_EQ_INT(store_rollup(s, t0 + 7 * 60000 + 30000), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 14);
         char q[256];
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a, (long long)t0);
+        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a,
+                 (long long)t0);
         CHECK_EQ_INT(scalar(db, q), 60);
         snprintf(q, sizeof q, "SELECT rss_bytes_max FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a,
                  (long long)(t0 + 60000));
@@ -253,9 +262,13 @@ static void test_catch_up_totals(void) {
         int64_t id = add_run(s, 300);
         struct run_totals t = { 0 };
         for (int i = 0; i < 25; i++) {
-                struct sample m = { .ts_ms = 10000 + i * 1000, .cpu_time_ns = (uint64_t)i * 100000000,
-                                    .has_rss = true, .rss_bytes = i == 17 ? 9000 : 1000, .threads = (uint32_t)(i % 7),
-                                    .has_io = true, .write_bytes = (uint64_t)i * 4096 };
+                struct sample m = { .ts_ms = 10000 + i * 1000,
+                                    .cpu_time_ns = (uint64_t)i * 100000000,
+                                    .has_rss = true,
+                                    .rss_bytes = i == 17 ? 9000 : 1000,
+                                    .threads = (uint32_t)(i % 7),
+                                    .has_io = true,
+                                    .write_bytes = (uint64_t)i * 4096 };
                 CHECK_EQ_INT(store_insert_sample(s, id, &m, NULL), 0);
                 run_totals_add(&t, &m);
                 if (i == 9) /* the last write of the totals before the "crash" */
@@ -322,8 +335,8 @@ static void test_op_slices(void) {
                      150);
         /* the merged histogram decodes and spans the minute's values */
         sqlite3_stmt *st = NULL;
-        CHECK(sqlite3_prepare_v2(db, "SELECT hist FROM op_slices_1m WHERE op='infer' ORDER BY ts DESC LIMIT 1", -1,
-                                 &st, NULL) == SQLITE_OK &&
+        CHECK(sqlite3_prepare_v2(db, "SELECT hist FROM op_slices_1m WHERE op='infer' ORDER BY ts DESC LIMIT 1", -1, &st,
+                                 NULL) == SQLITE_OK &&
               sqlite3_step(st) == SQLITE_ROW);
         struct hist h;
         hist_init(&h);

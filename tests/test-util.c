@@ -13,16 +13,26 @@ static void test_durations(void) {
                 int r;
                 usec_t out;
         } cases[] = {
-                { "500ms", 0, 500 * USEC_PER_MSEC }, { "10s", 0, 10 * USEC_PER_SEC },
-                { "5m", 0, 5 * USEC_PER_MINUTE },    { "2h", 0, 2 * USEC_PER_HOUR },
-                { "7d", 0, 7 * USEC_PER_DAY },       { "1.5s", 0, 1500 * USEC_PER_MSEC },
-                { "250us", 0, 250 },                 { "0s", 0, 0 },
-                { "5x", -EINVAL, 0 },                { "", -EINVAL, 0 },
-                { "10", -EINVAL, 0 },                { "s", -EINVAL, 0 },
-                { "-1s", -EINVAL, 0 },               { "1e3s", -EINVAL, 0 },
-                { "1..2s", -EINVAL, 0 },             { " 1s", -EINVAL, 0 },
-                { "1s ", -EINVAL, 0 },               { "99999999999999999999d", -ERANGE, 0 },
-                { "36501d", -ERANGE, 0 },            { "nans", -EINVAL, 0 },
+                { "500ms", 0, 500 * USEC_PER_MSEC },
+                { "10s", 0, 10 * USEC_PER_SEC },
+                { "5m", 0, 5 * USEC_PER_MINUTE },
+                { "2h", 0, 2 * USEC_PER_HOUR },
+                { "7d", 0, 7 * USEC_PER_DAY },
+                { "1.5s", 0, 1500 * USEC_PER_MSEC },
+                { "250us", 0, 250 },
+                { "0s", 0, 0 },
+                { "5x", -EINVAL, 0 },
+                { "", -EINVAL, 0 },
+                { "10", -EINVAL, 0 },
+                { "s", -EINVAL, 0 },
+                { "-1s", -EINVAL, 0 },
+                { "1e3s", -EINVAL, 0 },
+                { "1..2s", -EINVAL, 0 },
+                { " 1s", -EINVAL, 0 },
+                { "1s ", -EINVAL, 0 },
+                { "99999999999999999999d", -ERANGE, 0 },
+                { "36501d", -ERANGE, 0 },
+                { "nans", -EINVAL, 0 },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 usec_t u = 12345;
@@ -100,7 +110,8 @@ static void test_json(void) {
         CHECK(utf8_is_valid(t, strlen(t)));
         CHECK(!strstr(t, "NaN") && !strstr(t, "Infinity"));
         char *e = json_error_body("bad_request", "window: '5x' is not a duration");
-        CHECK(e && strcmp(e, "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}") == 0);
+        CHECK(e &&
+              strcmp(e, "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}") == 0);
         free(e);
 }
 

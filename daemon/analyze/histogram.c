@@ -43,22 +43,22 @@ static const double hist_rep_factor = 1.0 - HIST_RELATIVE_ACCURACY;
  * rounding can move them. */
 #define HIST_INDEX_MIN (-1381)
 #define HIST_INDEX_MAX 2073
-#define HIST_INDEX_SPAN ((uint32_t) (HIST_INDEX_MAX - HIST_INDEX_MIN + 1))
+#define HIST_INDEX_SPAN ((uint32_t)(HIST_INDEX_MAX - HIST_INDEX_MIN + 1))
 
 #define HIST_ENCODING_VERSION 1
 #define HIST_INITIAL_BUCKETS 64u
 
 static inline int32_t hist_index(double v) {
         /* HIST_MIN_VALUE_MS <= v <= HIST_MAX_VALUE_MS */
-        return (int32_t) ceil(log(v) * hist_inv_log_gamma);
+        return (int32_t)ceil(log(v) * hist_inv_log_gamma);
 }
 
 static inline double hist_bucket_value(int64_t i) {
-        return exp((double) i * hist_log_gamma) * hist_rep_factor;
+        return exp((double)i * hist_log_gamma) * hist_rep_factor;
 }
 
 void hist_init(struct hist *h) {
-        *h = (struct hist) {};
+        *h = (struct hist){};
 }
 
 void hist_done(struct hist *h) {
@@ -78,12 +78,12 @@ static int hist_grow(struct hist *h, int32_t first, int32_t last) {
         int64_t new_lo, new_hi; /* inclusive */
 
         if (h->n == 0) {
-                uint32_t want = (uint32_t) (last - first) + 1;
+                uint32_t want = (uint32_t)(last - first) + 1;
                 uint32_t slack = want < HIST_INITIAL_BUCKETS ? (HIST_INITIAL_BUCKETS - want) / 2 : want / 4;
-                new_lo = (int64_t) first - slack;
-                new_hi = (int64_t) last + slack;
+                new_lo = (int64_t)first - slack;
+                new_hi = (int64_t)last + slack;
         } else {
-                int64_t lo = h->lo, hi = (int64_t) h->lo + h->n - 1;
+                int64_t lo = h->lo, hi = (int64_t)h->lo + h->n - 1;
                 if (first >= lo && last <= hi)
                         return 0;
                 new_lo = first < lo ? first : lo;
@@ -107,24 +107,24 @@ static int hist_grow(struct hist *h, int32_t first, int32_t last) {
         if (new_hi > HIST_INDEX_MAX)
                 new_hi = HIST_INDEX_MAX;
 
-        uint32_t new_n = (uint32_t) (new_hi - new_lo + 1);
-        uint64_t *c = realloc(h->counts, (size_t) new_n * sizeof c[0]);
+        uint32_t new_n = (uint32_t)(new_hi - new_lo + 1);
+        uint64_t *c = realloc(h->counts, (size_t)new_n * sizeof c[0]);
         if (!c)
                 return -ENOMEM;
         if (h->n == 0)
-                memset(c, 0, (size_t) new_n * sizeof c[0]);
+                memset(c, 0, (size_t)new_n * sizeof c[0]);
         else {
-                uint32_t below = (uint32_t) (h->lo - new_lo);
+                uint32_t below = (uint32_t)(h->lo - new_lo);
                 uint32_t above = new_n - below - h->n;
                 if (below) {
-                        memmove(c + below, c, (size_t) h->n * sizeof c[0]);
-                        memset(c, 0, (size_t) below * sizeof c[0]);
+                        memmove(c + below, c, (size_t)h->n * sizeof c[0]);
+                        memset(c, 0, (size_t)below * sizeof c[0]);
                 }
                 if (above)
-                        memset(c + below + h->n, 0, (size_t) above * sizeof c[0]);
+                        memset(c + below + h->n, 0, (size_t)above * sizeof c[0]);
         }
         h->counts = c;
-        h->lo = (int32_t) new_lo;
+        h->lo = (int32_t)new_lo;
         h->n = new_n;
         return 0;
 }
@@ -153,7 +153,7 @@ int hist_add(struct hist *h, double v, uint64_t weight) {
         uint64_t count;
         if (__builtin_add_overflow(h->count, weight, &count))
                 return -ERANGE;
-        double w = (double) weight;
+        double w = (double)weight;
         double sum = h->sum + v * w, sum_sq = h->sum_sq + v * v * w;
         if (!isfinite(sum) || !isfinite(sum_sq))
                 return -ERANGE;
@@ -161,12 +161,12 @@ int hist_add(struct hist *h, double v, uint64_t weight) {
         if (zero)
                 h->zero_count += weight;
         else {
-                uint32_t off = (uint32_t) (i - h->lo);
+                uint32_t off = (uint32_t)(i - h->lo);
                 if (off >= h->n) { /* also i < lo, wrapped */
                         int r = hist_grow(h, i, i);
                         if (r < 0)
                                 return r;
-                        off = (uint32_t) (i - h->lo);
+                        off = (uint32_t)(i - h->lo);
                 }
                 h->counts[off] += weight;
         }
@@ -214,7 +214,7 @@ int hist_merge(struct hist *dst, const struct hist *src) {
         } else {
                 uint32_t f, l;
                 if (hist_span(src, &f, &l)) {
-                        int32_t first = src->lo + (int32_t) f, last = src->lo + (int32_t) l;
+                        int32_t first = src->lo + (int32_t)f, last = src->lo + (int32_t)l;
                         int r = hist_grow(dst, first, last);
                         if (r < 0)
                                 return r;
@@ -252,8 +252,8 @@ double hist_quantile(const struct hist *h, double q) {
         if (h->count == 0 || !(q >= 0 && q <= 1))
                 return NAN;
 
-        double r = q * (double) (h->count - 1);
-        uint64_t rank = r >= 18446744073709551615.0 ? h->count - 1 : (uint64_t) r;
+        double r = q * (double)(h->count - 1);
+        uint64_t rank = r >= 18446744073709551615.0 ? h->count - 1 : (uint64_t)r;
         if (rank >= h->count - 1)
                 return h->max; /* the extremes are known exactly */
         if (rank == 0)
@@ -265,7 +265,7 @@ double hist_quantile(const struct hist *h, double q) {
         for (uint32_t k = 0; k < h->n; k++) {
                 seen += h->counts[k];
                 if (rank < seen)
-                        return clamp_range(h, hist_bucket_value((int64_t) h->lo + k));
+                        return clamp_range(h, hist_bucket_value((int64_t)h->lo + k));
         }
         return h->max; /* only if the counts disagree with count */
 }
@@ -273,13 +273,13 @@ double hist_quantile(const struct hist *h, double q) {
 double hist_mean(const struct hist *h) {
         if (h->count == 0)
                 return NAN;
-        return h->sum / (double) h->count;
+        return h->sum / (double)h->count;
 }
 
 double hist_stddev(const struct hist *h) {
         if (h->count == 0)
                 return NAN;
-        double n = (double) h->count, mean = h->sum / n;
+        double n = (double)h->count, mean = h->sum / n;
         double var = (h->sum_sq - h->sum * mean) / n;
         return var > 0 ? sqrt(var) : 0;
 }
@@ -291,10 +291,10 @@ double hist_stddev(const struct hist *h) {
 static size_t put_varint(uint8_t *p, uint64_t v) {
         size_t k = 0;
         while (v >= 0x80) {
-                p[k++] = (uint8_t) (v | 0x80);
+                p[k++] = (uint8_t)(v | 0x80);
                 v >>= 7;
         }
-        p[k++] = (uint8_t) v;
+        p[k++] = (uint8_t)v;
         return k;
 }
 
@@ -302,16 +302,16 @@ static size_t put_double(uint8_t *p, double d) {
         uint64_t u;
         memcpy(&u, &d, sizeof u);
         for (unsigned k = 0; k < 8; k++)
-                p[k] = (uint8_t) (u >> (8 * k));
+                p[k] = (uint8_t)(u >> (8 * k));
         return 8;
 }
 
 static uint64_t zigzag(int64_t v) {
-        return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+        return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
 static int64_t unzigzag(uint64_t u) {
-        return (int64_t) (u >> 1) ^ -(int64_t) (u & 1);
+        return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
 int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
@@ -322,7 +322,7 @@ int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
                 for (uint32_t k = f; k <= l; k++)
                         nb += h->counts[k] != 0;
 
-        size_t max = 1 + 4 * VARINT_MAX + (size_t) nb * 2 * VARINT_MAX + 4 * 8;
+        size_t max = 1 + 4 * VARINT_MAX + (size_t)nb * 2 * VARINT_MAX + 4 * 8;
         uint8_t *buf = malloc(max), *p = buf;
         if (!buf)
                 return -ENOMEM;
@@ -330,7 +330,7 @@ int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
         *p++ = HIST_ENCODING_VERSION;
         p += put_varint(p, h->count);
         p += put_varint(p, h->zero_count);
-        int64_t lo = any ? (int64_t) h->lo + f : 0;
+        int64_t lo = any ? (int64_t)h->lo + f : 0;
         p += put_varint(p, zigzag(lo));
         p += put_varint(p, nb);
         if (any) {
@@ -348,7 +348,7 @@ int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
         p += put_double(p, h->min);
         p += put_double(p, h->max);
 
-        size_t len = (size_t) (p - buf);
+        size_t len = (size_t)(p - buf);
         uint8_t *shrunk = realloc(buf, len);
         *ret = shrunk ? shrunk : buf;
         *ret_len = len;
@@ -364,7 +364,7 @@ static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret
                 uint8_t b = buf[(*pos)++];
                 if (k == VARINT_MAX - 1 && b > 1)
                         return -EINVAL;
-                v |= (uint64_t) (b & 0x7f) << (7 * k);
+                v |= (uint64_t)(b & 0x7f) << (7 * k);
                 if (!(b & 0x80)) {
                         if (b == 0 && k > 0)
                                 return -EINVAL;
@@ -380,7 +380,7 @@ static int get_double(const uint8_t *buf, size_t len, size_t *pos, double *ret) 
                 return -EINVAL;
         uint64_t u = 0;
         for (unsigned k = 0; k < 8; k++)
-                u |= (uint64_t) buf[*pos + k] << (8 * k);
+                u |= (uint64_t)buf[*pos + k] << (8 * k);
         *pos += 8;
         double d;
         memcpy(&d, &u, sizeof d);
@@ -403,8 +403,7 @@ static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header 
 
         if (!buf || len < 1 || buf[pos++] != HIST_ENCODING_VERSION)
                 return -EINVAL;
-        if (get_varint(buf, len, &pos, &hh->count) < 0 ||
-            get_varint(buf, len, &pos, &hh->zero_count) < 0 ||
+        if (get_varint(buf, len, &pos, &hh->count) < 0 || get_varint(buf, len, &pos, &hh->zero_count) < 0 ||
             get_varint(buf, len, &pos, &u) < 0)
                 return -EINVAL;
         hh->lo = unzigzag(u);
@@ -429,9 +428,9 @@ static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *h
                 uint64_t delta, c;
                 if (get_varint(buf, len, &pos, &delta) < 0 || get_varint(buf, len, &pos, &c) < 0)
                         return -EINVAL;
-                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t) (HIST_INDEX_MAX - idx))
+                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t)(HIST_INDEX_MAX - idx))
                         return -EINVAL;
-                idx += (int64_t) delta;
+                idx += (int64_t)delta;
                 if (c == 0 || __builtin_add_overflow(total, c, &total))
                         return -EINVAL;
                 counts[idx - hh->lo] = c;
@@ -440,15 +439,12 @@ static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *h
                 return -EINVAL;
         hh->last = idx;
 
-        if (get_double(buf, len, &pos, &hh->sum) < 0 ||
-            get_double(buf, len, &pos, &hh->sum_sq) < 0 ||
-            get_double(buf, len, &pos, &hh->min) < 0 ||
-            get_double(buf, len, &pos, &hh->max) < 0)
+        if (get_double(buf, len, &pos, &hh->sum) < 0 || get_double(buf, len, &pos, &hh->sum_sq) < 0 ||
+            get_double(buf, len, &pos, &hh->min) < 0 || get_double(buf, len, &pos, &hh->max) < 0)
                 return -EINVAL;
         if (pos != len)
                 return -EINVAL;
-        if (hh->count == 0 ? hh->sum != 0 || hh->sum_sq != 0 || hh->min != 0 || hh->max != 0
-                           : hh->min > hh->max)
+        if (hh->count == 0 ? hh->sum != 0 || hh->sum_sq != 0 || hh->min != 0 || hh->max != 0 : hh->min > hh->max)
                 return -EINVAL;
         return 0;
 }
@@ -464,7 +460,7 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         if (hh.nb > 0) {
                 /* room up to the top of the range, trimmed once the last
                  * bucket is known: one pass over the input */
-                counts = calloc((size_t) (HIST_INDEX_MAX - hh.lo + 1), sizeof counts[0]);
+                counts = calloc((size_t)(HIST_INDEX_MAX - hh.lo + 1), sizeof counts[0]);
                 if (!counts) {
                         r = -ENOMEM;
                         goto fail;
@@ -474,22 +470,22 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         if (r < 0)
                 goto fail;
 
-        uint32_t n = hh.nb > 0 ? (uint32_t) (hh.last - hh.lo + 1) : 0;
-        if (n > 0 && n < (uint32_t) (HIST_INDEX_MAX - hh.lo + 1)) {
-                uint64_t *c = realloc(counts, (size_t) n * sizeof c[0]);
+        uint32_t n = hh.nb > 0 ? (uint32_t)(hh.last - hh.lo + 1) : 0;
+        if (n > 0 && n < (uint32_t)(HIST_INDEX_MAX - hh.lo + 1)) {
+                uint64_t *c = realloc(counts, (size_t)n * sizeof c[0]);
                 if (c)
                         counts = c;
         }
 
         free(h->counts);
-        *h = (struct hist) {
+        *h = (struct hist){
                 .count = hh.count,
                 .zero_count = hh.zero_count,
                 .sum = hh.sum,
                 .sum_sq = hh.sum_sq,
                 .min = hh.min,
                 .max = hh.max,
-                .lo = n ? (int32_t) hh.lo : 0,
+                .lo = n ? (int32_t)hh.lo : 0,
                 .n = n,
                 .counts = counts,
         };

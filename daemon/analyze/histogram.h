@@ -29,9 +29,9 @@ struct hist {
         uint64_t count;      /* all values, zero bucket included */
         uint64_t zero_count; /* values < HIST_MIN_VALUE_MS */
         double sum, sum_sq, min, max;
-        int32_t lo;          /* bucket index of counts[0] */
-        uint32_t n;          /* buckets in the window */
-        uint64_t *counts;    /* malloc'ed, n entries */
+        int32_t lo;       /* bucket index of counts[0] */
+        uint32_t n;       /* buckets in the window */
+        uint64_t *counts; /* malloc'ed, n entries */
 };
 
 void hist_init(struct hist *h);

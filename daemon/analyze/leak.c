@@ -109,7 +109,7 @@
 #define QUARTILE_ABS_NORMAL 0.31864
 
 void leak_params_default(struct leak_params *p) {
-        *p = (struct leak_params) {
+        *p = (struct leak_params){
                 /* 30 s: the fastest verdict (2 MiB/s = 60 MiB per window);
                  * 1 min: 12 samples at 5 s intervals, and noisy series;
                  * 2 min: 12 samples at 10 s, GC cycles up to 15 s;
@@ -331,7 +331,7 @@ static double theil_sen_buf(const double *x, const double *y, size_t n, double *
 double theil_sen_slope(const double *x, const double *y, size_t n) {
         if (!x || !y || n < 2)
                 return NAN;
-        if (n > ((size_t) 1 << 16)) /* 2^31 pairs: not what this is for */
+        if (n > ((size_t)1 << 16)) /* 2^31 pairs: not what this is for */
                 return NAN;
         double small[LEAK_BUCKETS * (LEAK_BUCKETS - 1) / 2];
         double *buf = small;
@@ -348,7 +348,7 @@ double theil_sen_slope(const double *x, const double *y, size_t n) {
 }
 
 static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
+        double x = *(const double *)a, y = *(const double *)b;
         return (x > y) - (x < y);
 }
 
@@ -371,13 +371,13 @@ static double mann_kendall_s(const double *y, size_t n, double *sorted, double *
                 }
         else
                 qsort(sorted, n, sizeof(double), cmp_double);
-        double nn = (double) n;
+        double nn = (double)n;
         double var = nn * (nn - 1) * (2 * nn + 5);
         for (size_t i = 0; i < n;) {
                 size_t j = i + 1;
                 while (j < n && sorted[j] == sorted[i])
                         j++;
-                double t = (double) (j - i);
+                double t = (double)(j - i);
                 var -= t * (t - 1) * (2 * t + 5);
                 i = j;
         }
@@ -486,26 +486,30 @@ enum why {
 
 struct window_result {
         enum why why;
-        double w;      /* nominal window */
-        double span;   /* judged span */
-        double since;  /* first sample judged */
+        double w;     /* nominal window */
+        double span;  /* judged span */
+        double since; /* first sample judged */
         double slope, growth, z, need, part_slope;
         size_t floors;
-        double gap, cycle, wait; /* for the reasons of W_GAP, W_SAWTOOTH, W_GRACE/W_COVERAGE */
-        double end_from;         /* W_END: where the last third starts */
-        double prior_t;          /* W_OLD_HIGH: when the floor was that high */
+        double gap, cycle, wait;                   /* for the reasons of W_GAP, W_SAWTOOTH, W_GRACE/W_COVERAGE */
+        double end_from;                           /* W_END: where the last third starts */
+        double prior_t;                            /* W_OLD_HIGH: when the floor was that high */
         double fx[LEAK_BUCKETS], fy[LEAK_BUCKETS]; /* the floors */
-        double level;            /* at the window's start */
-        double growth_lo;        /* at the lower confidence bound of the slope */
-        double growth_se;        /* its standard error, predicted from the sample noise */
-        bool stats;              /* slope, level, growth, need known (else computed if reported) */
+        double level;                              /* at the window's start */
+        double growth_lo;                          /* at the lower confidence bound of the slope */
+        double growth_se;                          /* its standard error, predicted from the sample noise */
+        bool stats;                                /* slope, level, growth, need known (else computed if reported) */
 };
 
-static bool judged(enum why w) { return w <= W_OLD_HIGH; }
+static bool judged(enum why w) {
+        return w <= W_OLD_HIGH;
+}
 
 /* How far a judged window got through the checks: W_PASS is the verdict,
  * the failures rank in the order of the checks. */
-static int progress(enum why w) { return w == W_PASS ? W_OLD_HIGH + 1 : (int) w; }
+static int progress(enum why w) {
+        return w == W_PASS ? W_OLD_HIGH + 1 : (int)w;
+}
 
 /* What leak_evaluate() learnt about the series, for the windows. */
 struct ctx {
@@ -514,15 +518,15 @@ struct ctx {
         double t_end;
         const unsigned char *pt; /* kinds of s[lo..n) */
         size_t lo;
-        size_t first;            /* first sample after the last restart (>= lo) */
-        double s0;               /* the grace ends */
-        const double *drops;     /* times of confirmed drops after `first`, ascending */
+        size_t first;        /* first sample after the last restart (>= lo) */
+        double s0;           /* the grace ends */
+        const double *drops; /* times of confirmed drops after `first`, ascending */
         size_t nd;
-        double longest;          /* longest GC cycle seen; 0: no sawtooth */
-        bool stopped;            /* the current cycle outlasted sawtooth_stop_factor x longest */
-        const double *gaps;      /* (end time, length) of the gaps longer than max_gap_frac x the shortest window */
+        double longest;     /* longest GC cycle seen; 0: no sawtooth */
+        bool stopped;       /* the current cycle outlasted sawtooth_stop_factor x longest */
+        const double *gaps; /* (end time, length) of the gaps longer than max_gap_frac x the shortest window */
         size_t ngaps;
-        double noise;            /* standard deviation of the sample noise */
+        double noise; /* standard deviation of the sample noise */
         const struct leak_params *p;
 };
 
@@ -699,8 +703,8 @@ static void window_stats(const struct ctx *c, struct window_result *r) {
                 /* Sen's lower confidence bound: the pairwise slope of rank
                  * (k - z sqrt(var S)) / 2; never above the median. a[0..k/2)
                  * holds the lower half after median_inplace(). */
-                double rank = floor(((double) k - p->growth_bound_z * sqrt(var > 0 ? var : 0)) / 2);
-                size_t lo_k = rank <= 0 ? 0 : (size_t) rank;
+                double rank = floor(((double)k - p->growth_bound_z * sqrt(var > 0 ? var : 0)) / 2);
+                size_t lo_k = rank <= 0 ? 0 : (size_t)rank;
                 if (lo_k > (k - 1) / 2)
                         lo_k = (k - 1) / 2;
                 if (lo_k < k / 2) {
@@ -737,8 +741,8 @@ static bool step_fits(const double *x, const double *y, size_t m, double ratio, 
                 mx += x[i];
                 my += y[i];
         }
-        mx /= (double) m;
-        my /= (double) m;
+        mx /= (double)m;
+        my /= (double)m;
         double sxx = 0, sxy = 0, syy = 0;
         for (size_t i = 0; i < m; i++) { /* centred: no cancellation at 1e10 bytes */
                 double dx = x[i] - mx, dy = y[i] - my;
@@ -756,7 +760,7 @@ static bool step_fits(const double *x, const double *y, size_t m, double ratio, 
                 double d = y[k - 1] - my;
                 left += d;
                 left2 += d * d;
-                double n1 = (double) k, n2 = (double) (m - k);
+                double n1 = (double)k, n2 = (double)(m - k);
                 double right = -left, right2 = syy - left2;
                 double e = (left2 - left * left / n1) + (right2 - right * right / n2);
                 if (e < best) {
@@ -774,7 +778,7 @@ static void judge_window(const struct ctx *c, double w, struct window_result *r)
         size_t n = c->n;
         double t_end = c->t_end;
         double start = t_end - w > c->s0 ? t_end - w : c->s0;
-        *r = (struct window_result) { .w = w, .z = NAN };
+        *r = (struct window_result){ .w = w, .z = NAN };
 
         size_t ja = lower_bound_t(s, n, start);
         if (ja < c->first)
@@ -809,13 +813,13 @@ static void judge_window(const struct ctx *c, double w, struct window_result *r)
                 for (size_t i = ja; i < n; i++) {
                         double t = s[i].t_s, v = s[i].bytes;
                         while (t >= next && b + 1 < LEAK_BUCKETS)
-                                next = t0 + (double) (++b + 1) * len;
+                                next = t0 + (double)(++b + 1) * len;
                         if (v < by[b] && usable(c, i)) {
                                 by[b] = v;
                                 bx[b] = t;
                         }
                 }
-                per_floor = (double) (n - ja) / LEAK_BUCKETS;
+                per_floor = (double)(n - ja) / LEAK_BUCKETS;
         } else {
                 k0 = lower_bound_d(c->drops, c->nd, t0);
                 size_t kt = c->nd - k0;
@@ -826,8 +830,8 @@ static void judge_window(const struct ctx *c, double w, struct window_result *r)
                         return;
                 }
                 size_t g = kt < LEAK_BUCKETS ? kt : LEAK_BUCKETS;
-                per_floor = (double) kt / (double) g; /* the troughs, not the samples */
-                size_t j = 0, b = 0; /* cycle k0 + j, in group b */
+                per_floor = (double)kt / (double)g; /* the troughs, not the samples */
+                size_t j = 0, b = 0;                /* cycle k0 + j, in group b */
                 for (size_t i = lower_bound_t(s, n, c->drops[k0]); i < n; i++) {
                         double t = s[i].t_s, v = s[i].bytes;
                         if (k0 + j + 1 < c->nd && t >= c->drops[k0 + j + 1]) {
@@ -875,7 +879,7 @@ static void judge_window(const struct ctx *c, double w, struct window_result *r)
         double mx = 0, sxx = 0;
         for (size_t i = 0; i < m; i++)
                 mx += fx[i];
-        mx /= (double) m;
+        mx /= (double)m;
         for (size_t i = 0; i < m; i++)
                 sxx += (fx[i] - mx) * (fx[i] - mx);
         if (per_floor < 1)
@@ -999,10 +1003,11 @@ static void set_reason(struct leak_verdict *v, const struct window_result *r, co
         case W_UNSURE: {
                 char lo[32];
                 fmt_bytes(lo, sizeof lo, r->growth_lo, true);
-                snprintf(v->reason, sizeof v->reason,
-                         "no clear growth: the floor of the last %s changed by %s, but within the noise by as little as "
-                         "%s (below %s)",
-                         span, g, lo, need);
+                snprintf(
+                        v->reason, sizeof v->reason,
+                        "no clear growth: the floor of the last %s changed by %s, but within the noise by as little as "
+                        "%s (below %s)",
+                        span, g, lo, need);
                 break;
         }
         case W_TREND:
@@ -1075,7 +1080,7 @@ int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t
         struct leak_params def;
         if (!ret)
                 return -EINVAL;
-        *ret = (struct leak_verdict) { 0 };
+        *ret = (struct leak_verdict){ 0 };
         snprintf(ret->reason, sizeof ret->reason, "invalid input");
         if (!p) {
                 leak_params_default(&def);
@@ -1114,7 +1119,7 @@ int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t
                 snprintf(ret->reason, sizeof ret->reason, "out of memory");
                 return -ENOMEM;
         }
-        double *drops = (double *) (void *) (pt + pt_size);
+        double *drops = (double *)(void *)(pt + pt_size);
         double *gaps = drops + m;
         double gap_min = p->max_gap_frac * p->windows_s[0];
         memset(pt, PT_OK, m);
@@ -1202,7 +1207,7 @@ int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t
                  * seen in part) only if it is short enough to be one; a
                  * lone drop after a long quiet stretch is a free(). */
                 double head = drops[0] - s[first].t_s;
-                c.longest = head <= wmax / (double) p->min_floors ? head : 0;
+                c.longest = head <= wmax / (double)p->min_floors ? head : 0;
                 for (size_t j = 0; j + 1 < nd; j++)
                         if (drops[j + 1] - drops[j] > c.longest)
                                 c.longest = drops[j + 1] - drops[j];

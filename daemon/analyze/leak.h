@@ -55,10 +55,10 @@
 struct leak_params {
         double windows_s[LEAK_MAX_WINDOWS]; /* strictly ascending, > 0 */
         size_t n_windows;                   /* 1..LEAK_MAX_WINDOWS */
-        double grace_s;              /* judge only samples after grace start + grace_s, >= 0 */
-        double min_growth_bytes;     /* growth over the window at least this... */
-        double min_growth_pct;       /* ...and at least this % of the window's starting level */
-        double min_z;                /* Mann-Kendall Z of the floors at least this */
+        double grace_s;                     /* judge only samples after grace start + grace_s, >= 0 */
+        double min_growth_bytes;            /* growth over the window at least this... */
+        double min_growth_pct;              /* ...and at least this % of the window's starting level */
+        double min_z;                       /* Mann-Kendall Z of the floors at least this */
         /* Finer settings; the defaults rarely need changing. */
         double min_growth_se;        /* growth >= this many of its standard errors (predicted from the noise) */
         double growth_bound_z;       /* the growth floor also holds at the slope's lower confidence bound,
@@ -95,14 +95,14 @@ struct leak_point {
 
 struct leak_verdict {
         bool suspected;
-        bool evaluated;         /* false: not judged yet (grace, too little data, a gap, a slow sawtooth);
+        bool evaluated;           /* false: not judged yet (grace, too little data, a gap, a slow sawtooth);
                                  * the numbers below are then 0 and only `reason` says why */
         double slope_bytes_per_s; /* of the reported window (the longest passing, else the longest judged) */
-        double growth_bytes;    /* slope x window_s */
-        double window_s;        /* the span judged: from its first sample to the last one */
-        double confidence;      /* 0..1: 1 - one-sided p-value of the Mann-Kendall Z */
-        double since_t_s;       /* start of the reported window, in the series' time */
-        char reason[256];       /* one sentence a human can act on; it does not name the metric, e.g.
+        double growth_bytes;      /* slope x window_s */
+        double window_s;          /* the span judged: from its first sample to the last one */
+        double confidence;        /* 0..1: 1 - one-sided p-value of the Mann-Kendall Z */
+        double since_t_s;         /* start of the reported window, in the series' time */
+        char reason[256];         /* one sentence a human can act on; it does not name the metric, e.g.
                                  * "memory grew 96.0 MiB in 45 s (2.13 MiB/s), steadily: Mann-Kendall Z 4.5
                                  * over 12 floors", "no steady growth: the floor of the last 5 min changed by
                                  * +1.2 MiB (below 16.0 MiB)", "growth stopped: the last 10 s are flat after
@@ -124,6 +124,6 @@ int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t
                   struct leak_verdict *ret);
 
 /* Building blocks, exposed for tests; inputs must be finite. */
-double theil_sen_slope(const double *x, const double *y, size_t n);  /* median of pairwise slopes (pairs with
+double theil_sen_slope(const double *x, const double *y, size_t n); /* median of pairwise slopes (pairs with
                                                                       * distinct x); NaN if there is none */
-double mann_kendall_z(const double *y, size_t n);                    /* with tie correction; 0 if n < 3 */
+double mann_kendall_z(const double *y, size_t n);                   /* with tie correction; 0 if n < 3 */

@@ -24,7 +24,9 @@ void leakwatch_done(struct leakwatch *w) {
         w->n = w->cap = 0;
 }
 
-void leakwatch_mark(struct leakwatch *w, double t_s) { w->grace_from_t = t_s; }
+void leakwatch_mark(struct leakwatch *w, double t_s) {
+        w->grace_from_t = t_s;
+}
 
 static void push(struct leakwatch *w, double t, double v) {
         size_t i = (w->head + w->n) % w->cap;

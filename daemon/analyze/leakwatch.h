@@ -14,11 +14,11 @@
 struct leakwatch {
         struct leak_point *pts; /* ring of floors */
         size_t cap, head, n;
-        double res_s;           /* floor resolution: shortest window / LEAK_BUCKETS */
-        double cur_t0;          /* start of the floor being built */
+        double res_s;  /* floor resolution: shortest window / LEAK_BUCKETS */
+        double cur_t0; /* start of the floor being built */
         double cur_min;
         bool cur_valid;
-        double grace_from_t;    /* registration, or the last mark */
+        double grace_from_t; /* registration, or the last mark */
         /* the verdict */
         struct leak_verdict v;
         bool suspected;

@@ -8,7 +8,9 @@
 
 #include "util.h"
 
-static char *strndup_or_null(const char *s, size_t len) { return s && len ? strndup(s, len) : NULL; }
+static char *strndup_or_null(const char *s, size_t len) {
+        return s && len ? strndup(s, len) : NULL;
+}
 
 static void slice_done(struct op_slice *s) {
         free(s->op);
@@ -121,8 +123,8 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
                 s->ts = slice;
         }
-        if (category && category_len && (!s->category || strncmp(s->category, category, category_len) != 0 ||
-                                          s->category[category_len] != 0)) {
+        if (category && category_len &&
+            (!s->category || strncmp(s->category, category, category_len) != 0 || s->category[category_len] != 0)) {
                 char *c = strndup_or_null(category, category_len);
                 if (!c)
                         return -ENOMEM;

@@ -48,7 +48,9 @@ struct op_table {
         uint64_t dropped; /* over OPS_MAX_PER_RUN or OPS_MAX_PENDING_GAUGES */
 };
 
-static inline int64_t ops_slice_of(int64_t ts_ms) { return ts_ms - ts_ms % OPS_SLICE_MS; }
+static inline int64_t ops_slice_of(int64_t ts_ms) {
+        return ts_ms - ts_ms % OPS_SLICE_MS;
+}
 
 /* One observation. rate in (0, 1]: a counter counts 1/rate, a timing is
  * weighted round(1/rate). -EINVAL bad value, -ENOSPC too many ops/gauges

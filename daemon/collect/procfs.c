@@ -15,7 +15,9 @@
 
 /* ---- tokenizing --------------------------------------------------------- */
 
-static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n'; }
+static bool is_blank(char c) {
+        return c == ' ' || c == '\t' || c == '\n';
+}
 
 /* Next run of non-blank bytes in [*p, end): stores its start in *ret and
  * returns its length, 0 when only blanks are left. */
@@ -325,7 +327,6 @@ int proc_parse_io(const char *text, struct proc_io *ret) {
         return 0;
 }
 
-
 /* Per-key helpers for the "Key:\tvalue" files: each known key may appear once. */
 static int status_pid(const char *value, const char *end, bool *seen, int *out) {
         uint64_t v;
@@ -564,9 +565,9 @@ int proc_parse_meminfo(const char *text, struct proc_meminfo *ret) {
                 const char *key;
                 uint64_t *value;
         } keys[] = {
-                { "MemTotal", &m.total_bytes },     { "MemFree", &m.free_bytes },
-                { "Buffers", &m.buffers_bytes },    { "Cached", &m.cached_bytes },
-                { "SwapTotal", &m.swap_total_bytes }, { "SwapFree", &m.swap_free_bytes },
+                { "MemTotal", &m.total_bytes },         { "MemFree", &m.free_bytes },
+                { "Buffers", &m.buffers_bytes },        { "Cached", &m.cached_bytes },
+                { "SwapTotal", &m.swap_total_bytes },   { "SwapFree", &m.swap_free_bytes },
                 { "MemAvailable", &m.available_bytes }, /* last: optional */
         };
         const unsigned required = (1u << (ELEMENTSOF(keys) - 1)) - 1;
@@ -703,7 +704,7 @@ int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap) {
         }
 
         for (p = text; (len = next_word(&p, end, &w)) > 0;)
-                (void) word_to_pid(w, len, &(*pids)[(*n)++]);
+                (void)word_to_pid(w, len, &(*pids)[(*n)++]);
         return 0;
 }
 

@@ -80,8 +80,8 @@ int proc_parse_cpu_total(const char *text, struct proc_cpu_total *ret);
 
 /* /proc/meminfo, kB -> bytes. */
 struct proc_meminfo {
-        uint64_t total_bytes, free_bytes, available_bytes, buffers_bytes, cached_bytes,
-                swap_total_bytes, swap_free_bytes;
+        uint64_t total_bytes, free_bytes, available_bytes, buffers_bytes, cached_bytes, swap_total_bytes,
+                swap_free_bytes;
         bool has_available;
 };
 int proc_parse_meminfo(const char *text, struct proc_meminfo *ret);
@@ -125,4 +125,6 @@ int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret);
 int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
 
 /* ENOENT / ESRCH: the process is gone. */
-static inline bool proc_errno_is_gone(int r) { return r == -ENOENT || r == -ESRCH; }
+static inline bool proc_errno_is_gone(int r) {
+        return r == -ENOENT || r == -ESRCH;
+}

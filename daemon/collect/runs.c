@@ -310,8 +310,8 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
         return t * (1000000000ULL / (uint64_t)ctx->clk_tck);
 }
 
-static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm,
-                          size_t n, usec_t now_mono, struct sample *s) {
+static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm, size_t n,
+                          usec_t now_mono, struct sample *s) {
         _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
         _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
         if (!dirfds || !acc)
@@ -454,7 +454,9 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                         r->netns = nn;
                         c = &r->netns[r->n_netns++];
                         /* a namespace first seen now is a baseline */
-                        *c = (struct netns_counter){ .inode = rd[i].netns, .rx_bytes = nd->rx_bytes, .tx_bytes = nd->tx_bytes };
+                        *c = (struct netns_counter){ .inode = rd[i].netns,
+                                                     .rx_bytes = nd->rx_bytes,
+                                                     .tx_bytes = nd->tx_bytes };
                 }
                 d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
                 d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
@@ -468,8 +470,8 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         if (!rd[0].zombie && (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3)) {
                 char *cmd = NULL;
                 if (proc_read_cmdline(r->dirfd, 4096, &cmd) == 0) {
-                        bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 ||
-                                       !r->info.cmdline || strcmp(cmd, r->info.cmdline) != 0;
+                        bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || !r->info.cmdline ||
+                                       strcmp(cmd, r->info.cmdline) != 0;
                         char *comm = changed ? strdup(rd[0].st.comm) : NULL;
                         if (changed && comm) {
                                 free(r->info.comm);

@@ -22,8 +22,8 @@ struct member {
         bool has_io;
         struct proc_io io;
         bool has_netns;
-        uint64_t netns;      /* network namespace inode */
-        uint64_t netns_tick; /* run tick at which netns was last read */
+        uint64_t netns;          /* network namespace inode */
+        uint64_t netns_tick;     /* run tick at which netns was last read */
         struct accel_member acc; /* its GPU/NPU fds */
 };
 
@@ -35,8 +35,8 @@ struct netns_counter {
 
 struct run {
         struct run_info info;
-        int pidfd;  /* -1 under a fixture proc root */
-        int dirfd;  /* /proc/PID */
+        int pidfd; /* -1 under a fixture proc root */
+        int dirfd; /* /proc/PID */
         /* kept open and pread each tick: cheaper than open/read/close, and a
          * kept fd is bound to this task (ESRCH once it is reaped, never a
          * recycled pid's data) */
@@ -53,12 +53,12 @@ struct run {
         uint64_t peak_rss_bytes; /* VmHWM, refreshed every few ticks */
         bool has_last;
         struct sample last;
-        struct op_table ops; /* what the application reports (StatsD, observations) */
-        struct leakwatch leak; /* anonymous RSS floors and the leak verdict */
+        struct op_table ops;       /* what the application reports (StatsD, observations) */
+        struct leakwatch leak;     /* anonymous RSS floors and the leak verdict */
         struct leakwatch leak_gpu; /* the same on GPU memory, once it is known */
         struct accel_run accel;    /* per-device use and the energy estimate */
-        void *owner; /* the manager, for event callbacks */
-        bool identity_changed; /* comm/cmdline re-read (exec): store them */
+        void *owner;               /* the manager, for event callbacks */
+        bool identity_changed;     /* comm/cmdline re-read (exec): store them */
 };
 
 /* Host-wide context the collector needs. */
@@ -72,7 +72,7 @@ struct collect_ctx {
                 uint64_t inode;
                 int r;
                 struct proc_netdev nd;
-        } *nscache;
+        } * nscache;
         size_t n_nscache;
         uint64_t tick_id;
         struct accel *accel; /* NULL: no GPU/NPU/energy collection */
@@ -102,8 +102,7 @@ void run_close_fds(struct run *r);
  * baseline (rates unknown). Returns -ESRCH when the process is gone.
  * final: the process has exited but not been reaped (pidfd readable): a
  * zombie still shows its CPU time and I/O; its RSS is kept from before. */
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
-               struct sample *ret);
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final, struct sample *ret);
 
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);

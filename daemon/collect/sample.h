@@ -68,8 +68,8 @@ struct run_info {
         char boot_id[64];
         bool has_uid;
         uid_t uid;
-        char *name;      /* NULL = none */
-        char *comm;      /* raw bytes from the kernel; sanitized when rendered */
+        char *name; /* NULL = none */
+        char *comm; /* raw bytes from the kernel; sanitized when rendered */
         char *cmdline;
         char *tags_json; /* a JSON object, "{}" when none */
         int64_t interval_ms;
@@ -78,8 +78,8 @@ struct run_info {
         int64_t registered_ts_ms;
         int64_t ended_ts_ms; /* 0 = still running */
         struct run_totals totals;
-        char *leak_json;     /* the last stored verdict (JSON), NULL if none */
-        bool leak_detected;  /* a leak was suspected at some point */
+        char *leak_json;    /* the last stored verdict (JSON), NULL if none */
+        bool leak_detected; /* a leak was suspected at some point */
 };
 
 void run_info_done(struct run_info *ri);

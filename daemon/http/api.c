@@ -133,7 +133,7 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, con
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text, size_t len,
-                                  const char *allow) {
+                                 const char *allow) {
         char *copy = malloc(len + 2);
         if (!copy)
                 return MHD_NO;
@@ -265,8 +265,8 @@ static bool peer_cred(struct request *rq, struct ucred *ret) {
 
 /* ---- handlers ----------------------------------------------------------- */
 
-static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op,
-                       struct op_aggs *ret, int64_t *ret_span_from);
+static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
+                       int64_t *ret_span_from);
 
 static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
@@ -384,8 +384,8 @@ static bool load_run(struct request *rq, const char *idtext, struct run_info *ri
 static json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history) {
         struct run *r = manager_find_run(rq->l->api->m, ri->id);
         json_object *leak = r && r->leak.pts ? render_run_leak(&r->leak, &r->leak_gpu, ri->registered_ts_ms)
-                            : ri->leak_json ? json_tokener_parse(ri->leak_json)
-                                            : NULL;
+                            : ri->leak_json  ? json_tokener_parse(ri->leak_json)
+                                             : NULL;
         if (!leak || !with_history)
                 return leak;
         struct query_limits lim = limits(rq);
@@ -409,7 +409,8 @@ static json_object *run_leak(struct request *rq, const struct run_info *ri, bool
 
 static json_object *run_full(struct request *rq, const struct run_info *ri) {
         json_object *o = run_with_latest(rq, ri);
-        json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), rq->l->api->m->config.grid_g_per_kwh));
+        json_object_object_add(o, "summary",
+                               render_summary(ri, now_realtime_ms(), rq->l->api->m->config.grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
         return o;
 }
@@ -771,8 +772,8 @@ static void h_run_throughput(struct request *rq, const char *const *parts, size_
                         respond_query_error(rq, r);
                         return;
                 }
-                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6, &ops,
-                                                         (double)(until - span_from) / 1000.0));
+                json_object_array_add(
+                        arr, render_window(&w, (double)windows[i] / 1e6, &ops, (double)(until - span_from) / 1000.0));
                 op_aggs_done(&ops);
         }
         respond_json(rq, 200, root);
@@ -784,8 +785,8 @@ static void h_run_throughput(struct request *rq, const char *const *parts, size_
  * slices, plus the ones still in memory for a running run. Slices are 1 s,
  * so the span really starts at the slice holding `from` (*ret_span_from):
  * rates divide by until - *ret_span_from and are exact for steady rates. */
-static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op,
-                       struct op_aggs *ret, int64_t *ret_span_from) {
+static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
+                       int64_t *ret_span_from) {
         struct manager *m = rq->l->api->m;
         struct query_limits lim = limits(rq);
         int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
@@ -813,8 +814,7 @@ static bool parse_quantiles(struct request *rq, const char *spec, double *qs, si
                 double q;
                 const char *dot = strchr(t, '.');
                 /* plain decimals only: strtod would also take 1e-4 or 0x10 */
-                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) &&
-                             t[0] != '.';
+                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) && t[0] != '.';
                 if (n == MAX_QUANTILES || !plain || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) ||
                     (dot && strlen(dot + 1) > 3)) {
                         _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
@@ -995,7 +995,8 @@ static bool parse_observations(struct request *rq, json_object *body, struct obs
                 } k[] = { { "ms", OP_TIMING }, { "count", OP_COUNTER }, { "gauge", OP_GAUGE } };
                 for (size_t j = 0; j < ELEMENTSOF(k); j++)
                         if (json_object_object_get_ex(o, k[j].key, &x)) {
-                                if (!(json_object_is_type(x, json_type_double) || json_object_is_type(x, json_type_int)))
+                                if (!(json_object_is_type(x, json_type_double) ||
+                                      json_object_is_type(x, json_type_int)))
                                         goto bad_item;
                                 v[i].kind = k[j].kind;
                                 v[i].value = json_object_get_double(x);
@@ -1010,7 +1011,7 @@ static bool parse_observations(struct request *rq, json_object *body, struct obs
                         v[i].category = json_object_get_string(x);
                 }
                 continue;
-        bad_item:
+bad_item:
                 if (rq->status == 0)
                         respond_error(rq, 400, "bad_request",
                                       "observation %zu: needs \"op\" (1-200 bytes) and exactly one of \"ms\" (>= 0), "

@@ -597,8 +597,8 @@ static void put_host(struct metrics_buf *b, const struct manager *m) {
                 const struct {
                         const char *mode;
                         uint64_t ticks;
-                } modes[] = { { "user", c->user }, { "nice", c->nice },       { "system", c->system },
-                              { "idle", c->idle }, { "iowait", c->iowait },   { "irq", c->irq },
+                } modes[] = { { "user", c->user },       { "nice", c->nice },     { "system", c->system },
+                              { "idle", c->idle },       { "iowait", c->iowait }, { "irq", c->irq },
                               { "softirq", c->softirq }, { "steal", c->steal } };
                 double tck = (double)(m->collect.clk_tck > 0 ? m->collect.clk_tck : 100);
                 put_header(b, "mlmond_host_cpu_seconds_total", COUNTER,
@@ -665,7 +665,8 @@ static void metrics_devices(struct metrics_buf *b, const struct manager *m) {
         } fam[_DM_MAX] = {
                 [DM_BUSY] = { "mlmond_device_busy_ratio", GAUGE,
                               "Busy share of the device over the last device interval (sysfs, NVML)." },
-                [DM_MEM_USED] = { "mlmond_device_memory_used_bytes", GAUGE, "Device memory in use (VRAM, NPU buffers)." },
+                [DM_MEM_USED] = { "mlmond_device_memory_used_bytes", GAUGE,
+                                  "Device memory in use (VRAM, NPU buffers)." },
                 [DM_MEM_TOTAL] = { "mlmond_device_memory_total_bytes", GAUGE, "Device memory in all." },
                 [DM_POWER] = { "mlmond_device_power_watts", GAUGE, "Power drawn by the device (hwmon, NVML)." },
                 [DM_ENERGY] = { "mlmond_device_energy_joules_total", COUNTER,
@@ -677,7 +678,8 @@ static void metrics_devices(struct metrics_buf *b, const struct manager *m) {
         const struct gpu_device *d = m->accel ? accel_devices(m->accel, &n) : NULL;
         struct metrics_buf lab = {};
         if (n > 0) {
-                put_header(b, "mlmond_device_info", GAUGE, "The host's GPUs and NPUs (value 1), by PCI address or node.");
+                put_header(b, "mlmond_device_info", GAUGE,
+                           "The host's GPUs and NPUs (value 1), by PCI address or node.");
                 for (size_t i = 0; i < n; i++) {
                         lab.len = 0;
                         put_label(&lab, "device", d[i].id);
@@ -758,15 +760,15 @@ static void put_daemon(struct metrics_buf *b, struct manager *m) {
         put_single(b, "mlmond_ticks_total", COUNTER, "Sampler ticks since mlmond started.", true, m->ticks);
         put_single(b, "mlmond_tick_overruns_total", COUNTER,
                    "Times a run's sampling fell a whole interval behind its schedule.", true, m->overruns);
-        put_single(b, "mlmond_last_tick_duration_seconds", GAUGE, "How long the last sampler tick took.",
-                   m->ticks > 0, m->last_tick_ms / 1000.0);
+        put_single(b, "mlmond_last_tick_duration_seconds", GAUGE, "How long the last sampler tick took.", m->ticks > 0,
+                   m->last_tick_ms / 1000.0);
         put_single(b, "mlmond_db_write_errors_total", COUNTER, "Failed database writes since mlmond started.", true,
                    (double)(store_write_errors(m->store) + m->tick_errors));
         put_single(b, "mlmond_statsd_received_total", COUNTER, "StatsD lines received.", true, m->statsd_received);
-        put_single(b, "mlmond_statsd_malformed_total", COUNTER,
-                   "StatsD lines (and datagrams) dropped as malformed.", true, m->statsd_malformed);
-        put_single(b, "mlmond_statsd_unmatched_total", COUNTER, "StatsD lines dropped: no running run matched.",
-                   true, m->statsd_unmatched);
+        put_single(b, "mlmond_statsd_malformed_total", COUNTER, "StatsD lines (and datagrams) dropped as malformed.",
+                   true, m->statsd_malformed);
+        put_single(b, "mlmond_statsd_unmatched_total", COUNTER, "StatsD lines dropped: no running run matched.", true,
+                   m->statsd_unmatched);
         put_single(b, "mlmond_process_cpu_seconds_total", COUNTER, "CPU time mlmond itself has used.", has_cpu,
                    (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_SEC);
         put_single(b, "mlmond_process_resident_memory_bytes", GAUGE, "Resident memory of mlmond itself.", has_rss,

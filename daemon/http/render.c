@@ -131,7 +131,8 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
 
 json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms) {
         json_object *o = render_leak(rss, registered_ts_ms, "rss_anon_bytes");
-        json_object_object_add(o, "gpu_mem", gpu && gpu->pts ? render_leak(gpu, registered_ts_ms, "gpu_mem_bytes") : NULL);
+        json_object_object_add(o, "gpu_mem",
+                               gpu && gpu->pts ? render_leak(gpu, registered_ts_ms, "gpu_mem_bytes") : NULL);
         return o;
 }
 

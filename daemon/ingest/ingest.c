@@ -54,7 +54,7 @@ struct ingest {
 struct dgram_ctx {
         struct ingest *g;
         bool is_unix;
-        int sender_pid;     /* unix: from SCM_CREDENTIALS, 0 if unknown */
+        int sender_pid;       /* unix: from SCM_CREDENTIALS, 0 if unknown */
         uint16_t sender_port; /* udp */
         bool resolved;
         struct run *run;
@@ -147,7 +147,8 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
                 } else
                         slot = port % PORT_CACHE_MAX;
         }
-        g->ports[slot] = (struct port_owner){ .port = port, .run_id = owner ? owner->info.id : 0,
+        g->ports[slot] = (struct port_owner){ .port = port,
+                                              .run_id = owner ? owner->info.id : 0,
                                               .expires = now + (owner ? PORT_CACHE_USEC : PORT_CACHE_MISS_USEC) };
         return owner;
 }
@@ -331,7 +332,9 @@ static void start_udp(struct ingest *g, const char *spec) {
         }
 }
 
-static bool disabled(const char *s) { return !s || !*s || streq(s, "none"); }
+static bool disabled(const char *s) {
+        return !s || !*s || streq(s, "none");
+}
 
 int ingest_new(struct manager *m, struct ingest **ret, char *err, size_t errlen) {
         struct ingest *g = calloc(1, sizeof *g);

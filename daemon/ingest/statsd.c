@@ -48,33 +48,23 @@
 /* ---- byte classes ------------------------------------------------------- */
 
 enum {
-        TC_OK = 0,    /* printable ASCII that may appear in a name/category */
-        TC_BAD,       /* control, DEL, space, or a delimiter */
-        TC_HIGH,      /* >= 0x80: part of a UTF-8 sequence, checked apart */
-        TC_COLON,     /* ':' ends a name; in a category it is TC_BAD */
+        TC_OK = 0, /* printable ASCII that may appear in a name/category */
+        TC_BAD,    /* control, DEL, space, or a delimiter */
+        TC_HIGH,   /* >= 0x80: part of a UTF-8 sequence, checked apart */
+        TC_COLON,  /* ':' ends a name; in a category it is TC_BAD */
 };
 
 /* Name bytes. ',' is allowed in a name (it only separates tags). */
 static const unsigned char name_class[256] = {
         [0x00 ... 0x20] = TC_BAD, /* C0 controls and the space */
-        [':'] = TC_COLON,
-        ['|'] = TC_BAD,
-        ['@'] = TC_BAD,
-        ['#'] = TC_BAD,
-        [0x7f] = TC_BAD,
-        [0x80 ... 0xff] = TC_HIGH,
+        [':'] = TC_COLON,         ['|'] = TC_BAD,  ['@'] = TC_BAD,
+        ['#'] = TC_BAD,           [0x7f] = TC_BAD, [0x80 ... 0xff] = TC_HIGH,
 };
 
 /* Category bytes: the name's rules, and neither ':' nor ','. */
 static const unsigned char category_class[256] = {
-        [0x00 ... 0x20] = TC_BAD,
-        [':'] = TC_BAD,
-        [','] = TC_BAD,
-        ['|'] = TC_BAD,
-        ['@'] = TC_BAD,
-        ['#'] = TC_BAD,
-        [0x7f] = TC_BAD,
-        [0x80 ... 0xff] = TC_HIGH,
+        [0x00 ... 0x20] = TC_BAD, [':'] = TC_BAD, [','] = TC_BAD,  ['|'] = TC_BAD,
+        ['@'] = TC_BAD,           ['#'] = TC_BAD, [0x7f] = TC_BAD, [0x80 ... 0xff] = TC_HIGH,
 };
 
 static bool is_number_char(unsigned char c) {

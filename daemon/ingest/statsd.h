@@ -14,7 +14,7 @@ enum statsd_type {
         STATSD_GAUGE,   /* "g": a value, stored with the samples */
 };
 
-#define STATSD_NAME_MAX 200     /* longer names are malformed */
+#define STATSD_NAME_MAX 200 /* longer names are malformed */
 #define STATSD_CATEGORY_MAX 64
 
 struct statsd_metric {
@@ -26,9 +26,9 @@ struct statsd_metric {
         bool gauge_delta;   /* "g" value written with an explicit sign: +N / -N */
         /* understood tags (others are ignored) */
         bool has_run;
-        int64_t run;        /* #run:ID, > 0 */
+        int64_t run; /* #run:ID, > 0 */
         bool has_pid;
-        int32_t pid;        /* #pid:N, > 0 */
+        int32_t pid;          /* #pid:N, > 0 */
         const char *category; /* #category:C, NULL if absent; category_len bytes */
         size_t category_len;
 };
@@ -46,5 +46,4 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret);
  * the malformed ones. Empty lines (e.g. a trailing "\n") are skipped, not
  * malformed. Returns the number of well-formed lines. */
 typedef void (*statsd_metric_fn)(const struct statsd_metric *m, void *userdata);
-size_t statsd_parse_datagram(const char *buf, size_t len, statsd_metric_fn fn, void *userdata,
-                             uint64_t *ret_malformed);
+size_t statsd_parse_datagram(const char *buf, size_t len, statsd_metric_fn fn, void *userdata, uint64_t *ret_malformed);

@@ -22,7 +22,9 @@ static sqlite3 *reader_begin(struct store *s, const struct query_limits *l, stru
         return db;
 }
 
-static void reader_end(struct store *s) { sqlite3_progress_handler(store_reader(s), 0, NULL, NULL); }
+static void reader_end(struct store *s) {
+        sqlite3_progress_handler(store_reader(s), 0, NULL, NULL);
+}
 
 static int step_error(sqlite3 *db, int rc) {
         if (rc == SQLITE_INTERRUPT)
@@ -70,8 +72,9 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
         bool truncated = false;
 
         if (store_reader_prepare(s,
-                               "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                               "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4", &st) != SQLITE_OK) {
+                                 "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
+                                 "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
+                                 &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -151,12 +154,12 @@ out:
 /* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
  * reader serves both: rates and gauges averaged, counters at their last
  * (= largest) value. */
-#define SAMPLE_STEP_COLUMNS                                                                                \
+#define SAMPLE_STEP_COLUMNS                                                                                  \
         "(ts / ?1) * ?1 AS bucket, avg(cpu_pct), max(cpu_time_ns), max(user_time_ns), max(system_time_ns), " \
-        "CAST(avg(rss_bytes) AS INTEGER), CAST(avg(rss_anon_bytes) AS INTEGER), max(peak_rss_bytes), "      \
-        "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "             \
-        "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "          \
-        "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "  \
+        "CAST(avg(rss_bytes) AS INTEGER), CAST(avg(rss_anon_bytes) AS INTEGER), max(peak_rss_bytes), "       \
+        "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "                \
+        "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "             \
+        "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "    \
         "avg(gpu_util_pct), max(energy_j), NULL"
 
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
@@ -175,7 +178,8 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                 limit = l->max_rows;
         const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
-                                      : "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
+                                      : "SELECT " STORE_SAMPLE_COLUMNS
+                                        ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
         if (store_reader_prepare(s, sql, &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
@@ -258,7 +262,8 @@ void window_rates_from(const struct sample *a, const struct sample *z, struct wi
         }
 }
 
-static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last, struct sample *ret) {
+static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last,
+                       struct sample *ret) {
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         const char *sql = last ? "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
                                  "ORDER BY ts DESC LIMIT 1"
@@ -290,8 +295,9 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
         if (r == 0) {
                 window_rates_from(&a, &z, &w);
                 _cleanup_reset_ sqlite3_stmt *st = NULL;
-                if (store_reader_prepare(s,
-                                       "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?", &st) == SQLITE_OK) {
+                if (store_reader_prepare(
+                            s, "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
+                            &st) == SQLITE_OK) {
                         sqlite3_bind_int64(st, 1, run_id);
                         sqlite3_bind_int64(st, 2, from);
                         sqlite3_bind_int64(st, 3, until);
@@ -376,7 +382,8 @@ int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, s
         struct mark *v = NULL;
         size_t n = 0;
         int r = 0, rc;
-        if (store_reader_prepare(s, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st) !=
+            SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -415,8 +422,7 @@ int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id,
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r;
-        if (store_reader_prepare(s, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st) !=
-            SQLITE_OK) {
+        if (store_reader_prepare(s, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -454,8 +460,9 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
         if (store_reader_prepare(s,
-                               "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
-                               "ORDER BY ts LIMIT ?", &st) != SQLITE_OK) {
+                                 "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
+                                 "ORDER BY ts LIMIT ?",
+                                 &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }
@@ -513,8 +520,9 @@ int query_leak_events(struct store *s, const struct query_limits *l, int64_t run
         struct leak_event *v = NULL;
         size_t n = 0;
         int r = 0, rc;
-        if (store_reader_prepare(s, "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
-                                 &st) != SQLITE_OK) {
+        if (store_reader_prepare(
+                    s, "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+                    &st) != SQLITE_OK) {
                 r = step_error(db, SQLITE_ERROR);
                 goto out;
         }

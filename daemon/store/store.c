@@ -24,7 +24,9 @@ struct store {
         } reader_cache[24];
 };
 
-unsigned store_schema_version(void) { return (unsigned)sql_migrations_count; }
+unsigned store_schema_version(void) {
+        return (unsigned)sql_migrations_count;
+}
 
 static void sqlite_log(void *arg, int code, const char *msg) {
         /* SQLITE_WARNING carries "file unlinked while open" and the like:
@@ -59,8 +61,7 @@ static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
 
 static int user_version(sqlite3 *db, unsigned *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
-            sqlite3_step(st) != SQLITE_ROW)
+        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
                 return -EIO;
         *ret = (unsigned)sqlite3_column_int(st, 0);
         return 0;
@@ -110,7 +111,8 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
 
         if (sqlite3_open_v2(path, &s->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
             SQLITE_OK) {
-                snprintf(errbuf, errlen, "cannot open database %s: %s", path, s->w ? sqlite3_errmsg(s->w) : "out of memory");
+                snprintf(errbuf, errlen, "cannot open database %s: %s", path,
+                         s->w ? sqlite3_errmsg(s->w) : "out of memory");
                 r = -EIO;
                 goto fail;
         }
@@ -122,8 +124,9 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
             /* 1 MiB of page cache: each tick appends at the right edge of
              * one b-tree, which stays cached; SQLite's 2 MiB default was a
              * fifth of the daemon's memory (tests/bench/sampling.sh) */
-            exec(s->w, "PRAGMA journal_size_limit=67108864; PRAGMA trusted_schema=OFF; PRAGMA cell_size_check=ON; "
-                       "PRAGMA cache_size=-1024;",
+            exec(s->w,
+                 "PRAGMA journal_size_limit=67108864; PRAGMA trusted_schema=OFF; PRAGMA cell_size_check=ON; "
+                 "PRAGMA cache_size=-1024;",
                  e, sizeof e) < 0) {
                 snprintf(errbuf, errlen, "cannot set up database %s: %s", path, e);
                 r = -EIO;
@@ -134,7 +137,8 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
                 goto fail;
 
         if (sqlite3_open_v2(path, &s->r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-                snprintf(errbuf, errlen, "cannot open database %s read-only: %s", path, s->r ? sqlite3_errmsg(s->r) : "out of memory");
+                snprintf(errbuf, errlen, "cannot open database %s read-only: %s", path,
+                         s->r ? sqlite3_errmsg(s->r) : "out of memory");
                 r = -EIO;
                 goto fail;
         }
@@ -195,9 +199,15 @@ void store_close(struct store *s) {
         free(s);
 }
 
-sqlite3 *store_writer(struct store *s) { return s->w; }
-sqlite3 *store_reader(struct store *s) { return s->r; }
-uint64_t store_write_errors(struct store *s) { return s->write_errors; }
+sqlite3 *store_writer(struct store *s) {
+        return s->w;
+}
+sqlite3 *store_reader(struct store *s) {
+        return s->r;
+}
+uint64_t store_write_errors(struct store *s) {
+        return s->write_errors;
+}
 
 int store_begin(struct store *s) {
         if (exec(s->w, "BEGIN IMMEDIATE", NULL, 0) < 0) {
@@ -494,10 +504,11 @@ static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, cons
  * op) and write their merge. */
 static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
-                               "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(
+                    s->w,
+                    "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
+                    "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
+                    -1, &st, NULL) != SQLITE_OK)
                 return -EIO;
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, until);
@@ -576,8 +587,8 @@ static int delete_batch(struct store *s, const char *table, const char *key, int
                         unsigned *ret) {
         char sql[256];
         snprintf(sql, sizeof sql,
-                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)",
-                 table, key, key, table);
+                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)", table,
+                 key, key, table);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(s->w, sql, -1, &st, NULL) != SQLITE_OK)
                 return -EIO;
@@ -600,15 +611,15 @@ int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutof
                 const char *table, *key; /* the primary key is (ts, key, ...) */
                 bool raw;
         } tables[] = {
-                { "samples", "run_id", true },        { "op_slices", "run_id", true },
-                { "gauges", "run_id", true },         { "device_samples", "device", true },
-                { "samples_1m", "run_id", false },    { "op_slices_1m", "run_id", false },
+                { "samples", "run_id", true },     { "op_slices", "run_id", true },
+                { "gauges", "run_id", true },      { "device_samples", "device", true },
+                { "samples_1m", "run_id", false }, { "op_slices_1m", "run_id", false },
         };
         unsigned total = 0;
         for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
                 unsigned n = 0;
-                int r = delete_batch(s, tables[i].table, tables[i].key, tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms,
-                                     batch - total, &n);
+                int r = delete_batch(s, tables[i].table, tables[i].key,
+                                     tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms, batch - total, &n);
                 if (r < 0)
                         return r;
                 total += n;
@@ -618,8 +629,8 @@ int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutof
 }
 
 int store_checkpoint(struct store *s, bool truncate) {
-        int rc = sqlite3_wal_checkpoint_v2(s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
-                                           NULL, NULL);
+        int rc = sqlite3_wal_checkpoint_v2(
+                s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         return rc == SQLITE_OK ? 0 : -EBUSY;
 }
 

@@ -26,7 +26,9 @@ static uint64_t rng_next(void) {
         rng_state ^= rng_state >> 27;
         return rng_state * 0x2545f4914f6cdd1dull;
 }
-static double rng_unit(void) { return ((double) (rng_next() >> 11) + 1.0) * 0x1p-53; }
+static double rng_unit(void) {
+        return ((double)(rng_next() >> 11) + 1.0) * 0x1p-53;
+}
 static double lognormal(void) {
         double u1 = rng_unit(), u2 = rng_unit();
         return exp(log(5.0) + sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
@@ -35,7 +37,7 @@ static double lognormal(void) {
 static double now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e9 + (double) ts.tv_nsec;
+        return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 static volatile double sink;
@@ -101,7 +103,7 @@ int main(void) {
         for (int k = 0; k < MERGES; k++) {
                 hist_init(&parts[k]);
                 for (size_t i = 0; i < HVALUES; i++)
-                        hist_add(&parts[k], v[(size_t) k * HVALUES + i], 1);
+                        hist_add(&parts[k], v[(size_t)k * HVALUES + i], 1);
         }
         struct hist m;
         hist_init(&m);

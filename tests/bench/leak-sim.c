@@ -68,10 +68,18 @@ static void rng_seed(struct rng *r, uint64_t a, uint64_t b) {
         for (int i = 0; i < 8; i++)
                 rng_next(r);
 }
-static double unit(struct rng *r) { return ((double) (rng_next(r) >> 11) + 0.5) * 0x1p-53; } /* (0,1) */
-static double unif(struct rng *r, double a, double b) { return a + (b - a) * unit(r); }
-static double logunif(struct rng *r, double a, double b) { return exp(unif(r, log(a), log(b))); }
-static double normal(struct rng *r) { return sqrt(-2 * log(unit(r))) * cos(2 * M_PI * unit(r)); }
+static double unit(struct rng *r) {
+        return ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53;
+} /* (0,1) */
+static double unif(struct rng *r, double a, double b) {
+        return a + (b - a) * unit(r);
+}
+static double logunif(struct rng *r, double a, double b) {
+        return exp(unif(r, log(a), log(b)));
+}
+static double normal(struct rng *r) {
+        return sqrt(-2 * log(unit(r))) * cos(2 * M_PI * unit(r));
+}
 
 /* ---- shapes ---------------------------------------------------------------- */
 
@@ -154,7 +162,7 @@ static const struct shape_info {
 
 /* Fills v[0..n) (t = i*dt); returns n. */
 static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t cap, struct gen *g) {
-        size_t n = (size_t) (g->duration / g->dt) + 1;
+        size_t n = (size_t)(g->duration / g->dt) + 1;
         if (n > cap)
                 n = cap;
         struct noise nz = { 0 };
@@ -168,7 +176,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                 nz.sigma = unif(r, 0, 0.05) * base;
                 nz.outliers = unit(r) < 0.5;
                 for (size_t i = 0; i < n; i++)
-                        v[i] = (struct leak_point) { i * g->dt, add_noise(r, &nz, base) };
+                        v[i] = (struct leak_point){ i * g->dt, add_noise(r, &nz, base) };
                 break;
         case Q_STEP: {
                 /* one big allocation, touched over 0-5 s */
@@ -179,7 +187,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                         double t = i * g->dt, x = base;
                         if (t >= at)
                                 x += rise > 0 && t < at + rise ? size * (t - at) / rise : size;
-                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                        v[i] = (struct leak_point){ t, add_noise(r, &nz, x) };
                 }
                 break;
         }
@@ -187,7 +195,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                 nz.sigma = unif(r, 0, 0.01) * base;
                 nz.outliers = unit(r) < 0.5;
                 base = logunif(r, 32 * MIB, 512 * MIB);
-                int kind = (int) (unit(r) * 3);
+                int kind = (int)(unit(r) * 3);
                 double c = kind == 0 ? unif(r, 0.5 * GIB, 4 * GIB) : logunif(r, 64 * MIB, 2 * GIB);
                 double T = kind == 0 ? unif(r, 5, 25) : unif(r, 10, 40);
                 double tau = kind == 1 ? unif(r, 0.5, 5) : unif(r, 2, 8);
@@ -199,7 +207,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                                 x = base + c * (t < T ? log1p(t / tau) / log1p(T / tau) : 1);
                         else /* warm-up saturating exponentially */
                                 x = base + c * -expm1(-t / tau);
-                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                        v[i] = (struct leak_point){ t, add_noise(r, &nz, x) };
                 }
                 break;
         }
@@ -218,7 +226,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                 }
                 for (size_t i = 0; i < n; i++) {
                         double t = i * g->dt;
-                        v[i] = (struct leak_point) { t, add_noise(r, &nz, base + gc_at(&gc, r, t) + g->rate * t) };
+                        v[i] = (struct leak_point){ t, add_noise(r, &nz, base + gc_at(&gc, r, t) + g->rate * t) };
                 }
                 break;
         }
@@ -228,7 +236,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                 nz.sigma = unif(r, 0, 0.005) * base;
                 for (size_t i = 0; i < n; i++) {
                         x = a * x + sd * sqrt(1 - a * a) * normal(r);
-                        v[i] = (struct leak_point) { i * g->dt, add_noise(r, &nz, base + x) };
+                        v[i] = (struct leak_point){ i * g->dt, add_noise(r, &nz, base + x) };
                 }
                 break;
         }
@@ -262,7 +270,7 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
                 for (size_t i = 0; i < n; i++) {
                         double t = i * g->dt;
                         double x = base + (t > g->leak_from ? g->rate * (t - g->leak_from) : 0);
-                        v[i] = (struct leak_point) { t, add_noise(r, &nz, x) };
+                        v[i] = (struct leak_point){ t, add_noise(r, &nz, x) };
                 }
                 break;
         case N_SHAPES:
@@ -273,8 +281,8 @@ static size_t generate(enum shape k, struct rng *r, struct leak_point *v, size_t
 
 /* ---- running ------------------------------------------------------------------ */
 
-struct result { /* per series */
-        float delay;   /* leaking: first detection - leak start; NAN: missed; quiet: first FP time or NAN */
+struct result {      /* per series */
+        float delay; /* leaking: first detection - leak start; NAN: missed; quiet: first FP time or NAN */
         float slope_err;
         uint32_t fp_evals, evals;
 };
@@ -291,7 +299,7 @@ static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
                 if (b != b0) {
                         if (!isnan(b0)) {
                                 end[m] = pts[i].t_s;
-                                pts[m++] = (struct leak_point) { (b0 + 0.5) * floor_res, mn };
+                                pts[m++] = (struct leak_point){ (b0 + 0.5) * floor_res, mn };
                         }
                         b0 = b;
                         mn = pts[i].bytes;
@@ -305,14 +313,14 @@ static void run_series(enum shape k, size_t idx, double dt, struct leak_point *b
                        const struct leak_params *p, struct result *res) {
         struct rng r;
         struct gen g = { .dt = dt, .duration = shapes[k].leak ? 20 * 60 : 15 * 60 };
-        rng_seed(&r, (uint64_t) k + 1, idx);
+        rng_seed(&r, (uint64_t)k + 1, idx);
         size_t n = generate(k, &r, buf, cap, &g);
         if (floor_res > 0)
                 n = to_floors(buf, n, when);
         else
                 for (size_t i = 0; i < n; i++)
                         when[i] = buf[i].t_s;
-        *res = (struct result) { .delay = NAN, .slope_err = NAN };
+        *res = (struct result){ .delay = NAN, .slope_err = NAN };
         for (size_t i = 0; i < n; i++) {
                 struct leak_verdict v;
                 if (leak_evaluate(buf, i + 1, 0, p, &v) < 0) {
@@ -324,12 +332,12 @@ static void run_series(enum shape k, size_t idx, double dt, struct leak_point *b
                         continue;
                 if (!shapes[k].leak || when[i] < g.leak_from) {
                         if (isnan(res->delay))
-                                res->delay = (float) when[i];
+                                res->delay = (float)when[i];
                         res->fp_evals++;
                         continue;
                 }
-                res->delay = (float) (when[i] - g.leak_from);
-                res->slope_err = (float) fabs(v.slope_bytes_per_s / g.rate - 1);
+                res->delay = (float)(when[i] - g.leak_from);
+                res->slope_err = (float)fabs(v.slope_bytes_per_s / g.rate - 1);
                 break;
         }
 }
@@ -338,7 +346,7 @@ static void run_series(enum shape k, size_t idx, double dt, struct leak_point *b
  * at 250 ms and 1 s, on fresh series each time (a repeated series would
  * teach the branch predictor the data), median of 5 runs. */
 static double bench_one(enum shape k, double dt, const struct leak_params *p) {
-        size_t cap = (size_t) (1200 / dt) + 2, reps = dt < 0.5 ? 400 : 1600;
+        size_t cap = (size_t)(1200 / dt) + 2, reps = dt < 0.5 ? 400 : 1600;
         struct leak_point *buf = malloc(cap * sizeof *buf);
         double runs[5];
         if (!buf)
@@ -348,16 +356,16 @@ static double bench_one(enum shape k, double dt, const struct leak_params *p) {
                 for (size_t it = 0; it < reps; it++) {
                         struct rng r;
                         struct gen g = { .dt = dt, .duration = 1200 };
-                        rng_seed(&r, 99 + (uint64_t) k, it);
+                        rng_seed(&r, 99 + (uint64_t)k, it);
                         size_t n = generate(k, &r, buf, cap, &g);
                         struct timespec a, b;
                         struct leak_verdict v;
                         clock_gettime(CLOCK_MONOTONIC, &a);
                         leak_evaluate(buf, n, 0, p, &v);
                         clock_gettime(CLOCK_MONOTONIC, &b);
-                        total += (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+                        total += (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
                 }
-                runs[run] = total / (double) reps;
+                runs[run] = total / (double)reps;
         }
         for (int i = 1; i < 5; i++) /* insertion sort, for the median */
                 for (int j = i; j > 0 && runs[j - 1] > runs[j]; j--) {
@@ -384,22 +392,24 @@ static int set_param(struct leak_params *p, const char *arg) {
                 size_t off;
         } names[] = {
 #define P(f) { #f, offsetof(struct leak_params, f) }
-                P(grace_s), P(min_growth_bytes), P(min_growth_pct), P(min_z), P(growth_bound_z),
-                P(min_coverage), P(max_gap_frac), P(min_growth_se), P(min_part_ratio),
-                P(min_end_ratio), P(max_step_fit), P(min_new_high), P(drop_min_bytes), P(drop_noise_k),
-                P(outlier_noise_k), P(sawtooth_stop_factor), P(restart_frac),
+                P(grace_s),        P(min_growth_bytes), P(min_growth_pct),  P(min_z),
+                P(growth_bound_z), P(min_coverage),     P(max_gap_frac),    P(min_growth_se),
+                P(min_part_ratio), P(min_end_ratio),    P(max_step_fit),    P(min_new_high),
+                P(drop_min_bytes), P(drop_noise_k),     P(outlier_noise_k), P(sawtooth_stop_factor),
+                P(restart_frac),
 #undef P
         };
         const char *eq = strchr(arg, '=');
         if (!eq)
                 return -EINVAL;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-                if (strlen(names[i].name) == (size_t) (eq - arg) && strncmp(names[i].name, arg, (size_t) (eq - arg)) == 0) {
-                        *(double *) (void *) ((char *) p + names[i].off) = atof(eq + 1);
+                if (strlen(names[i].name) == (size_t)(eq - arg) &&
+                    strncmp(names[i].name, arg, (size_t)(eq - arg)) == 0) {
+                        *(double *)(void *)((char *)p + names[i].off) = atof(eq + 1);
                         return 0;
                 }
         if (strncmp(arg, "min_floors=", 11) == 0) {
-                p->min_floors = (size_t) atoi(eq + 1);
+                p->min_floors = (size_t)atoi(eq + 1);
                 return 0;
         }
         return -EINVAL;
@@ -407,14 +417,14 @@ static int set_param(struct leak_params *p, const char *arg) {
 
 /* -d SHAPE,INDEX: print one series' verdicts whenever the reason changes. */
 static void debug_series(int k, size_t idx, double dt, const struct leak_params *p) {
-        size_t cap = (size_t) (20 * 60 / dt) + 2;
+        size_t cap = (size_t)(20 * 60 / dt) + 2;
         struct leak_point *buf = malloc(cap * sizeof *buf);
         struct rng r;
         struct gen g = { .dt = dt, .duration = shapes[k].leak ? 20 * 60 : 15 * 60 };
         if (!buf)
                 return;
-        rng_seed(&r, (uint64_t) k + 1, idx);
-        size_t n = generate((enum shape) k, &r, buf, cap, &g);
+        rng_seed(&r, (uint64_t)k + 1, idx);
+        size_t n = generate((enum shape)k, &r, buf, cap, &g);
         char last[256] = "";
         printf("%s #%zu: %zu samples, first %.1f MiB, last %.1f MiB, leak from %.0f s at %.3f MiB/s\n", shapes[k].name,
                idx, n, buf[0].bytes / MIB, buf[n - 1].bytes / MIB, g.leak_from, g.rate / MIB);
@@ -431,14 +441,14 @@ static void debug_series(int k, size_t idx, double dt, const struct leak_params 
 }
 
 static int cmp_float(const void *a, const void *b) {
-        float x = *(const float *) a, y = *(const float *) b;
+        float x = *(const float *)a, y = *(const float *)b;
         return (x > y) - (x < y);
 }
 
 static double quantile(float *a, size_t n, double q) { /* a sorted */
         if (n == 0)
                 return NAN;
-        size_t i = (size_t) ceil(q * (double) n);
+        size_t i = (size_t)ceil(q * (double)n);
         return a[i ? i - 1 : 0];
 }
 
@@ -469,19 +479,33 @@ int main(int argc, char *argv[]) {
         double scale = 1, dt = 0.5;
         struct leak_params p;
         leak_params_default(&p);
-        int jobs = (int) sysconf(_SC_NPROCESSORS_ONLN), opt;
+        int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), opt;
         bool verbose = false, do_bench = false;
         int dbg_shape = -1, only = -1;
         size_t dbg_idx = 0;
         while ((opt = getopt(argc, argv, "n:j:i:vd:p:f:bs:")) != -1) {
                 switch (opt) {
-                case 'n': scale = atof(optarg); break;
-                case 'j': jobs = atoi(optarg); break;
-                case 'i': dt = atof(optarg); break;
-                case 'v': verbose = true; break;
-                case 'b': do_bench = true; break;
-                case 's': only = atoi(optarg); break;
-                case 'f': floor_res = atof(optarg); break;
+                case 'n':
+                        scale = atof(optarg);
+                        break;
+                case 'j':
+                        jobs = atoi(optarg);
+                        break;
+                case 'i':
+                        dt = atof(optarg);
+                        break;
+                case 'v':
+                        verbose = true;
+                        break;
+                case 'b':
+                        do_bench = true;
+                        break;
+                case 's':
+                        only = atoi(optarg);
+                        break;
+                case 'f':
+                        floor_res = atof(optarg);
+                        break;
                 case 'p':
                         if (set_param(&p, optarg) < 0) {
                                 fprintf(stderr, "-p NAME=VALUE: unknown parameter %s\n", optarg);
@@ -489,13 +513,16 @@ int main(int argc, char *argv[]) {
                         }
                         break;
                 case 'd':
-                        if (sscanf(optarg, "%d,%zu", &dbg_shape, &dbg_idx) != 2 || dbg_shape < 0 || dbg_shape >= N_SHAPES) {
+                        if (sscanf(optarg, "%d,%zu", &dbg_shape, &dbg_idx) != 2 || dbg_shape < 0 ||
+                            dbg_shape >= N_SHAPES) {
                                 fprintf(stderr, "-d SHAPE,INDEX\n");
                                 return 2;
                         }
                         break;
                 default:
-                        fprintf(stderr, "usage: %s [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-f FLOOR_S] [-s SHAPE] [-v] [-d SHAPE,INDEX] [-p NAME=VALUE]... | -b\n", argv[0]);
+                        fprintf(stderr,
+                                "usage: %s [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-f FLOOR_S] [-s SHAPE] [-v] [-d SHAPE,INDEX] [-p NAME=VALUE]... | -b\n",
+                                argv[0]);
                         return 2;
                 }
         }
@@ -507,7 +534,7 @@ int main(int argc, char *argv[]) {
                 debug_series(dbg_shape, dbg_idx, dt, &p);
                 return 0;
         }
-        size_t cap = (size_t) (20 * 60 / dt) + 2;
+        size_t cap = (size_t)(20 * 60 / dt) + 2;
         struct leak_point *buf = malloc(cap * sizeof *buf);
         double *when = malloc(cap * sizeof *when);
         if (!buf || !when)
@@ -535,14 +562,14 @@ int main(int argc, char *argv[]) {
         for (int k = 0; k < N_SHAPES; k++) {
                 if (only >= 0 && k != only)
                         continue;
-                size_t ns = (size_t) ((shapes[k].leak || k == Q_CHURN ? 2000 : 10000) * scale);
+                size_t ns = (size_t)((shapes[k].leak || k == Q_CHURN ? 2000 : 10000) * scale);
                 if (ns < 1)
                         ns = 1;
                 struct result *res = calloc(ns, sizeof *res);
                 if (!res)
                         return 1;
                 /* fork workers, each writes its slice back through a pipe */
-                int nj = jobs < (int) ns ? jobs : (int) ns;
+                int nj = jobs < (int)ns ? jobs : (int)ns;
                 int fds[64][2];
                 pid_t pids[64];
                 if (nj > 64)
@@ -555,10 +582,10 @@ int main(int argc, char *argv[]) {
                                 return 1;
                         if (pids[j] == 0) {
                                 close(fds[j][0]);
-                                for (size_t i = (size_t) j; i < ns; i += (size_t) nj) {
+                                for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
                                         struct result rr;
-                                        run_series((enum shape) k, i, dt, buf, when, cap, &p, &rr);
-                                        if (write(fds[j][1], &rr, sizeof rr) != (ssize_t) sizeof rr)
+                                        run_series((enum shape)k, i, dt, buf, when, cap, &p, &rr);
+                                        if (write(fds[j][1], &rr, sizeof rr) != (ssize_t)sizeof rr)
                                                 _exit(1);
                                 }
                                 _exit(0);
@@ -566,15 +593,15 @@ int main(int argc, char *argv[]) {
                         close(fds[j][1]);
                 }
                 for (int j = 0; j < nj; j++) {
-                        for (size_t i = (size_t) j; i < ns; i += (size_t) nj) {
+                        for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
                                 size_t got = 0;
                                 while (got < sizeof res[i]) {
-                                        ssize_t r = read(fds[j][0], (char *) &res[i] + got, sizeof res[i] - got);
+                                        ssize_t r = read(fds[j][0], (char *)&res[i] + got, sizeof res[i] - got);
                                         if (r <= 0) {
                                                 fprintf(stderr, "worker died\n");
                                                 return 1;
                                         }
-                                        got += (size_t) r;
+                                        got += (size_t)r;
                                 }
                         }
                         close(fds[j][0]);
@@ -596,36 +623,38 @@ int main(int argc, char *argv[]) {
                                 /* regenerate the parameters for the goal */
                                 struct rng r;
                                 struct gen g = { .dt = dt, .duration = 20 * 60 };
-                                rng_seed(&r, (uint64_t) k + 1, i);
-                                size_t n = generate((enum shape) k, &r, buf, cap, &g);
-                                (void) n;
+                                rng_seed(&r, (uint64_t)k + 1, i);
+                                size_t n = generate((enum shape)k, &r, buf, cap, &g);
+                                (void)n;
                                 double goal = g.goal > 0 ? g.goal : window_goal(&p, &g);
                                 if (res[i].delay <= goal)
                                         in_goal++;
                                 else if (verbose)
-                                        printf("  late %s #%zu: %.1f s (goal %.0f)\n", shapes[k].name, i, res[i].delay, goal);
+                                        printf("  late %s #%zu: %.1f s (goal %.0f)\n", shapes[k].name, i, res[i].delay,
+                                               goal);
                         } else if (shapes[k].leak && verbose) {
                                 printf("  missed %s #%zu\n", shapes[k].name, i);
                         }
                         if (!shapes[k].leak && res[i].fp_evals && verbose)
                                 printf("  FP %s #%zu at t=%.1f\n", shapes[k].name, i, res[i].delay);
-                        (void) ne;
+                        (void)ne;
                 }
                 total_evals += evals;
                 qsort(d, found, sizeof(float), cmp_float);
                 qsort(e, nerr, sizeof(float), cmp_float);
-                char fs[32] = "-", fe[32] = "-", d50[16] = "-", d95[16] = "-", ig[16] = "-", fd[16] = "-", s95[16] = "-";
+                char fs[32] = "-", fe[32] = "-", d50[16] = "-", d95[16] = "-", ig[16] = "-", fd[16] = "-",
+                     s95[16] = "-";
                 if (!shapes[k].leak) {
-                        snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double) fp_series / (double) ns);
-                        snprintf(fe, sizeof fe, "%.4f%%", 100.0 * (double) fp_evals / (double) evals);
+                        snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)fp_series / (double)ns);
+                        snprintf(fe, sizeof fe, "%.4f%%", 100.0 * (double)fp_evals / (double)evals);
                 } else {
                         snprintf(d50, sizeof d50, "%.1f s", quantile(d, found, 0.5));
                         snprintf(d95, sizeof d95, "%.1f s", quantile(d, found, 0.95));
-                        snprintf(ig, sizeof ig, "%.1f%%", 100.0 * (double) in_goal / (double) ns);
-                        snprintf(fd, sizeof fd, "%.1f%%", 100.0 * (double) found / (double) ns);
+                        snprintf(ig, sizeof ig, "%.1f%%", 100.0 * (double)in_goal / (double)ns);
+                        snprintf(fd, sizeof fd, "%.1f%%", 100.0 * (double)found / (double)ns);
                         snprintf(s95, sizeof s95, "%.1f%%", 100.0 * quantile(e, nerr, 0.95));
                         if (fp_series)
-                                snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double) fp_series / (double) ns);
+                                snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)fp_series / (double)ns);
                 }
                 printf("%-17s %-46s %7zu %9s %11s | %8s %8s %8s %8s %8s\n", shapes[k].name, shapes[k].params, ns, fs,
                        fe, d50, d95, ig, fd, s95);
@@ -635,9 +664,9 @@ int main(int argc, char *argv[]) {
                 free(res);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        double el = (double) (t1.tv_sec - t0.tv_sec) + 1e-9 * (double) (t1.tv_nsec - t0.tv_nsec);
+        double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         printf("\n%llu evaluations in %.1f s on %d job(s): %.2f us per evaluation per job\n",
-               (unsigned long long) total_evals, el, jobs, 1e6 * el * jobs / (double) total_evals);
+               (unsigned long long)total_evals, el, jobs, 1e6 * el * jobs / (double)total_evals);
         free(buf);
         free(when);
         return 0;

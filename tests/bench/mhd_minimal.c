@@ -20,8 +20,7 @@ static const char BODY[] =
         "\"padding\":\"........................................................................................\"}\n";
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                               const char *version, const char *upload_data, size_t *upload_data_size,
-                               void **con_cls) {
+                               const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
         static int marker;
         /* the first call has the headers only: a response queued then makes
          * libmicrohttpd close the connection (mlmond answers on the second
@@ -40,12 +39,10 @@ int main(int argc, char **argv) {
                 return 2;
         }
         unsigned port = (unsigned)atoi(argv[1]);
-        struct MHD_Response *r =
-                MHD_create_response_from_buffer(sizeof BODY - 1, (void *)BODY, MHD_RESPMEM_PERSISTENT);
+        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof BODY - 1, (void *)BODY, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", "application/json");
         struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL,
-                                                NULL, handler, r, MHD_OPTION_CONNECTION_LIMIT, 256U,
-                                                MHD_OPTION_END);
+                                                NULL, handler, r, MHD_OPTION_CONNECTION_LIMIT, 256U, MHD_OPTION_END);
         if (!d) {
                 fprintf(stderr, "mhd_minimal: cannot start on port %u\n", port);
                 return 1;

@@ -73,15 +73,32 @@ int main(int argc, char **argv) {
         optind = 3;
         while ((c = getopt(argc, argv, "r:d:l:o:t:bs:n:")) >= 0) {
                 switch (c) {
-                case 'r': rate = atof(optarg); break;
-                case 'd': seconds = atof(optarg); break;
-                case 'l': per = atoi(optarg); break;
-                case 'o': op = optarg; break;
-                case 't': tags = optarg; break;
-                case 'b': blocking = true; break;
-                case 's': sndbuf = atoi(optarg); break;
-                case 'n': total = strtoull(optarg, NULL, 10); break;
-                default: usage();
+                case 'r':
+                        rate = atof(optarg);
+                        break;
+                case 'd':
+                        seconds = atof(optarg);
+                        break;
+                case 'l':
+                        per = atoi(optarg);
+                        break;
+                case 'o':
+                        op = optarg;
+                        break;
+                case 't':
+                        tags = optarg;
+                        break;
+                case 'b':
+                        blocking = true;
+                        break;
+                case 's':
+                        sndbuf = atoi(optarg);
+                        break;
+                case 'n':
+                        total = strtoull(optarg, NULL, 10);
+                        break;
+                default:
+                        usage();
                 }
         }
         if (per < 1 || per > 1000 || seconds <= 0 || rate < 0)
@@ -117,8 +134,9 @@ int main(int argc, char **argv) {
                 /* bind now, so the source port exists (and has an owner) before the first line */
                 if (fd >= 0) {
                         struct sockaddr_storage any = { .ss_family = ss.ss_family };
-                        if (bind(fd, (struct sockaddr *)&any, ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                                                      : sizeof(struct sockaddr_in6)) < 0) {
+                        if (bind(fd, (struct sockaddr *)&any,
+                                 ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) <
+                            0) {
                                 perror("bind");
                                 return 1;
                         }

@@ -21,16 +21,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define assert_or_abort(x)                                                                   \
-        do {                                                                                 \
-                if (!(x)) {                                                                  \
-                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x);              \
-                        abort();                                                             \
-                }                                                                            \
+#define assert_or_abort(x)                                                      \
+        do {                                                                    \
+                if (!(x)) {                                                     \
+                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x); \
+                        abort();                                                \
+                }                                                               \
         } while (0)
 
 static uint64_t bucket_at(const struct hist *h, int64_t idx) {
-        if (idx < h->lo || idx >= (int64_t) h->lo + h->n)
+        if (idx < h->lo || idx >= (int64_t)h->lo + h->n)
                 return 0;
         return h->counts[idx - h->lo];
 }
@@ -39,14 +39,16 @@ static bool same_buckets(const struct hist *a, const struct hist *b) {
         if (a->count != b->count || a->zero_count != b->zero_count)
                 return false;
         int64_t lo = a->lo < b->lo ? a->lo : b->lo;
-        int64_t ha = (int64_t) a->lo + a->n, hb = (int64_t) b->lo + b->n;
+        int64_t ha = (int64_t)a->lo + a->n, hb = (int64_t)b->lo + b->n;
         for (int64_t i = lo; i < (ha > hb ? ha : hb); i++)
                 if (bucket_at(a, i) != bucket_at(b, i))
                         return false;
         return true;
 }
 
-static bool same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+static bool same_bits(double a, double b) {
+        return memcmp(&a, &b, sizeof a) == 0;
+}
 
 static void check_consistent(const struct hist *h) {
         uint64_t t = 0;
@@ -124,7 +126,7 @@ static void fuzz_add(const uint8_t *data, size_t size) {
         for (size_t k = 0; k < n; k++) {
                 uint64_t u = 0;
                 for (int b = 0; b < 8; b++)
-                        u |= (uint64_t) data[k * 8 + (size_t) b] << (8 * b);
+                        u |= (uint64_t)data[k * 8 + (size_t)b] << (8 * b);
                 double v;
                 memcpy(&v, &u, sizeof v);
                 uint64_t weight = 1 + (u & 3); /* from the mantissa's last bits */

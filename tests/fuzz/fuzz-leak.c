@@ -23,12 +23,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define fuzz_assert(x)                                                                       \
-        do {                                                                                 \
-                if (!(x)) {                                                                  \
-                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x);              \
-                        abort();                                                             \
-                }                                                                            \
+#define fuzz_assert(x)                                                          \
+        do {                                                                    \
+                if (!(x)) {                                                     \
+                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x); \
+                        abort();                                                \
+                }                                                               \
         } while (0)
 
 #define FUZZ_MAX_POINTS 4096
@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 while (size >= 3 && n < FUZZ_MAX_POINTS) {
                         t += data[0] * 0.05;
                         pts[n].t_s = t;
-                        pts[n].bytes = (double) (data[1] | data[2] << 8) * 1048576.0;
+                        pts[n].bytes = (double)(data[1] | data[2] << 8) * 1048576.0;
                         data += 3;
                         size -= 3;
                         n++;

@@ -29,7 +29,7 @@ static int run_file(int dirfd, const char *path) {
                 fprintf(stderr, "%s: %s\n", path, strerror(-r));
                 return r;
         }
-        LLVMFuzzerTestOneInput((const uint8_t *) buf, len);
+        LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
         return 0;
 }
 

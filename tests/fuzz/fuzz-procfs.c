@@ -24,22 +24,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort(); /* comm must stay NUL-terminated */
 
         struct proc_statm statm;
-        (void) proc_parse_statm(text, &statm);
+        (void)proc_parse_statm(text, &statm);
         struct proc_schedstat ss;
-        (void) proc_parse_schedstat(text, &ss);
+        (void)proc_parse_schedstat(text, &ss);
         struct proc_io io;
-        (void) proc_parse_io(text, &io);
+        (void)proc_parse_io(text, &io);
         struct proc_status status;
-        (void) proc_parse_status(text, &status);
+        (void)proc_parse_status(text, &status);
         struct proc_netdev nd;
-        (void) proc_parse_netdev(text, &nd);
+        (void)proc_parse_netdev(text, &nd);
         struct proc_cpu_total cpu;
         if (proc_parse_cpu_total(text, &cpu) == 0 && cpu.ncpus == 0)
                 abort();
         struct proc_meminfo mem;
-        (void) proc_parse_meminfo(text, &mem);
+        (void)proc_parse_meminfo(text, &mem);
         struct proc_loadavg la;
-        (void) proc_parse_loadavg(text, &la);
+        (void)proc_parse_loadavg(text, &la);
 
         _cleanup_free_ int *pids = NULL;
         size_t n = 0, cap = 0;

@@ -31,8 +31,7 @@ static bool label_ok(const char *s, size_t n, bool comma_ok) {
                 return false;
         for (size_t i = 0; i < n; i++) {
                 unsigned char b = (unsigned char)s[i];
-                if (b <= 0x20 || b == 0x7f || b == ':' || b == '|' || b == '@' || b == '#' ||
-                    (!comma_ok && b == ','))
+                if (b <= 0x20 || b == 0x7f || b == ':' || b == '|' || b == '@' || b == '#' || (!comma_ok && b == ','))
                         return false;
         }
         return true;
@@ -41,10 +40,10 @@ static bool label_ok(const char *s, size_t n, bool comma_ok) {
 /* field by field: the struct has padding */
 static bool same_metric(const struct statsd_metric *a, const struct statsd_metric *b) {
         return a->name == b->name && a->name_len == b->name_len && a->type == b->type &&
-               memcmp(&a->value, &b->value, sizeof a->value) == 0 &&
-               a->sample_rate == b->sample_rate && a->gauge_delta == b->gauge_delta &&
-               a->has_run == b->has_run && a->run == b->run && a->has_pid == b->has_pid &&
-               a->pid == b->pid && a->category == b->category && a->category_len == b->category_len;
+               memcmp(&a->value, &b->value, sizeof a->value) == 0 && a->sample_rate == b->sample_rate &&
+               a->gauge_delta == b->gauge_delta && a->has_run == b->has_run && a->run == b->run &&
+               a->has_pid == b->has_pid && a->pid == b->pid && a->category == b->category &&
+               a->category_len == b->category_len;
 }
 
 static void check_metric(const struct statsd_metric *m, void *userdata) {
@@ -68,8 +67,7 @@ static void check_metric(const struct statsd_metric *m, void *userdata) {
                 abort();
         if (m->category) {
                 if (m->category_len < 1 || m->category_len > STATSD_CATEGORY_MAX ||
-                    !inside(c, m->category, m->category_len) ||
-                    !label_ok(m->category, m->category_len, false))
+                    !inside(c, m->category, m->category_len) || !label_ok(m->category, m->category_len, false))
                         abort();
         }
         /* the line the metric came from, parsed on its own, gives the same */

@@ -40,31 +40,33 @@
 #define AMD "0000:03:00.0"
 #define XE "0000:00:02.0"
 
-#define CHECK_U64(a, b)                                                                                      \
-        do {                                                                                                 \
-                unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);               \
-                if (_a != _b) {                                                                              \
+#define CHECK_U64(a, b)                                                                                        \
+        do {                                                                                                   \
+                unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);                 \
+                if (_a != _b) {                                                                                \
                         fprintf(stderr, "%s:%d: %s == %llu, expected %llu\n", __FILE__, __LINE__, #a, _a, _b); \
-                        tap_failures++;                                                                      \
-                }                                                                                            \
+                        tap_failures++;                                                                        \
+                }                                                                                              \
         } while (0)
 
 /* Exact: every expected percentage is exact in binary floating point
  * (100 x 5e8 / 1e9 = 50 is computed without rounding). */
-#define CHECK_PCT(a, b)                                                                                      \
-        do {                                                                                                 \
-                double _a = (a), _b = (b);                                                                   \
-                if (_a != _b) {                                                                              \
+#define CHECK_PCT(a, b)                                                                                          \
+        do {                                                                                                     \
+                double _a = (a), _b = (b);                                                                       \
+                if (_a != _b) {                                                                                  \
                         fprintf(stderr, "%s:%d: %s == %.17g, expected %.17g\n", __FILE__, __LINE__, #a, _a, _b); \
-                        tap_failures++;                                                                      \
-                }                                                                                            \
+                        tap_failures++;                                                                          \
+                }                                                                                                \
         } while (0)
 
 static int fixtures = -1;
 
 /* ---- parser tables ------------------------------------------------------------ */
 
-static int parse_str(const char *s, struct drm_fdinfo *ret) { return drm_fdinfo_parse(s, strlen(s), ret); }
+static int parse_str(const char *s, struct drm_fdinfo *ret) {
+        return drm_fdinfo_parse(s, strlen(s), ret);
+}
 
 static const struct drm_engine_stat *engine(const struct drm_fdinfo *fi, const char *name) {
         for (size_t i = 0; i < fi->n_engines; i++)
@@ -128,12 +130,12 @@ static void test_values(void) {
                 { "drm-total-gtt:\t118 MiB", R_TOTAL, "gtt", true, 123731968 },
                 { "drm-resident-vram:\t4096   MiB", R_RESIDENT, "vram", true, 4 * GIB },
                 { "drm-resident-vram:\t4096MiB", R_RESIDENT, "vram", true, 4 * GIB },
-                { "drm-memory-gtt: \t120832 KiB", R_MEMORY, "gtt", true, 123731968 },  /* amdgpu's space + TAB */
+                { "drm-memory-gtt: \t120832 KiB", R_MEMORY, "gtt", true, 123731968 }, /* amdgpu's space + TAB */
                 { "drm-memory-gtt:\t \t 120832 KiB", R_MEMORY, "gtt", true, 123731968 },
                 { "drm-memory-gtt:120832 KiB", R_MEMORY, "gtt", true, 123731968 },
                 { "drm-resident-vram:\t4096 MiB\r", R_RESIDENT, "vram", true, 4 * GIB },
                 { "drm-resident-vram:\t4096 MiB \t ", R_RESIDENT, "vram", true, 4 * GIB },
-                { "drm-resident-vram:\t4 GiB", R_RESIDENT, "vram", false, 0 },       /* no kernel prints it */
+                { "drm-resident-vram:\t4 GiB", R_RESIDENT, "vram", false, 0 }, /* no kernel prints it */
                 { "drm-resident-vram:\t4 mib", R_RESIDENT, "vram", false, 0 },
                 { "drm-resident-vram:\t4 ns", R_RESIDENT, "vram", false, 0 },
                 { "drm-resident-vram:\t", R_RESIDENT, "vram", false, 0 },
@@ -289,9 +291,9 @@ static void test_structure(void) {
                 CHECK_EQ_INT(fi.n_skipped, 2);
         }
         CHECK_EQ_INT(parse_str("drm-driver:\t0123456789012345678901234567890123456789\n", &fi), -EINVAL);
-        CHECK_EQ_INT(parse_str("drm-driver:\tx\ndrm-pdev:\t0000:00:02.0-0123456789012345678901234567890123456789\n",
-                               &fi),
-                     -EINVAL);
+        CHECK_EQ_INT(
+                parse_str("drm-driver:\tx\ndrm-pdev:\t0000:00:02.0-0123456789012345678901234567890123456789\n", &fi),
+                -EINVAL);
         /* the longest names that fit */
         CHECK_EQ_INT(parse_str("drm-driver:\t0123456789012345678901234567890\n"
                                "drm-engine-0123456789012345678901234567890:\t1\n",
@@ -306,7 +308,10 @@ static void test_structure(void) {
         } bad[] = {
                 { "NUL inside", "drm-driver:\tamdgpu\n\0drm-engine-gfx:\t1 ns\n", 40 },
                 { "no colon", "drm-driver:\tamdgpu\nthis is not an fdinfo line\n", 0 },
-                { "binary", "\x7f" "ELF\x02\x01\x01\x03\x04\xff\xfe", 0 },
+                { "binary",
+                  "\x7f"
+                  "ELF\x02\x01\x01\x03\x04\xff\xfe",
+                  0 },
                 { "empty key", "drm-driver:\tamdgpu\n:\t1\n", 0 },
                 { "control in key", "drm-driver:\tamdgpu\ndrm\x01x:\t1\n", 0 },
                 { "high byte in key", "drm-driver:\tamdgpu\ndrm-\xc3\xa9:\t1\n", 0 },
@@ -353,8 +358,8 @@ static void test_engine_util(void) {
                 { "time, clamp", 0, NO, NO, 2 * NS_PER_SEC, NO, NO, 0, 1, NS_PER_SEC, 100.0, 2 * NS_PER_SEC, NO, NO },
                 { "cycles/total", NO, 28257900, 7655183225, NO, 33057900, 7674383225, 0, 1, 0, 25.0, NO, 33057900,
                   7674383225 },
-                { "cycles/total, capacity 4", NO, 0, 7655183225, NO, 19200000, 7674383225, 0, 4, 0, 25.0, NO,
-                  19200000, 7674383225 },
+                { "cycles/total, capacity 4", NO, 0, 7655183225, NO, 19200000, 7674383225, 0, 4, 0, 25.0, NO, 19200000,
+                  7674383225 },
                 { "cycles/total, capacity 2", NO, 0, 7655183225, NO, 960000, 7674383225, 0, 2, 0, 2.5, NO, 960000,
                   7674383225 },
                 { "total not moving", NO, 33057900, 7674383225, NO, 37857900, 7674383225, 0, 1, NS_PER_SEC, -1, NO,
@@ -373,16 +378,22 @@ static void test_engine_util(void) {
         };
         for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
                 struct drm_engine_counters held = {
-                        .has_ns = rows[i].held_ns != NO, .ns = rows[i].held_ns != NO ? rows[i].held_ns : 0,
-                        .has_cycles = rows[i].held_cycles != NO, .cycles = rows[i].held_cycles != NO ? rows[i].held_cycles : 0,
+                        .has_ns = rows[i].held_ns != NO,
+                        .ns = rows[i].held_ns != NO ? rows[i].held_ns : 0,
+                        .has_cycles = rows[i].held_cycles != NO,
+                        .cycles = rows[i].held_cycles != NO ? rows[i].held_cycles : 0,
                         .has_total_cycles = rows[i].held_total != NO,
                         .total_cycles = rows[i].held_total != NO ? rows[i].held_total : 0,
                 };
                 struct drm_engine_stat cur = {
-                        .has_ns = rows[i].ns != NO, .ns = rows[i].ns != NO ? rows[i].ns : 0,
-                        .has_cycles = rows[i].cycles != NO, .cycles = rows[i].cycles != NO ? rows[i].cycles : 0,
-                        .has_total_cycles = rows[i].total != NO, .total_cycles = rows[i].total != NO ? rows[i].total : 0,
-                        .has_maxfreq = rows[i].maxfreq != 0, .maxfreq_hz = rows[i].maxfreq,
+                        .has_ns = rows[i].ns != NO,
+                        .ns = rows[i].ns != NO ? rows[i].ns : 0,
+                        .has_cycles = rows[i].cycles != NO,
+                        .cycles = rows[i].cycles != NO ? rows[i].cycles : 0,
+                        .has_total_cycles = rows[i].total != NO,
+                        .total_cycles = rows[i].total != NO ? rows[i].total : 0,
+                        .has_maxfreq = rows[i].maxfreq != 0,
+                        .maxfreq_hz = rows[i].maxfreq,
                         .capacity = rows[i].capacity,
                 };
                 double pct = -1;
@@ -440,7 +451,7 @@ static void test_fixture_files(void) {
         /* legacy drm-memory-vram (4194304 KiB) decodes to drm-resident-vram's (4096 MiB) bytes */
         CHECK_U64(vram->resident_bytes, 4294967296);
         CHECK_U64(vram->memory_bytes, vram->resident_bytes);
-        CHECK_U64(drm_region_resident(vram), 4294967296); /* not 8 GiB */
+        CHECK_U64(drm_region_resident(vram), 4294967296);  /* not 8 GiB */
         CHECK_U64(gtt->memory_bytes, gtt->resident_bytes); /* "drm-memory-gtt: \t120832 KiB" */
         CHECK_U64(drm_region_resident(gtt), 123731968);
         CHECK_U64(drm_region_resident(region(&fi, "doorbell")), 8192);
@@ -519,17 +530,17 @@ static uint64_t use_region(const struct gpu_use *u, const char *name) {
         return UINT64_MAX;
 }
 
-#define CHECK_ENGINE(u, name, pct)                                            \
-        do {                                                                  \
-                const struct gpu_engine *_e = use_engine((u), (name));        \
-                CHECK(_e && _e->has_util);                                    \
-                if (_e && _e->has_util)                                       \
-                        CHECK_PCT(_e->util_pct, (pct));                       \
+#define CHECK_ENGINE(u, name, pct)                                     \
+        do {                                                           \
+                const struct gpu_engine *_e = use_engine((u), (name)); \
+                CHECK(_e && _e->has_util);                             \
+                if (_e && _e->has_util)                                \
+                        CHECK_PCT(_e->util_pct, (pct));                \
         } while (0)
-#define CHECK_ENGINE_UNKNOWN(u, name)                                         \
-        do {                                                                  \
-                const struct gpu_engine *_e = use_engine((u), (name));        \
-                CHECK(_e && !_e->has_util);                                   \
+#define CHECK_ENGINE_UNKNOWN(u, name)                                  \
+        do {                                                           \
+                const struct gpu_engine *_e = use_engine((u), (name)); \
+                CHECK(_e && !_e->has_util);                            \
         } while (0)
 
 static void test_fixture_sweeps(void) {
@@ -807,7 +818,8 @@ static void fd_with_info(int dir, int fd, const char *target, const char *info) 
 }
 
 #define GENERIC "pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t1277\n"
-#define CLIENT(id, ino) GENERIC "drm-driver:\tamdgpu\ndrm-client-id:\t" #id "\ndrm-pdev:\t0000:03:00.0\nino:\t" #ino "\n"
+#define CLIENT(id, ino) \
+        GENERIC "drm-driver:\tamdgpu\ndrm-client-id:\t" #id "\ndrm-pdev:\t0000:03:00.0\nino:\t" #ino "\n"
 
 static void test_scanner(void) {
         char root[] = "/tmp/test-drm-XXXXXX";
@@ -845,7 +857,7 @@ static void test_scanner(void) {
                 enum drm_fd_kind kind;
                 const char *node;
         } want[] = {
-                { 3, DRM_FD_CLIENT, "renderD129" }, { 5, DRM_FD_ACCEL, "accel0" },  { 7, DRM_FD_NVIDIA, "nvidia0" },
+                { 3, DRM_FD_CLIENT, "renderD129" }, { 5, DRM_FD_ACCEL, "accel0" },   { 7, DRM_FD_NVIDIA, "nvidia0" },
                 { 11, DRM_FD_NVIDIA, "nvidia1" },   { 13, DRM_FD_CLIENT, "accel1" },
         };
         for (size_t i = 0; i < ELEMENTSOF(want) && i < c.n_fds; i++) {

@@ -76,10 +76,10 @@ int main(int argc, char **argv) {
         t1 = now_s();
         printf("gpudev_sample: %d devices, %.1f us per call (%u calls)\n", k, (t1 - t0) / n * 1e6, n);
 
-        (void) rapl_sample(r, USEC_PER_SEC, &j, &w);
+        (void)rapl_sample(r, USEC_PER_SEC, &j, &w);
         t0 = now_s();
         for (unsigned i = 0; i < n; i++)
-                (void) rapl_sample(r, (usec_t)(i + 2) * USEC_PER_SEC, &j, &w);
+                (void)rapl_sample(r, (usec_t)(i + 2) * USEC_PER_SEC, &j, &w);
         t1 = now_s();
         printf("rapl_sample: %zu zones, %.1f us per call\n", rapl_zone_count(r), (t1 - t0) / n * 1e6);
 

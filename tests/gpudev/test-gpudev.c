@@ -24,13 +24,13 @@
 #include "collect/accel/rapl.h"
 #include "tap.h"
 
-#define T(s) ((usec_t)(s) * USEC_PER_SEC)
+#define T(s) ((usec_t)(s)*USEC_PER_SEC)
 
 /* snprintf into an array, a cut path being a bug in the test */
-#define xsprintf(buf, ...)                                                  \
-        do {                                                                \
+#define xsprintf(buf, ...)                                                          \
+        do {                                                                        \
                 if ((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) >= sizeof(buf)) \
-                        abort();                                            \
+                        abort();                                                    \
         } while (0)
 
 static const char *fixtures;
@@ -324,10 +324,10 @@ static void mkdirs(const char *rel) {
         for (char *p = path + strlen(tmp) + 1; *p; p++)
                 if (*p == '/') {
                         *p = 0;
-                        (void) mkdir(path, 0755);
+                        (void)mkdir(path, 0755);
                         *p = '/';
                 }
-        (void) mkdir(path, 0755);
+        (void)mkdir(path, 0755);
 }
 
 static void parent_dirs(const char *rel) {
@@ -368,7 +368,7 @@ static void link_at(const char *rel, const char *target) {
         char path[PATH_MAX];
         parent_dirs(rel);
         xsprintf(path, "%s/%s", tmp, rel);
-        (void) unlink(path);
+        (void)unlink(path);
         if (symlink(target, path) < 0) {
                 fprintf(stderr, "cannot link %s: %m\n", path);
                 tap_failures++;
@@ -382,7 +382,7 @@ static int rm_one(const char *path, const struct stat *st, int type, struct FTW 
 static void rm_rf(const char *rel) {
         char path[PATH_MAX];
         xsprintf(path, "%s/%s", tmp, rel);
-        (void) nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        (void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void do_rename(const char *from, const char *to) {
@@ -550,8 +550,17 @@ static void test_missing_files(void) {
 static void test_garbage(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         static const char *const junk[] = {
-                "", "\n", "abc\n", "-5\n", "12 34\n", "0x10\n", "150\n", "1e3\n", "99999999999999999999999\n",
-                "\n12\n", "12\n\n",
+                "",
+                "\n",
+                "abc\n",
+                "-5\n",
+                "12 34\n",
+                "0x10\n",
+                "150\n",
+                "1e3\n",
+                "99999999999999999999999\n",
+                "\n12\n",
+                "12\n\n",
                 "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111"
                 "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111"
                 "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111\n",
@@ -765,10 +774,18 @@ static void test_pci_address(void) {
                 const char *s;
                 bool ok;
         } cases[] = {
-                { "0000:03:00.0", true },   { "10000:e1:00.0", true }, { "0000:00:0b.0", true },
-                { "0000:03:00", false },    { "0000:03:00.0 ", false }, { "0000:03:00.0x", false },
-                { "0000:0A:00.0", false },  { "000:03:00.0", false },  { "card1", false },
-                { "fd00000.gpu", false },   { "", false },             { "123456789:03:00.0", false },
+                { "0000:03:00.0", true },
+                { "10000:e1:00.0", true },
+                { "0000:00:0b.0", true },
+                { "0000:03:00", false },
+                { "0000:03:00.0 ", false },
+                { "0000:03:00.0x", false },
+                { "0000:0A:00.0", false },
+                { "000:03:00.0", false },
+                { "card1", false },
+                { "fd00000.gpu", false },
+                { "", false },
+                { "123456789:03:00.0", false },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
                 if (gpudev_is_pci_address(cases[i].s) != cases[i].ok) {
@@ -936,9 +953,9 @@ static void test_counter_delta(void) {
                 { 90, 5, 100, true, 15 },
                 { 100, 0, 100, true, 0 },
                 { 262140000000ULL, 11671150, 262143328850ULL, true, 15000000 },
-                { 150, 5, 100, false, 0 },  /* old beyond the range */
-                { 5, 150, 100, false, 0 },  /* new beyond the range */
-                { 90, 5, 0, false, 0 },     /* a wrap with no known range */
+                { 150, 5, 100, false, 0 }, /* old beyond the range */
+                { 5, 150, 100, false, 0 }, /* new beyond the range */
+                { 90, 5, 0, false, 0 },    /* a wrap with no known range */
                 { 5, 10, 0, true, 5 },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -1004,7 +1021,7 @@ int main(int argc, char **argv) {
         } else
                 fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
 
-        (void) nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        (void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
         if (!have_fixture && tap_failures == 0)
                 return 77;
         TEST_DONE();

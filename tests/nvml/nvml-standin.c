@@ -95,9 +95,9 @@ struct dev {
 };
 
 static struct {
-        int live;         /* nvmlInit minus nvmlShutdown */
+        int live; /* nvmlInit minus nvmlShutdown */
         bool set_up;
-        bool grew;        /* the one INSUFFICIENT_SIZE surprise was given */
+        bool grew; /* the one INSUFFICIENT_SIZE surprise was given */
         bool frozen;
         unsigned long long round;
         struct dev devs[2];
@@ -115,8 +115,12 @@ static struct {
 
 /* ---- byte-level writes (NVML is little-endian x86-64 / aarch64) ----------- */
 
-static void put_u32(void *base, size_t off, unsigned v) { memcpy((unsigned char *)base + off, &v, 4); }
-static void put_u64(void *base, size_t off, unsigned long long v) { memcpy((unsigned char *)base + off, &v, 8); }
+static void put_u32(void *base, size_t off, unsigned v) {
+        memcpy((unsigned char *)base + off, &v, 4);
+}
+static void put_u64(void *base, size_t off, unsigned long long v) {
+        memcpy((unsigned char *)base + off, &v, 8);
+}
 static void put_str(void *base, size_t off, size_t size, const char *s) {
         memset((unsigned char *)base + off, 0, size);
         memcpy((unsigned char *)base + off, s, strnlen(s, size - 1));
@@ -166,11 +170,21 @@ static void setup(void) {
         };
         st.devs[1] = (struct dev){
                 .h = { 1 },
-                .bus_legacy = "0000:C1:00.0", .bus_id = "00000000:C1:00.0", .name = "NVIDIA L4",
-                .bus = 0xc1, .pci_device_id = 0x27b810de, .minor = 2,
-                .util_gpu = 0, .util_mem = 0, .power_mw = 72000, .temp_c = 41,
-                .total = 24 * GIB, .reserved = 512 * MIB, .used = 0,
-                .energy_mj = 1000000000ULL, .energy_step_mj = 720,
+                .bus_legacy = "0000:C1:00.0",
+                .bus_id = "00000000:C1:00.0",
+                .name = "NVIDIA L4",
+                .bus = 0xc1,
+                .pci_device_id = 0x27b810de,
+                .minor = 2,
+                .util_gpu = 0,
+                .util_mem = 0,
+                .power_mw = 72000,
+                .temp_c = 41,
+                .total = 24 * GIB,
+                .reserved = 512 * MIB,
+                .used = 0,
+                .energy_mj = 1000000000ULL,
+                .energy_step_mj = 720,
         };
         const char *spec = getenv("NVML_STANDIN_PROCS");
         if (spec)
@@ -219,18 +233,22 @@ static nvmlReturn_t enter(const char *fn, nvmlDevice_t h, struct dev **ret) {
 
 /* The opening of a device entry point: d is the device, out the pointer
  * the caller must not pass NULL. */
-#define ENTER(device, out)                                      \
-        struct dev *d;                                          \
-        nvmlReturn_t r_ = enter(__func__, (device), &d);        \
-        if (r_ != SUCCESS)                                      \
-                return r_;                                      \
-        if (!(out))                                             \
-                return ERR_INVALID_ARGUMENT
+#define ENTER(device, out)                               \
+        struct dev *d;                                   \
+        nvmlReturn_t r_ = enter(__func__, (device), &d); \
+        if (r_ != SUCCESS)                               \
+                return r_;                               \
+        if (!(out))                                      \
+        return ERR_INVALID_ARGUMENT
 
 /* ---- test controls ---------------------------------------------------------- */
 
-void standin_reset(void) { setup(); }
-int standin_live(void) { return st.live; }
+void standin_reset(void) {
+        setup();
+}
+int standin_live(void) {
+        return st.live;
+}
 
 unsigned standin_calls(const char *fn) {
         for (size_t i = 0; i < sizeof st.calls / sizeof st.calls[0]; i++)
@@ -258,25 +276,40 @@ void standin_fail(const char *fn, unsigned dev, int r) {
 }
 
 /* A driver reload: the energy counter starts again near 0. */
-void standin_energy_reset(unsigned dev) { st.devs[dev].energy_mj = 1000; }
+void standin_energy_reset(unsigned dev) {
+        st.devs[dev].energy_mj = 1000;
+}
 /* No new utilisation samples while frozen. */
-void standin_freeze(int frozen) { st.frozen = frozen; }
+void standin_freeze(int frozen) {
+        st.frozen = frozen;
+}
 
 /* ---- library ------------------------------------------------------------------ */
 
 static const char *error_text(nvmlReturn_t r) {
         switch (r) {
-        case 0: return "Success";
-        case 1: return "Uninitialized";
-        case 2: return "Invalid Argument";
-        case 3: return "Not Supported";
-        case 4: return "Insufficient Permissions";
-        case 6: return "Not Found";
-        case 7: return "Insufficient Size";
-        case 9: return "Driver Not Loaded";
-        case 15: return "GPU is lost";
-        case 25: return "Argument version mismatch";
-        default: return "Unknown Error";
+        case 0:
+                return "Success";
+        case 1:
+                return "Uninitialized";
+        case 2:
+                return "Invalid Argument";
+        case 3:
+                return "Not Supported";
+        case 4:
+                return "Insufficient Permissions";
+        case 6:
+                return "Not Found";
+        case 7:
+                return "Insufficient Size";
+        case 9:
+                return "Driver Not Loaded";
+        case 15:
+                return "GPU is lost";
+        case 25:
+                return "Argument version mismatch";
+        default:
+                return "Unknown Error";
         }
 }
 
@@ -296,7 +329,9 @@ static nvmlReturn_t init(const char *fn) {
         return SUCCESS;
 }
 
-nvmlReturn_t nvmlInit(void) { return init(__func__); }
+nvmlReturn_t nvmlInit(void) {
+        return init(__func__);
+}
 nvmlReturn_t nvmlShutdown(void) {
         count_call(__func__);
         if (st.live <= 0)
@@ -314,7 +349,9 @@ static nvmlReturn_t get_count(const char *fn, unsigned int *count) {
         *count = st.n_devs;
         return SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) { return get_count(__func__, deviceCount); }
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
+        return get_count(__func__, deviceCount);
+}
 
 static nvmlReturn_t get_handle(const char *fn, unsigned int index, nvmlDevice_t *device) {
         struct dev *d;
@@ -437,17 +474,21 @@ static nvmlReturn_t list(const char *fn, nvmlDevice_t device, unsigned int *coun
 }
 
 /* nvmlReturn_t NAME(nvmlDevice_t device, unsigned int *infoCount, TYPE *infos) */
-#define LIST_ENTRY(name, type, which, stride)                                                  \
-        nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, type *infos) {         \
-                return list(__func__, device, infoCount, infos, which, stride);                \
+#define LIST_ENTRY(name, type, which, stride)                                          \
+        nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, type *infos) { \
+                return list(__func__, device, infoCount, infos, which, stride);        \
         }
 
 LIST_ENTRY(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t, LIST_C, 16)
 LIST_ENTRY(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t, LIST_G, 16)
 
 #ifndef STANDIN_OLD
-nvmlReturn_t nvmlInit_v2(void) { return init(__func__); }
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) { return get_count(__func__, deviceCount); }
+nvmlReturn_t nvmlInit_v2(void) {
+        return init(__func__);
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
+        return get_count(__func__, deviceCount);
+}
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
         return get_handle(__func__, index, device);
 }

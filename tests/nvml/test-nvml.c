@@ -21,9 +21,13 @@
 #define MIB (1024ULL * 1024)
 #define SEC 1000000000ULL
 
-enum { NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NO_PERMISSION = 4, NVML_ERROR_GPU_IS_LOST = 15,
-       NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25, NVML_ERROR_UNKNOWN = 999 };
-
+enum {
+        NVML_ERROR_NOT_SUPPORTED = 3,
+        NVML_ERROR_NO_PERMISSION = 4,
+        NVML_ERROR_GPU_IS_LOST = 15,
+        NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+        NVML_ERROR_UNKNOWN = 999
+};
 
 /* ---- the stand-in's controls --------------------------------------------------- */
 
@@ -243,7 +247,7 @@ static void test_full(const char *path) {
         check_identity_full(&s);
         const struct gpu_device *d0 = &s.devices[0], *d1 = &s.devices[1];
         CHECK(d0->has_busy && d0->busy_pct == 37);
-        CHECK(d1->has_busy && d1->busy_pct == 0); /* idle is known, not unknown */
+        CHECK(d1->has_busy && d1->busy_pct == 0);                  /* idle is known, not unknown */
         CHECK(d0->has_mem_used && d0->mem_used_bytes == 10 * GIB); /* _v2: the reserve left out */
         CHECK(d0->has_mem_total && d0->mem_total_bytes == 80 * GIB);
         CHECK(d1->has_mem_used && d1->mem_used_bytes == 0 && d1->mem_total_bytes == 24 * GIB);
@@ -274,7 +278,7 @@ static void test_full(const char *path) {
         CHECK(p != NULL);
         if (p) {
                 CHECK(p->has_mem && p->mem_bytes == 512 * MIB); /* the second graphics entry: 24-byte stride */
-                CHECK(!p->has_util);                           /* 250 % and 125 %: unknown, not 0 */
+                CHECK(!p->has_util);                            /* 250 % and 125 %: unknown, not 0 */
         }
         CHECK(!find_proc(&s, 0, 5555));
         /* the size query, the surprise INSUFFICIENT_SIZE, the retry; one size query on device 1 */

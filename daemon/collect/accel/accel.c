@@ -37,7 +37,7 @@ struct accel {
         struct holder_count {
                 char node[GPU_NAME_MAX];
                 unsigned prev, cur;
-        } *holders;
+        } * holders;
         size_t n_holders;
 
         struct nvml *nvml;
@@ -124,9 +124,13 @@ const struct gpu_device *accel_devices(const struct accel *a, size_t *ret_n) {
         return a->devices;
 }
 
-int64_t accel_devices_ts(const struct accel *a) { return a->devices_ts_ms; }
+int64_t accel_devices_ts(const struct accel *a) {
+        return a->devices_ts_ms;
+}
 
-const struct gpu_device *accel_package(const struct accel *a) { return a->has_package ? &a->package : NULL; }
+const struct gpu_device *accel_package(const struct accel *a) {
+        return a->has_package ? &a->package : NULL;
+}
 
 static const struct gpu_device *find_device(const struct gpu_device *v, size_t n, const char *id, size_t *ret_i) {
         for (size_t i = 0; i < n; i++)
@@ -333,7 +337,9 @@ static void accel_sweep_end(struct accel *a, uint64_t max_age_ns) {
         drm_clients_end(a->drm, max_age_ns);
 }
 
-static void accel_drm_cache_free(struct drm_proc_cache *c) { drm_proc_cache_free(c); }
+static void accel_drm_cache_free(struct drm_proc_cache *c) {
+        drm_proc_cache_free(c);
+}
 
 static struct holder_count *holder_count(struct accel *a, const char *node) {
         for (size_t i = 0; i < a->n_holders; i++)
@@ -350,15 +356,14 @@ static struct holder_count *holder_count(struct accel *a, const char *node) {
         return x;
 }
 
-
 #define MAX_RUN_HOLDERS 8
 
 /* The run's DRM clients (each counted once per sweep), then its share of
  * each NPU it holds open: the device's busy time and memory split evenly
  * between the processes that held it at the previous sweep (an estimate;
  * the kernel has no per-client NPU counters). */
-static void collect_drm(struct accel *a, const int *pid_dirfds, struct accel_member *members, size_t n,
-                        uint64_t now_ns, struct gpu_use *uses, size_t *n_uses, size_t max) {
+static void collect_drm(struct accel *a, const int *pid_dirfds, struct accel_member *members, size_t n, uint64_t now_ns,
+                        struct gpu_use *uses, size_t *n_uses, size_t max) {
         (void)now_ns;
         _cleanup_free_ struct drm_proc *procs = calloc(n ? n : 1, sizeof *procs);
         if (!procs)

@@ -28,19 +28,19 @@ struct accel_run {
         size_t n_uses;
         /* energy estimate */
         bool has_energy;
-        double energy_j;          /* since registration (or since restored) */
+        double energy_j; /* since registration (or since restored) */
         bool has_cpu_mark;
-        uint64_t cpu_mark_ns;     /* the run's CPU time at the last device read */
+        uint64_t cpu_mark_ns; /* the run's CPU time at the last device read */
 };
 
 /* What the [gpu] and [energy] config keys turn on. */
 struct accel_options {
         const char *proc_root, *sys_root;
-        bool gpu;                     /* [gpu] collect != off */
-        bool energy;                  /* [energy] collect != off */
-        usec_t device_interval_usec;  /* [gpu] device_interval */
-        unsigned fd_rescan_ticks;     /* [gpu] fd_rescan_ticks */
-        const char *nvml_library;     /* NULL or "": NVML off */
+        bool gpu;                    /* [gpu] collect != off */
+        bool energy;                 /* [energy] collect != off */
+        usec_t device_interval_usec; /* [gpu] device_interval */
+        unsigned fd_rescan_ticks;    /* [gpu] fd_rescan_ticks */
+        const char *nvml_library;    /* NULL or "": NVML off */
 };
 
 /* Never fails for lack of hardware: what is absent is off, with one log

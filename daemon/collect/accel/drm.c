@@ -26,7 +26,9 @@
  *   drm-maxfreq-panthor:\t1000000000 Hz   (panthor)
  */
 
-static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+static bool is_blank(char c) {
+        return c == ' ' || c == '\t';
+}
 
 struct unit {
         const char *name;
@@ -37,7 +39,9 @@ struct unit {
 static const struct unit size_units[] = { { "", 1 }, { "KiB", 1024 }, { "MiB", 1024 * 1024 }, { "kB", 1024 } };
 static const struct unit time_units[] = { { "", 1 }, { "ns", 1 } };
 /* the spec spells it "KHz"; "kHz" is what a driver author would likely type */
-static const struct unit freq_units[] = { { "", 1 }, { "Hz", 1 }, { "KHz", 1000 }, { "kHz", 1000 }, { "MHz", 1000000 } };
+static const struct unit freq_units[] = {
+        { "", 1 }, { "Hz", 1 }, { "KHz", 1000 }, { "kHz", 1000 }, { "MHz", 1000000 }
+};
 static const struct unit no_unit[] = { { "", 1 } };
 
 /* "<digits>[<blanks>]<unit>" in [v, v + n), the unit one of units[]. */
@@ -85,7 +89,9 @@ static const struct {
         { "drm-total-", F_TOTAL },
 };
 
-static bool name_is(const char *name, const char *s, size_t n) { return strncmp(name, s, n) == 0 && name[n] == 0; }
+static bool name_is(const char *name, const char *s, size_t n) {
+        return strncmp(name, s, n) == 0 && name[n] == 0;
+}
 
 static struct drm_engine_stat *engine_get(struct drm_fdinfo *fi, const char *name, size_t n) {
         for (size_t i = 0; i < fi->n_engines; i++)
@@ -125,7 +131,9 @@ static int copy_word(char *dst, size_t size, const char *v, size_t n) {
         return 0;
 }
 
-static bool key_is(const char *k, size_t n, const char *lit) { return strlen(lit) == n && memcmp(k, lit, n) == 0; }
+static bool key_is(const char *k, size_t n, const char *lit) {
+        return strlen(lit) == n && memcmp(k, lit, n) == 0;
+}
 
 static int parse_key(struct drm_fdinfo *fi, const char *k, size_t kn, const char *v, size_t vn, bool *has_driver) {
         uint64_t x;
@@ -370,7 +378,9 @@ struct drm_clients {
         uint64_t sweep, now_ns;
 };
 
-static uint64_t mix(uint64_t h, uint64_t x) { return (h ^ x) * 0x100000001b3ULL; }
+static uint64_t mix(uint64_t h, uint64_t x) {
+        return (h ^ x) * 0x100000001b3ULL;
+}
 
 static uint64_t key_hash(const struct client_key *k) {
         uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
@@ -470,7 +480,9 @@ void drm_clients_begin(struct drm_clients *t, uint64_t now_ns) {
         t->now_ns = now_ns;
 }
 
-void drm_clients_end(struct drm_clients *t, uint64_t max_age_ns) { (void)drm_clients_expire(t, t->now_ns, max_age_ns); }
+void drm_clients_end(struct drm_clients *t, uint64_t max_age_ns) {
+        (void)drm_clients_expire(t, t->now_ns, max_age_ns);
+}
 
 size_t drm_clients_expire(struct drm_clients *t, uint64_t now_ns, uint64_t max_age_ns) {
         size_t kept = 0, n = t->n;
@@ -495,7 +507,9 @@ size_t drm_clients_expire(struct drm_clients *t, uint64_t now_ns, uint64_t max_a
         return n - kept;
 }
 
-size_t drm_clients_count(const struct drm_clients *t) { return t->n; }
+size_t drm_clients_count(const struct drm_clients *t) {
+        return t->n;
+}
 
 static struct client_engine *client_engine_get(struct client *c, const char *name) {
         for (size_t i = 0; i < c->n_engines; i++)
@@ -654,8 +668,7 @@ static int cache_list(int piddir, struct drm_proc_cache *c) {
                 if (safe_atou(de->d_name, &u) < 0 || u > INT_MAX)
                         continue;
                 /* a target longer than the buffer is cut, and then is no node we know */
-                if (read_target(dirfd(d), de->d_name, target, sizeof target) < 0 ||
-                    !classify(target, &kind, node))
+                if (read_target(dirfd(d), de->d_name, target, sizeof target) < 0 || !classify(target, &kind, node))
                         continue; /* closed meanwhile, or not a device of ours */
                 if (kind == DRM_FD_NVIDIA && holder_seen(c, kind, node, (int)u))
                         continue;

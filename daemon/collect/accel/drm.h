@@ -41,31 +41,31 @@
 
 /* One engine class as one fdinfo shows it; has_* = the key was there. */
 struct drm_engine_stat {
-        char name[GPU_NAME_MAX];   /* "gfx", "rcs", "render" ... */
+        char name[GPU_NAME_MAX]; /* "gfx", "rcs", "render" ... */
         bool has_ns, has_cycles, has_total_cycles, has_maxfreq;
-        uint64_t ns;               /* drm-engine-<e>: busy time, "ns" */
-        uint64_t cycles;           /* drm-cycles-<e> */
-        uint64_t total_cycles;     /* drm-total-cycles-<e>: GPU timestamp, same rate as cycles */
-        uint64_t maxfreq_hz;       /* drm-maxfreq-<e>, "Hz"/"KHz"/"MHz" converted */
-        uint64_t capacity;         /* drm-engine-capacity-<e>; 1 when absent (0 is not allowed: 1) */
+        uint64_t ns;           /* drm-engine-<e>: busy time, "ns" */
+        uint64_t cycles;       /* drm-cycles-<e> */
+        uint64_t total_cycles; /* drm-total-cycles-<e>: GPU timestamp, same rate as cycles */
+        uint64_t maxfreq_hz;   /* drm-maxfreq-<e>, "Hz"/"KHz"/"MHz" converted */
+        uint64_t capacity;     /* drm-engine-capacity-<e>; 1 when absent (0 is not allowed: 1) */
 };
 
 /* One memory region; sizes in bytes ("KiB", "MiB", old "kB" converted). */
 struct drm_region_stat {
-        char name[GPU_NAME_MAX];   /* "vram", "gtt", "system", "vram0", "memory" ... */
+        char name[GPU_NAME_MAX]; /* "vram", "gtt", "system", "vram0", "memory" ... */
         bool has_resident, has_memory, has_total;
-        uint64_t resident_bytes;   /* drm-resident-<r> */
-        uint64_t memory_bytes;     /* drm-memory-<r>: deprecated alias of resident (amdgpu prints both) */
-        uint64_t total_bytes;      /* drm-total-<r> */
+        uint64_t resident_bytes; /* drm-resident-<r> */
+        uint64_t memory_bytes;   /* drm-memory-<r>: deprecated alias of resident (amdgpu prints both) */
+        uint64_t total_bytes;    /* drm-total-<r> */
 };
 
 struct drm_fdinfo {
         char driver[GPU_NAME_MAX]; /* drm-driver: always set on success */
         char pdev[GPU_ID_MAX];     /* drm-pdev, "" when absent (platform devices) */
         bool has_client_id;
-        uint64_t client_id;        /* drm-client-id */
+        uint64_t client_id; /* drm-client-id */
         bool has_ino;
-        uint64_t ino;              /* the generic "ino:" line: the inode of the node opened */
+        uint64_t ino;                                    /* the generic "ino:" line: the inode of the node opened */
         struct drm_engine_stat engines[GPU_MAX_ENGINES]; /* in the order first seen */
         size_t n_engines;
         struct drm_region_stat regions[GPU_MAX_REGIONS];

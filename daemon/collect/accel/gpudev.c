@@ -191,7 +191,9 @@ static bool counter_step(struct counter *c, uint64_t value, usec_t now, uint64_t
         return ok;
 }
 
-static double clamp_pct(double v) { return v < 0 ? 0 : v > 100 ? 100 : v; }
+static double clamp_pct(double v) {
+        return v < 0 ? 0 : v > 100 ? 100 : v;
+}
 
 /* One GT (i915, xe): where its files are and its idle residency. */
 struct gt {
@@ -473,12 +475,12 @@ static void i915_probe(struct gpudev *g, int dev_fd, int card_fd) {
         g->n_gts = 0;
         for (size_t i = 0; i < n; i++) {
                 struct gt *t = &g->gts[g->n_gts++];
-                *t = (struct gt) { .render = i == 0 };
+                *t = (struct gt){ .render = i == 0 };
                 snprintf(t->dir, sizeof t->dir, "gt/gt%u", ids[i]);
                 snprintf(t->name, sizeof t->name, "gt%u", ids[i]);
         }
         if (g->n_gts == 0 && faccessat(card_fd, "power/rc6_residency_ms", F_OK, 0) == 0) {
-                g->gts[0] = (struct gt) { .dir = "power", .name = "gt0", .render = true };
+                g->gts[0] = (struct gt){ .dir = "power", .name = "gt0", .render = true };
                 g->n_gts = 1;
         }
 }
@@ -513,7 +515,7 @@ static void xe_probe(struct gpudev *g, int dev_fd, int card_fd) {
                 size_t n = list_numbered(dev_fd, path, "gt", ids, GPU_MAX_GTS);
                 for (size_t j = 0; j < n && g->n_gts < GPU_MAX_GTS; j++) {
                         struct gt *t = &g->gts[g->n_gts++];
-                        *t = (struct gt) {};
+                        *t = (struct gt){};
                         snprintf(t->dir, sizeof t->dir, "tile%u/gt%u", tiles[i], ids[j]);
                         snprintf(path, sizeof path, "%s/gtidle/name", t->dir);
                         if (sysfs_read_str_at(dev_fd, path, t->name, sizeof t->name) < 0)
@@ -567,7 +569,8 @@ static void npu_read(struct gpudev *g, int dev_fd, int card_fd, usec_t now) {
         uint64_t v, d_us;
         usec_t span;
 
-        if (sysfs_read_u64_at(dev_fd, "npu_busy_time_us", &v) == 0 && counter_step(&g->npu_busy_us, v, now, &d_us, &span)) {
+        if (sysfs_read_u64_at(dev_fd, "npu_busy_time_us", &v) == 0 &&
+            counter_step(&g->npu_busy_us, v, now, &d_us, &span)) {
                 d->has_busy = true;
                 d->busy_pct = clamp_pct(100.0 * (double)d_us / (double)span);
         }
@@ -618,7 +621,7 @@ static void device_bind(struct gpudev *g, const char *driver, int dev_fd, int ca
 
         g->hwmon[0] = 0;
         g->n_gts = 0;
-        g->npu_busy_us = g->energy_uj = (struct counter) {};
+        g->npu_busy_us = g->energy_uj = (struct counter){};
         g->has_prev_power = false;
         g->has_energy = false;
         g->energy_j = 0;
@@ -668,7 +671,9 @@ static void device_read(struct gpudev *g, int dev_fd, int card_fd, usec_t now) {
 
 /* ---- the set ------------------------------------------------------------ */
 
-static void device_free(struct gpudev *g) { free(g); }
+static void device_free(struct gpudev *g) {
+        free(g);
+}
 
 void gpudev_set_free(struct gpudev_set *s) {
         if (!s)
@@ -681,7 +686,9 @@ void gpudev_set_free(struct gpudev_set *s) {
         free(s);
 }
 
-int gpudev_set_root(struct gpudev_set *s, const char *sys_root) { return sysfs_root_set(&s->root, sys_root); }
+int gpudev_set_root(struct gpudev_set *s, const char *sys_root) {
+        return sysfs_root_set(&s->root, sys_root);
+}
 
 int gpudev_set_new(const char *sys_root, struct gpudev_set **ret) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = calloc(1, sizeof *s);
@@ -853,7 +860,9 @@ int gpudev_sample(struct gpudev_set *s, usec_t now_usec) {
         return r < 0 ? r : (int)s->n_devs;
 }
 
-size_t gpudev_count(const struct gpudev_set *s) { return s->n_devs; }
+size_t gpudev_count(const struct gpudev_set *s) {
+        return s->n_devs;
+}
 
 const struct gpu_device *gpudev_get(const struct gpudev_set *s, size_t i) {
         return i < s->n_devs ? &s->devs[i]->d : NULL;

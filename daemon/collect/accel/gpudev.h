@@ -38,7 +38,9 @@ struct gpudev_set;
  * or "" mean "/sys"). No device present is not an error. */
 int gpudev_set_new(const char *sys_root, struct gpudev_set **ret);
 void gpudev_set_free(struct gpudev_set *s);
-static inline void gpudev_set_freep(struct gpudev_set **s) { gpudev_set_free(*s); }
+static inline void gpudev_set_freep(struct gpudev_set **s) {
+        gpudev_set_free(*s);
+}
 /* Reads from another root from now on; devices keep their state when their
  * id is found again there. For fixture snapshots. */
 int gpudev_set_root(struct gpudev_set *s, const char *sys_root);

@@ -89,11 +89,13 @@ _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
 _Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t");
 _Static_assert(offsetof(nvmlMemory_v2_t, total) == 8 && offsetof(nvmlMemory_v2_t, reserved) == 16 &&
-               offsetof(nvmlMemory_v2_t, free) == 24 && offsetof(nvmlMemory_v2_t, used) == 32, "nvmlMemory_v2_t");
+                       offsetof(nvmlMemory_v2_t, free) == 24 && offsetof(nvmlMemory_v2_t, used) == 32,
+               "nvmlMemory_v2_t");
 _Static_assert(NVML_MEMORY_V2 == 0x02000028, "nvmlMemory_v2");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t");
 _Static_assert(offsetof(nvmlPciInfo_t, domain) == 16 && offsetof(nvmlPciInfo_t, pciDeviceId) == 28 &&
-               offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t");
+                       offsetof(nvmlPciInfo_t, busId) == 36,
+               "nvmlPciInfo_t");
 
 /* ---- entry points ---------------------------------------------------------- */
 
@@ -144,13 +146,16 @@ static const struct symbol {
         { API(get_power), true, { "nvmlDeviceGetPowerUsage" } },
         { API(get_energy), false, { "nvmlDeviceGetTotalEnergyConsumption" } },
         { API(get_temp), true, { "nvmlDeviceGetTemperature" } },
-        { API(get_procs[LIST_COMPUTE]), true,
+        { API(get_procs[LIST_COMPUTE]),
+          true,
           { "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
             "nvmlDeviceGetComputeRunningProcesses" } },
-        { API(get_procs[LIST_GRAPHICS]), true,
+        { API(get_procs[LIST_GRAPHICS]),
+          true,
           { "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2",
             "nvmlDeviceGetGraphicsRunningProcesses" } },
-        { API(get_procs[LIST_MPS]), false,
+        { API(get_procs[LIST_MPS]),
+          false,
           { "nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v2",
             "nvmlDeviceGetMPSComputeRunningProcesses" } },
         { API(get_proc_util), false, { "nvmlDeviceGetProcessUtilization" } },
@@ -203,10 +208,10 @@ static const char *const call_names[N_CALLS] = {
 
 struct nvml_dev {
         nvmlDevice_t handle;
-        bool lost;          /* GPU_IS_LOST during this tick: its other calls skipped */
-        bool mem_v1;        /* GetMemoryInfo_v2 refused: the plain call from now on */
-        bool integrate;     /* no energy counter: energy from the power readings */
-        bool energy_said;   /* a counter step was left out and said so (info once, then debug) */
+        bool lost;        /* GPU_IS_LOST during this tick: its other calls skipped */
+        bool mem_v1;      /* GetMemoryInfo_v2 refused: the plain call from now on */
+        bool integrate;   /* no energy counter: energy from the power readings */
+        bool energy_said; /* a counter step was left out and said so (info once, then debug) */
         bool has_energy_mark;
         uint64_t energy_mark_mj, energy_mark_ns;
         bool has_power_mark;
@@ -305,8 +310,8 @@ static bool call_ok(struct nvml *n, struct nvml_dev *d, const struct gpu_device 
         if (r == NVML_ERROR_GPU_IS_LOST) {
                 /* its other calls are skipped this tick: one line says it all */
                 if (d->failing[c] != r)
-                        log_warning("nvml: %s: %s (%d): every value of the device unknown", g->id,
-                                    nvml_errstr(n, r), r);
+                        log_warning("nvml: %s: %s (%d): every value of the device unknown", g->id, nvml_errstr(n, r),
+                                    r);
                 d->lost = true;
         } else if (d->failing[c] != r)
                 /* NOT_SUPPORTED is the board's nature (no power sensor on
@@ -550,7 +555,9 @@ void nvml_close(struct nvml *n) {
         free(n);
 }
 
-size_t nvml_device_count(const struct nvml *n) { return n ? n->n_devices : 0; }
+size_t nvml_device_count(const struct nvml *n) {
+        return n ? n->n_devices : 0;
+}
 
 /* ---- device counters ------------------------------------------------------------ */
 
@@ -686,8 +693,9 @@ static int cmp_sample(const void *a, const void *b) {
 static int read_list(struct nvml *n, size_t i, int l, bool *ret_ok) {
         struct nvml_dev *d = &n->devs[i];
         const struct gpu_device *g = &n->out[i];
-        struct sized_query q = { .call = call_list, .handle = d->handle, .list = n->api.get_procs[l],
-                                 .stride = n->list_stride[l] };
+        struct sized_query q = {
+                .call = call_list, .handle = d->handle, .list = n->api.get_procs[l], .stride = n->list_stride[l]
+        };
         nvmlReturn_t r;
         unsigned count;
 
@@ -750,8 +758,11 @@ static bool sample_valid(const nvmlProcessUtilizationSample_t *s) {
  * pid). A listed process without a new sample was idle: 0 %. */
 static int read_proc_util(struct nvml *n, struct nvml_dev *d, const struct gpu_device *g, struct nvml_proc *procs,
                           size_t np) {
-        struct sized_query q = { .call = call_proc_util, .handle = d->handle, .proc_util = n->api.get_proc_util,
-                                 .since_usec = d->util_seen_usec, .stride = sizeof(nvmlProcessUtilizationSample_t) };
+        struct sized_query q = { .call = call_proc_util,
+                                 .handle = d->handle,
+                                 .proc_util = n->api.get_proc_util,
+                                 .since_usec = d->util_seen_usec,
+                                 .stride = sizeof(nvmlProcessUtilizationSample_t) };
         nvmlReturn_t r;
         unsigned count;
 

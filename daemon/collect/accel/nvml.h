@@ -35,11 +35,11 @@
 /* What one process uses of one device, from the device's compute, graphics
  * and MPS client lists joined with its process-utilisation samples. */
 struct nvml_proc {
-        int pid;                 /* host pid namespace */
-        size_t device;           /* index into the snapshot's devices */
+        int pid;                    /* host pid namespace */
+        size_t device;              /* index into the snapshot's devices */
         char device_id[GPU_ID_MAX]; /* devices[device].id, for matching gpu_use.device */
-        bool has_mem;            /* false: NVML reports the value as unavailable (MIG, containers) */
-        uint64_t mem_bytes;      /* usedGpuMemory; a pid in several lists counted once */
+        bool has_mem;               /* false: NVML reports the value as unavailable (MIG, containers) */
+        uint64_t mem_bytes;         /* usedGpuMemory; a pid in several lists counted once */
         /* Utilisation over the driver's last sample period: a sample newer
          * than the previous read, or 0 when the device had none for any
          * process (NVML reports no sample for an idle process). Unknown when
@@ -83,7 +83,9 @@ int nvml_open(const char *path, struct nvml **ret, char *err, size_t errlen);
 
 /* nvmlShutdown() and dlclose(). NULL is fine. */
 void nvml_close(struct nvml *n);
-static inline void nvml_closep(struct nvml **n) { nvml_close(*n); }
+static inline void nvml_closep(struct nvml **n) {
+        nvml_close(*n);
+}
 
 /* The device count fixed at nvml_open(); devices are not re-enumerated. */
 size_t nvml_device_count(const struct nvml *n);

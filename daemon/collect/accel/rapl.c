@@ -72,7 +72,9 @@ void rapl_free(struct rapl *r) {
         free(r);
 }
 
-int rapl_set_root(struct rapl *r, const char *sys_root) { return sysfs_root_set(&r->root, sys_root); }
+int rapl_set_root(struct rapl *r, const char *sys_root) {
+        return sysfs_root_set(&r->root, sys_root);
+}
 
 int rapl_new(const char *sys_root, struct rapl **ret) {
         _cleanup_(rapl_freep) struct rapl *r = calloc(1, sizeof *r);
@@ -129,7 +131,7 @@ static int zone_add(struct rapl *r, int class_fd, const char *entry, bool top) {
                 r->cap = cap;
         }
         z = &r->zones[r->n++];
-        *z = (struct zone) { .top = top, .seen = true };
+        *z = (struct zone){ .top = top, .seen = true };
         snprintf(z->info.entry, sizeof z->info.entry, "%s", entry);
         snprintf(path, sizeof path, "%s/name", entry);
         if (sysfs_read_str_at(class_fd, path, z->info.name, sizeof z->info.name) < 0)
@@ -200,7 +202,8 @@ static void zone_read(struct rapl *r, struct zone *z, int class_fd, usec_t now) 
         if (q < 0) {
                 if ((q == -EACCES || q == -EPERM) && !r->warned_unreadable) {
                         r->warned_unreadable = true;
-                        log_warning_errno(q, "cannot read %s/class/powercap/%s: %m; CPU energy is unknown "
+                        log_warning_errno(q,
+                                          "cannot read %s/class/powercap/%s: %m; CPU energy is unknown "
                                           "(energy_uj is root-only: mlmond needs CAP_DAC_READ_SEARCH)",
                                           r->root, path);
                 }
@@ -276,6 +279,10 @@ bool rapl_energy_j(const struct rapl *r, double *ret_j) {
         return true;
 }
 
-size_t rapl_zone_count(const struct rapl *r) { return r->n; }
+size_t rapl_zone_count(const struct rapl *r) {
+        return r->n;
+}
 
-const struct rapl_zone_info *rapl_zone(const struct rapl *r, size_t i) { return i < r->n ? &r->zones[i].info : NULL; }
+const struct rapl_zone_info *rapl_zone(const struct rapl *r, size_t i) {
+        return i < r->n ? &r->zones[i].info : NULL;
+}

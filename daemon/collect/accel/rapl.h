@@ -39,7 +39,9 @@ struct rapl;
  * are found at each sample, so none existing yet is not an error. */
 int rapl_new(const char *sys_root, struct rapl **ret);
 void rapl_free(struct rapl *r);
-static inline void rapl_freep(struct rapl **r) { rapl_free(*r); }
+static inline void rapl_freep(struct rapl **r) {
+        rapl_free(*r);
+}
 /* Reads from another root from now on; the counters keep their baselines
  * (zones are matched by their entry name). For fixture snapshots. */
 int rapl_set_root(struct rapl *r, const char *sys_root);
