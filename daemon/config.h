@@ -87,7 +87,4 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen);
 
 int config_copy(struct config *dst, const struct config *src);
 
-/* "HOST:PORT" -> parts; "[::1]:9477" accepted. */
-int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
-
 bool config_synchronous_full(const struct config *c);

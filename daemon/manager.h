@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "manager-ops.h"
 #include "analyze/leak.h"
 #include "collect/procfs.h"
 #include "collect/runs.h"
@@ -17,16 +18,6 @@
 struct api;
 struct ingest;
 
-struct host_sample {
-        int64_t ts_ms;
-        bool has_cpu_pct;
-        double cpu_pct; /* 100 = all cpus busy (like node_exporter's 1 - idle) */
-        unsigned ncpus;
-        bool has_mem;
-        struct proc_meminfo mem;
-        bool has_load;
-        struct proc_loadavg load;
-};
 
 struct manager {
         struct config config;
@@ -36,7 +27,7 @@ struct manager {
         char **overrides; /* key, value, key, value, ..., NULL */
 
         sd_event *event;
-        sd_event_source *tick_source, *maintenance_source, *watchdog_source, *host_source;
+        sd_event_source *tick_source, *maintenance_source, *watchdog_source;
         struct store *store;
         struct api *api;
         struct collect_ctx collect;
@@ -66,7 +57,6 @@ struct manager {
         bool has_host_prev;
 
         /* StatsD and observations */
-        uint64_t statsd_received, statsd_malformed, statsd_unmatched;
         struct pid_cache_entry {
                 int pid;
                 int64_t run_id; /* 0 = no registered run */
@@ -100,17 +90,7 @@ int manager_reload(struct manager *m, char *errbuf, size_t errlen);
  * one (key = want) is not used where they differ. */
 int manager_listen_fd(const char *fdname, int type, const char *key, const char *want);
 
-/* Registration, as the API asks for it. caller_uid (uid_t)-1 = trusted.
- * On failure errbuf holds a message for the client and the return value
- * tells the kind: -ESRCH (404), -EPERM (403), -EEXIST (409, *ret_id set to
- * the existing run), -EUSERS (429-ish quota, 403), -EINVAL (400). */
-struct register_request {
-        int pid;
-        const char *name;
-        usec_t interval_usec; /* 0 = default */
-        bool children;
-        const char *tags_json; /* a JSON object text, or NULL */
-};
+/* Registration (the API's register_run); see struct manager_ops. */
 int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
                      int64_t *ret_id, char *errbuf, size_t errlen);
 /* -ENOENT no such run, -EALREADY not running, -EPERM not the caller's. */
@@ -132,3 +112,22 @@ int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const c
 
 /* Puts a mark on a running run: -EALREADY if it is not running. */
 int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts);
+
+/* ---- shared by manager.c, manager-runs.c and manager-listen.c ------------- */
+
+/* The next multiple of interval after `after` (monotonic): runs are due on
+ * a grid, so runs of one interval are sampled in the same tick. */
+usec_t grid_next(usec_t after, usec_t interval);
+/* Arms the sampler timer for the earliest due run. */
+void manager_rearm_tick(struct manager *m, usec_t now);
+/* Ends a run (exited, unregistered, lost): a last sample if asked, the
+ * totals stored, the run dropped from memory. */
+int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample);
+/* Feeds a sample to the run's leak watches and stores verdict changes. */
+void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
+int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
+/* Runs that were running when mlmond stopped, pinned again if the same
+ * process instance still runs, else ended as lost. */
+int manager_restore_runs(struct manager *m);
+/* The HTTP API and the StatsD listeners (manager-listen.c). */
+int manager_start_listeners(struct manager *m, char *err, size_t errlen);

@@ -117,11 +117,16 @@ void json_add_string(json_object *o, const char *key, const char *s) {
         json_object_object_add(o, key, s ? json_string_sanitized(s, strlen(s)) : NULL);
 }
 
-char *json_error_body(const char *code, const char *message) {
-        _cleanup_json_ json_object *root = json_object_new_object(), *err = json_object_new_object();
+json_object *json_error_new(const char *code, const char *message) {
+        json_object *root = json_object_new_object(), *err = json_object_new_object();
         json_add_string(err, "code", code);
         json_add_string(err, "message", message);
-        json_object_object_add(root, "error", json_object_get(err));
+        json_object_object_add(root, "error", err);
+        return root;
+}
+
+char *json_error_body(const char *code, const char *message) {
+        _cleanup_json_ json_object *root = json_error_new(code, message);
         return strdup(json_to_string(root));
 }
 

@@ -32,7 +32,9 @@ void json_add_i64(json_object *o, const char *key, bool known, int64_t v);
 void json_add_double(json_object *o, const char *key, bool known, double v);
 void json_add_string(json_object *o, const char *key, const char *s); /* NULL -> null */
 
-/* {"error":{"code":code,"message":message}} as a malloc'ed string. */
+/* {"error":{"code":code,"message":message}}: the one shape of every error
+ * answer, as an object and as a malloc'ed string. */
+json_object *json_error_new(const char *code, const char *message);
 char *json_error_body(const char *code, const char *message);
 
 /* Serialises without escaping '/', compact. The string belongs to o. */

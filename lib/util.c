@@ -65,6 +65,34 @@ void *greedy_realloc(void **p, size_t need, size_t size) {
         return q;
 }
 
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port) {
+        const char *colon;
+        const char *h = s;
+        size_t hl;
+        if (*s == '[') {
+                const char *close = strchr(s, ']');
+                if (!close || close[1] != ':')
+                        return -EINVAL;
+                h = s + 1;
+                hl = (size_t)(close - h);
+                colon = close + 1;
+        } else {
+                colon = strrchr(s, ':');
+                if (!colon)
+                        return -EINVAL;
+                hl = (size_t)(colon - s);
+        }
+        if (hl == 0 || hl >= hostlen)
+                return -EINVAL;
+        unsigned p;
+        if (safe_atou(colon + 1, &p) < 0 || p == 0 || p > 65535)
+                return -EINVAL;
+        memcpy(host, h, hl);
+        host[hl] = 0;
+        *port = (uint16_t)p;
+        return 0;
+}
+
 usec_t now_usec(int clock_id) {
         struct timespec ts;
         clock_gettime(clock_id, &ts);

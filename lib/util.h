@@ -97,8 +97,9 @@ int log_internal(int prio, int error, const char *fmt, ...) _printf_(3, 4);
 
 /* ---- time --------------------------------------------------------------- */
 
-/* One time type: microseconds. Monotonic for intervals, realtime only for
- * stored timestamps (which are in milliseconds, see DESIGN.md). */
+/* One time type: microseconds. Monotonic time crosses module boundaries
+ * as usec_t; realtime is used only for stored timestamps, which are Unix
+ * milliseconds (int64_t, `_ms`). */
 typedef uint64_t usec_t;
 #define USEC_INFINITY ((usec_t)UINT64_MAX)
 #define USEC_PER_MSEC ((usec_t)1000)
@@ -142,6 +143,13 @@ void str_printable(const char *s, char *buf, size_t size);
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 /* pread(fd, 0) into buf (size includes the NUL). Returns length or -errno. */
 ssize_t pread_text(int fd, char *buf, size_t size);
+
+/* "HOST:PORT" -> parts; "[::1]:9477" accepted. -EINVAL. */
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
+/* An address setting that switches its listener off: unset, "" or "none". */
+static inline bool address_off(const char *s) {
+        return !s || !*s || streq(s, "none");
+}
 
 /* A unix socket of `type` bound at path, mode 0666 (callers authorize each
  * peer themselves), a stale socket there replaced; SO_PASSCRED set first if

@@ -1,14 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* The HTTP API: libmicrohttpd in external-epoll mode driven by the manager's
- * sd-event loop (one thread), routed through one table with one error
- * responder. TCP (--listen) is read-only; the unix socket (--socket) takes
- * every method and identifies the caller with SO_PEERCRED. */
+/* The HTTP API: the routes and their handlers over the manager's operations
+ * and the store's queries (served by server.c). */
 #pragma once
 
 #include <stddef.h>
+#include <systemd/sd-event.h>
 
-struct manager;
+#include "config.h"
+#include "manager-ops.h"
+
+struct store;
 struct api;
 
-int api_new(struct manager *m, struct api **ret, char *errbuf, size_t errlen);
+struct api_options {
+        sd_event *event;
+        const struct config *config;
+        struct store *store; /* read-only queries */
+        int tcp_fd;          /* the socket systemd passed for `listen`, or -1 */
+        struct manager_link manager;
+};
+
+int api_new(const struct api_options *o, struct api **ret, char *err, size_t errlen);
 void api_free(struct api *a);

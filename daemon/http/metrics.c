@@ -9,7 +9,8 @@
 
 #include "collect/accel/accel.h"
 #include "json-util.h"
-#include "manager.h"
+#include "config.h"
+#include "manager-ops.h"
 #include "collect/procfs.h"
 #include "store/query.h"
 #include "version.h"
@@ -193,10 +194,8 @@ static struct metrics_op_total *ledger_get(struct metrics_op_ledger *l, const ch
         struct metrics_op_total *t = ledger_find(l, op);
         if (t)
                 return t;
-        struct metrics_op_total *nv = realloc(l->v, (l->n + 1) * sizeof *nv);
-        if (!nv)
+        if (!GREEDY_REALLOC(l->v, l->n + 1))
                 return NULL;
-        l->v = nv;
         t = &l->v[l->n];
         *t = (struct metrics_op_total){ .op = strdup(op) };
         if (!t->op)
@@ -417,12 +416,19 @@ static int run_view_labels(struct run_view *v) {
  * of the quantile window. A query that fails (over the time budget) leaves
  * the figures out of this scrape, never writes them as 0: -ENOMEM is the
  * only error returned. */
-static int run_view_ops(struct run_view *v, struct manager *m, int64_t now_ms) {
+/* What a scrape reads the op data with. */
+struct scrape {
+        const struct manager_stats *st;
+        struct store *store;
+        const struct config *config;
+};
+
+static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_ms) {
         struct metrics_op_ledger *l = v->ledger;
         struct run *r = v->r;
-        struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec,
-                                    .max_rows = m->config.http_max_rows };
-        int64_t rollup_before = now_ms - (int64_t)(m->config.retention_raw_usec / USEC_PER_MSEC);
+        struct query_limits lim = { .timeout_usec = m->config->http_query_timeout_usec,
+                                    .max_rows = m->config->http_max_rows };
+        int64_t rollup_before = now_ms - (int64_t)(m->config->retention_raw_usec / USEC_PER_MSEC);
         int64_t open_from = ops_slice_of(now_ms);
         int q;
 
@@ -586,21 +592,21 @@ static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
         metrics_buf_done(&q);
 }
 
-static void put_host(struct metrics_buf *b, const struct manager *m) {
+static void put_host(struct metrics_buf *b, const struct manager_stats *m) {
         const struct host_sample *h = &m->host;
         const struct proc_meminfo *mem = &h->mem;
         bool avail = h->has_mem && mem->has_available;
         put_single(b, "mlmond_host_cpus", GAUGE, "CPUs of the host (as /proc/stat lists them).", h->ncpus > 0,
                    h->ncpus);
-        if (m->has_host_prev) {
-                const struct proc_cpu_total *c = &m->host_prev_cpu;
+        if (m->has_host_cpu) {
+                const struct proc_cpu_total *c = &m->host_cpu;
                 const struct {
                         const char *mode;
                         uint64_t ticks;
                 } modes[] = { { "user", c->user },       { "nice", c->nice },     { "system", c->system },
                               { "idle", c->idle },       { "iowait", c->iowait }, { "irq", c->irq },
                               { "softirq", c->softirq }, { "steal", c->steal } };
-                double tck = (double)(m->collect.clk_tck > 0 ? m->collect.clk_tck : 100);
+                double tck = (double)(m->clk_tck > 0 ? m->clk_tck : 100);
                 put_header(b, "mlmond_host_cpu_seconds_total", COUNTER,
                            "CPU time of the whole host by mode, all CPUs together (/proc/stat).");
                 for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
@@ -657,7 +663,7 @@ static bool device_value(const struct gpu_device *d, enum device_metric k, doubl
         }
 }
 
-static void metrics_devices(struct metrics_buf *b, const struct manager *m) {
+static void metrics_devices(struct metrics_buf *b, const struct manager_stats *m) {
         static const struct {
                 const char *name;
                 enum family_type type;
@@ -747,7 +753,7 @@ static bool self_rss(uint64_t *ret) {
 }
 
 /* The daemon's own health: what GET /v1/health says. */
-static void put_daemon(struct metrics_buf *b, struct manager *m) {
+static void put_daemon(struct metrics_buf *b, const struct manager_stats *m) {
         struct timespec ts = {};
         bool has_cpu = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0;
         uint64_t rss = 0;
@@ -755,7 +761,7 @@ static void put_daemon(struct metrics_buf *b, struct manager *m) {
         put_header(b, "mlmond_build_info", GAUGE, "Always 1, with mlmond's version as a label.");
         put_sample(b, "mlmond_build_info", NULL, NULL, "version=\"" MLMOND_VERSION "\"", 1);
         put_single(b, "mlmond_uptime_seconds", GAUGE, "Time since mlmond started.", true,
-                   (double)(now_usec(CLOCK_MONOTONIC) - m->started_mono) / 1e6);
+                   (double)m->uptime_usec / 1e6);
         put_single(b, "mlmond_runs_active", GAUGE, "Running runs (the ones exported here).", true, m->n_runs);
         put_single(b, "mlmond_ticks_total", COUNTER, "Sampler ticks since mlmond started.", true, m->ticks);
         put_single(b, "mlmond_tick_overruns_total", COUNTER,
@@ -763,7 +769,7 @@ static void put_daemon(struct metrics_buf *b, struct manager *m) {
         put_single(b, "mlmond_last_tick_duration_seconds", GAUGE, "How long the last sampler tick took.", m->ticks > 0,
                    m->last_tick_ms / 1000.0);
         put_single(b, "mlmond_db_write_errors_total", COUNTER, "Failed database writes since mlmond started.", true,
-                   (double)(store_write_errors(m->store) + m->tick_errors));
+                   (double)m->db_write_errors);
         put_single(b, "mlmond_statsd_received_total", COUNTER, "StatsD lines received.", true, m->statsd_received);
         put_single(b, "mlmond_statsd_malformed_total", COUNTER, "StatsD lines (and datagrams) dropped as malformed.",
                    true, m->statsd_malformed);
@@ -775,7 +781,9 @@ static void put_daemon(struct metrics_buf *b, struct manager *m) {
                    (double)rss);
 }
 
-int metrics_render(struct metrics *x, struct manager *m, char **ret, size_t *ret_len) {
+int metrics_render(struct metrics *x, const struct manager_stats *m, struct store *store, const struct config *config,
+                   char **ret, size_t *ret_len) {
+        const struct scrape sc = { .st = m, .store = store, .config = config };
         int64_t now_ms = now_realtime_ms();
         size_t n = m->n_runs;
         struct run_view *views = calloc(n ? n : 1, sizeof *views);
@@ -792,7 +800,7 @@ int metrics_render(struct metrics *x, struct manager *m, char **ret, size_t *ret
                 run_view_values(&views[i]);
                 q = run_view_labels(&views[i]);
                 if (q == 0)
-                        q = run_view_ops(&views[i], m, now_ms);
+                        q = run_view_ops(&views[i], &sc, now_ms);
         }
         if (q == 0) {
                 put_runs(&b, views, n);

@@ -18,7 +18,9 @@
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-struct manager;
+struct manager_stats;
+struct store;
+struct config;
 
 /* ---- text helpers (pure; exposed for tests) ------------------------------ */
 
@@ -87,4 +89,5 @@ void metrics_free(struct metrics *x);
 /* Renders the whole exposition into *ret (malloc'ed, NUL-terminated, owned
  * by the caller). Returns 0 or -ENOMEM. A run whose op data cannot be read
  * in time (a query error) is rendered without its op families. */
-int metrics_render(struct metrics *x, struct manager *m, char **ret, size_t *ret_len);
+int metrics_render(struct metrics *x, const struct manager_stats *st, struct store *store, const struct config *config,
+                   char **ret, size_t *ret_len);

@@ -254,28 +254,27 @@ static bool self_rss(uint64_t *ret) {
         return true;
 }
 
-json_object *render_health(const struct manager *m) {
+json_object *render_health(const struct manager_stats *m) {
         json_object *o = json_object_new_object();
-        usec_t now = now_usec(CLOCK_MONOTONIC);
         uint64_t rss = 0;
         bool has_rss = self_rss(&rss);
         json_add_string(o, "status", "ok");
         json_add_string(o, "version", MLMOND_VERSION);
-        json_add_double(o, "uptime_s", true, (double)(now - m->started_mono) / 1e6);
+        json_add_double(o, "uptime_s", true, (double)m->uptime_usec / 1e6);
         json_add_u64(o, "runs_active", true, m->n_runs);
         json_add_u64(o, "ticks", true, m->ticks);
         json_add_u64(o, "overruns", true, m->overruns);
         json_add_double(o, "last_tick_ms", m->ticks > 0, m->last_tick_ms);
         json_add_double(o, "self_cpu_pct", m->has_self_cpu, m->self_cpu_pct);
         json_add_u64(o, "self_rss_bytes", has_rss, rss);
-        json_add_u64(o, "db_write_errors", true, store_write_errors(m->store) + m->tick_errors);
+        json_add_u64(o, "db_write_errors", true, m->db_write_errors);
         json_add_u64(o, "statsd_received", true, m->statsd_received);
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         return o;
 }
 
-json_object *render_system(const struct manager *m) {
+json_object *render_system(const struct manager_stats *m) {
         const struct host_sample *h = &m->host;
         json_object *o = json_object_new_object();
         json_add_i64(o, "ts", h->ts_ms != 0, h->ts_ms);
@@ -306,7 +305,7 @@ json_object *render_system(const struct manager *m) {
         json_object *en = json_object_new_object();
         json_add_double(en, "package_power_w", pkg && pkg->has_power, pkg ? pkg->power_w : 0);
         json_add_double(en, "package_energy_j", pkg && pkg->has_energy, pkg ? pkg->energy_j : 0);
-        json_add_double(en, "grid_g_per_kwh", true, m->config.grid_g_per_kwh);
+        json_add_double(en, "grid_g_per_kwh", true, m->grid_g_per_kwh);
         json_object_object_add(o, "energy", en);
         return o;
 }

@@ -4,7 +4,7 @@
 
 #include <json-c/json.h>
 
-#include "manager.h"
+#include "manager-ops.h"
 #include "store/query.h"
 #include "collect/sample.h"
 
@@ -30,7 +30,7 @@ json_object *render_window(const struct window_rates *w, double window_s, const 
 json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq);
 /* "p50_ms", "p99.9_ms". */
 void render_quantile_key(double q, char *buf, size_t size);
-json_object *render_health(const struct manager *m);
+json_object *render_health(const struct manager_stats *st);
 /* The verdict of a run being watched (registered_ts: to turn the series'
  * seconds into Unix ms). */
 struct leakwatch;
@@ -38,4 +38,4 @@ json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, co
 /* A run's "leak": the anonymous RSS verdict, with the GPU memory one as
  * "gpu_mem" (null while the run has no GPU memory). */
 json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms);
-json_object *render_system(const struct manager *m);
+json_object *render_system(const struct manager_stats *st);

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "manager.h"
+#include "manager-ops.h"
 #include "ingest/statsd.h"
 
 /* Datagrams per recvmmsg and their buffers: StatsD clients keep datagrams
@@ -43,7 +43,11 @@ struct port_owner {
 };
 
 struct ingest {
-        struct manager *m;
+        struct manager_link m;
+        sd_event *event;
+        char *proc_root;
+        int udp_fd; /* the socket systemd passed, until start_udp takes it */
+        struct ingest_counters counters;
         struct listener unx, udp;
         uint8_t *bufs; /* BATCH * DGRAM_MAX, shared: one thread */
         struct port_owner *ports;
@@ -104,11 +108,11 @@ static bool pid_has_socket(const char *proc_root, int pid, uint64_t inode) {
  * socket bound to port: /proc/net/udp{,6} gives the socket's inode, the
  * processes' fd tables say who has it. Cached per port. */
 static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
-        struct manager *m = g->m;
+        const struct manager_link *m = &g->m;
         usec_t now = now_usec(CLOCK_MONOTONIC);
         for (size_t i = 0; i < g->n_ports; i++)
                 if (g->ports[i].port == port && g->ports[i].expires > now)
-                        return g->ports[i].run_id ? manager_find_run(m, g->ports[i].run_id) : NULL;
+                        return g->ports[i].run_id ? m->ops->find_run(m->userdata, g->ports[i].run_id) : NULL;
 
         struct run *owner = NULL;
         uint64_t inode = 0;
@@ -117,17 +121,18 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
         for (size_t t = 0; t < ELEMENTSOF(tables) && !have_inode; t++) {
                 char path[256];
                 _cleanup_free_ char *text = NULL;
-                snprintf(path, sizeof path, "%s/%s", m->config.proc_root, tables[t]);
+                snprintf(path, sizeof path, "%s/%s", g->proc_root, tables[t]);
                 if (read_file_at(AT_FDCWD, path, 8 << 20, &text, NULL) == 0)
                         have_inode = proc_net_udp_find_port(text, port, &inode) == 0;
         }
-        for (size_t i = 0; have_inode && i < m->n_runs && !owner; i++) {
-                struct run *r = m->runs[i];
-                if (pid_has_socket(m->config.proc_root, r->info.pid, inode))
+        size_t n_runs = 0;
+        struct run *const *runs = m->ops->running(m->userdata, &n_runs);
+        for (size_t i = 0; have_inode && i < n_runs && !owner; i++) {
+                struct run *r = runs[i];
+                if (pid_has_socket(g->proc_root, r->info.pid, inode))
                         owner = r;
                 for (size_t j = 0; !owner && r->info.children && j < r->n_members; j++)
-                        if (r->members[j].pid != r->info.pid &&
-                            pid_has_socket(m->config.proc_root, r->members[j].pid, inode))
+                        if (r->members[j].pid != r->info.pid && pid_has_socket(g->proc_root, r->members[j].pid, inode))
                                 owner = r;
         }
 
@@ -139,10 +144,8 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
                 }
         if (slot == g->n_ports) {
                 if (g->n_ports < PORT_CACHE_MAX) {
-                        struct port_owner *n = realloc(g->ports, (g->n_ports + 1) * sizeof *n);
-                        if (!n)
+                        if (!GREEDY_REALLOC(g->ports, g->n_ports + 1))
                                 return owner;
-                        g->ports = n;
                         g->n_ports++;
                 } else
                         slot = port % PORT_CACHE_MAX;
@@ -155,43 +158,43 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
 
 static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct dgram_ctx *c = userdata;
-        struct manager *m = c->g->m;
+        const struct manager_link *m = &c->g->m;
+        struct ingest_counters *n = &c->g->counters;
         struct run *r;
 
-        m->statsd_received++;
+        n->received++;
         if (x->has_run)
-                r = manager_find_run(m, x->run);
+                r = m->ops->find_run(m->userdata, x->run);
         else if (x->has_pid)
-                r = manager_run_for_pid(m, x->pid);
+                r = m->ops->run_for_pid(m->userdata, x->pid);
         else {
                 if (!c->resolved) {
-                        c->run = c->is_unix ? manager_run_for_pid(m, c->sender_pid)
+                        c->run = c->is_unix ? m->ops->run_for_pid(m->userdata, c->sender_pid)
                                             : udp_port_owner(c->g, c->sender_port);
                         c->resolved = true;
                 }
                 r = c->run;
         }
         if (!r) {
-                m->statsd_unmatched++;
+                n->unmatched++;
                 return;
         }
         enum op_kind kind = x->type == STATSD_TIMING    ? OP_TIMING
                             : x->type == STATSD_COUNTER ? OP_COUNTER
                             : x->gauge_delta            ? OP_GAUGE_DELTA
                                                         : OP_GAUGE;
-        int q = manager_observe(m, r, kind, x->name, x->name_len, x->category, x->category_len, x->value,
+        int q = m->ops->observe(m->userdata, r, kind, x->name, x->name_len, x->category, x->category_len, x->value,
                                 x->sample_rate);
         if (q == -EINVAL)
-                m->statsd_malformed++;
+                n->malformed++;
         else if (q < 0)
-                m->statsd_unmatched++; /* dropped: too many ops, or out of memory */
+                n->unmatched++; /* dropped: too many ops, or out of memory */
 }
 
 static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_unix) {
-        struct manager *m = g->m;
         const struct msghdr *h = &mm->msg_hdr;
         if (h->msg_flags & MSG_TRUNC) {
-                m->statsd_malformed++;
+                g->counters.malformed++;
                 return;
         }
         struct dgram_ctx c = { .g = g, .is_unix = is_unix };
@@ -212,10 +215,10 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
         }
         uint64_t malformed = 0;
         statsd_parse_datagram((const char *)h->msg_iov->iov_base, mm->msg_len, on_metric, &c, &malformed);
-        m->statsd_malformed += malformed;
+        g->counters.malformed += malformed;
         /* an empty datagram is garbage too */
         if (mm->msg_len == 0)
-                m->statsd_malformed++;
+                g->counters.malformed++;
 }
 
 static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -272,7 +275,7 @@ static void set_rcvbuf(int fd) {
 static int listener_watch(struct ingest *g, struct listener *l) {
         l->g = g;
         set_rcvbuf(l->fd);
-        return sd_event_add_io(g->m->event, &l->source, l->fd, EPOLLIN, on_readable, l);
+        return sd_event_add_io(g->event, &l->source, l->fd, EPOLLIN, on_readable, l);
 }
 
 static int start_unix(struct ingest *g, const char *path, char *err, size_t errlen) {
@@ -319,7 +322,7 @@ static int bind_udp(const char *spec) {
 static void start_udp(struct ingest *g, const char *spec) {
         /* Under systemd the socket comes from mlmond-statsd.socket (so the
          * service needs no AF_INET). */
-        int fd = manager_listen_fd("statsd-udp", SOCK_DGRAM, "statsd_udp", spec);
+        int fd = TAKE_FD(g->udp_fd);
         if (fd < 0)
                 fd = bind_udp(spec);
         if (fd < 0)
@@ -332,30 +335,29 @@ static void start_udp(struct ingest *g, const char *spec) {
         }
 }
 
-static bool disabled(const char *s) {
-        return !s || !*s || streq(s, "none");
-}
-
-int ingest_new(struct manager *m, struct ingest **ret, char *err, size_t errlen) {
+int ingest_new(const struct ingest_options *o, struct ingest **ret, char *err, size_t errlen) {
         struct ingest *g = calloc(1, sizeof *g);
         if (!g)
                 return -ENOMEM;
-        g->m = m;
+        g->m = o->manager;
+        g->event = o->event;
+        g->udp_fd = o->udp_fd;
         g->unx.fd = g->udp.fd = -1;
         g->bufs = malloc((size_t)BATCH * DGRAM_MAX);
-        if (!g->bufs) {
-                free(g);
+        g->proc_root = strdup(o->proc_root);
+        if (!g->bufs || !g->proc_root) {
+                ingest_free(g);
                 return -ENOMEM;
         }
-        if (!disabled(m->config.statsd_socket)) {
-                int q = start_unix(g, m->config.statsd_socket, err, errlen);
+        if (!address_off(o->unix_path)) {
+                int q = start_unix(g, o->unix_path, err, errlen);
                 if (q < 0) {
                         ingest_free(g);
                         return q;
                 }
         }
-        if (!disabled(m->config.statsd_udp))
-                start_udp(g, m->config.statsd_udp);
+        if (!address_off(o->udp))
+                start_udp(g, o->udp);
         *ret = g;
         return 0;
 }
@@ -374,9 +376,16 @@ void ingest_free(struct ingest *g) {
                 return;
         listener_done(&g->unx);
         listener_done(&g->udp);
+        safe_close(g->udp_fd);
         free(g->bufs);
+        free(g->proc_root);
         free(g->ports);
         free(g);
+}
+
+const struct ingest_counters *ingest_counters(const struct ingest *g) {
+        static const struct ingest_counters none;
+        return g ? &g->counters : &none;
 }
 
 void ingest_forget_ports(struct ingest *g) {

@@ -7,12 +7,31 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <systemd/sd-event.h>
 
-struct manager;
+#include "manager-ops.h"
+
 struct ingest;
 
-int ingest_new(struct manager *m, struct ingest **ret, char *errbuf, size_t errlen);
+struct ingest_options {
+        sd_event *event;
+        const char *proc_root; /* to find the process that owns a UDP port */
+        const char *unix_path; /* statsd_socket; NULL, "" or "none": off */
+        const char *udp;       /* statsd_udp HOST:PORT; NULL, "" or "none": off */
+        int udp_fd;            /* the socket systemd passed for statsd_udp, or -1 */
+        struct manager_link manager;
+};
+
+/* What the listeners saw: lines received, lines (and datagrams) dropped as
+ * malformed, lines that reached no running run. */
+struct ingest_counters {
+        uint64_t received, malformed, unmatched;
+};
+
+int ingest_new(const struct ingest_options *o, struct ingest **ret, char *errbuf, size_t errlen);
 void ingest_free(struct ingest *g);
+/* NULL gives zeros. */
+const struct ingest_counters *ingest_counters(const struct ingest *g);
 /* Drops the cached port -> run answers. NULL is fine. */
 void ingest_forget_ports(struct ingest *g);
 

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/* What clients push over HTTP: observations and marks. */
+#include <math.h>
+#include <string.h>
+
+#include "http/handlers.h"
+#include "json-util.h"
+
+/* The caller may feed a run: root, or the run's owner. */
+static bool may_feed(struct request *rq, const struct run *r) {
+        struct ucred cred;
+        if (!request_peer_cred(rq, &cred)) {
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return false;
+        }
+        if (cred.uid != 0 && (!r->info.has_uid || r->info.uid != cred.uid)) {
+                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r->info.id);
+                return false;
+        }
+        return true;
+}
+
+#define MAX_OBSERVATIONS 10000
+
+struct observation {
+        enum op_kind kind;
+        const char *op, *category;
+        double value;
+};
+
+/* Validates the whole body first: a bad item means nothing is taken. */
+static bool parse_observations(struct request *rq, json_object *body, struct observation **ret, size_t *ret_n) {
+        if (!json_object_is_type(body, json_type_array)) {
+                respond_error(rq, 400, "bad_request", "body: must be a JSON array of observations");
+                return false;
+        }
+        size_t n = json_object_array_length(body);
+        if (n == 0 || n > MAX_OBSERVATIONS) {
+                respond_error(rq, 400, "bad_request", "body: 1 to %d observations", MAX_OBSERVATIONS);
+                return false;
+        }
+        struct observation *v = calloc(n, sizeof *v);
+        if (!v) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return false;
+        }
+        static const char *const fields[] = { "op", "ms", "count", "gauge", "category", NULL };
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(body, i), *x;
+                if (!json_object_is_type(o, json_type_object) || !check_unknown_keys(rq, o, fields))
+                        goto bad_item;
+                if (!json_object_object_get_ex(o, "op", &x) || !json_object_is_type(x, json_type_string) ||
+                    !valid_label(json_object_get_string(x), OPS_NAME_MAX))
+                        goto bad_item;
+                v[i].op = json_object_get_string(x);
+                int kinds = 0;
+                static const struct {
+                        const char *key;
+                        enum op_kind kind;
+                } k[] = { { "ms", OP_TIMING }, { "count", OP_COUNTER }, { "gauge", OP_GAUGE } };
+                for (size_t j = 0; j < ELEMENTSOF(k); j++)
+                        if (json_object_object_get_ex(o, k[j].key, &x)) {
+                                if (!(json_object_is_type(x, json_type_double) ||
+                                      json_object_is_type(x, json_type_int)))
+                                        goto bad_item;
+                                v[i].kind = k[j].kind;
+                                v[i].value = json_object_get_double(x);
+                                kinds++;
+                        }
+                if (kinds != 1 || !isfinite(v[i].value) || (v[i].kind == OP_TIMING && v[i].value < 0))
+                        goto bad_item;
+                if (json_object_object_get_ex(o, "category", &x) && x) {
+                        if (!json_object_is_type(x, json_type_string) || v[i].kind == OP_GAUGE ||
+                            !valid_label(json_object_get_string(x), 64))
+                                goto bad_item;
+                        v[i].category = json_object_get_string(x);
+                }
+                continue;
+bad_item:
+                if (rq->status == 0)
+                        respond_error(rq, 400, "bad_request",
+                                      "observation %zu: needs \"op\" (1-200 bytes) and exactly one of \"ms\" (>= 0), "
+                                      "\"count\" or \"gauge\" (finite numbers), optionally \"category\" (1-64 bytes)",
+                                      i);
+                free(v);
+                return false;
+        }
+        *ret = v;
+        *ret_n = n;
+        return true;
+}
+
+static void take_observations(struct request *rq, struct run *r, bool say_run) {
+        _cleanup_json_ json_object *body = parse_body_any(rq);
+        struct observation *v = NULL;
+        size_t n = 0;
+        if (!body || !parse_observations(rq, body, &v, &n))
+                return;
+        size_t accepted = 0;
+        for (size_t i = 0; i < n; i++)
+                if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r, v[i].kind, v[i].op, strlen(v[i].op), v[i].category,
+                                    v[i].category ? strlen(v[i].category) : 0, v[i].value, 1.0) == 0)
+                        accepted++;
+        free(v);
+        json_object *root = json_object_new_object();
+        json_add_u64(root, "accepted", true, accepted);
+        if (say_run)
+                json_add_i64(root, "run", true, r->info.id);
+        respond_json(rq, 202, root);
+}
+
+static struct run *running_run(struct request *rq, const char *idtext) {
+        int64_t id;
+        if (!parse_id(rq, idtext, &id))
+                return NULL;
+        struct run *r = api_find_run(api_of(rq), id);
+        if (!r) {
+                struct run_info ri;
+                if (load_run(rq, idtext, &ri)) { /* exists, but ended */
+                        respond_error(rq, 409, "conflict", "run %lld is %s", (long long)id,
+                                      run_state_to_string(ri.state));
+                        run_info_done(&ri);
+                }
+                return NULL;
+        }
+        return r;
+}
+
+void h_run_observations(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        struct run *r = running_run(rq, parts[2]);
+        if (r && may_feed(rq, r))
+                take_observations(rq, r, false);
+}
+
+/* No id: the caller's own run, or its nearest registered ancestor's. */
+void h_observations(struct request *rq, const char *const *parts, size_t nparts) {
+        struct ucred cred;
+        if (!check_args(rq, NULL))
+                return;
+        if (!request_peer_cred(rq, &cred) || cred.pid <= 0) {
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return;
+        }
+        struct run *r = api_of(rq)->manager.ops->run_for_pid(api_of(rq)->manager.userdata, cred.pid);
+        if (!r) {
+                respond_error(rq, 404, "not_found", "no registered run for process %d or its ancestors", (int)cred.pid);
+                return;
+        }
+        if (may_feed(rq, r))
+                take_observations(rq, r, true);
+}
+
+void h_run_marks_post(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const fields[] = { "label", NULL };
+        if (!check_args(rq, NULL))
+                return;
+        struct run *r = running_run(rq, parts[2]);
+        if (!r || !may_feed(rq, r))
+                return;
+        _cleanup_json_ json_object *body = parse_body(rq);
+        json_object *x;
+        if (!body || !check_unknown_keys(rq, body, fields))
+                return;
+        if (!json_object_object_get_ex(body, "label", &x) || !json_object_is_type(x, json_type_string) ||
+            !valid_label(json_object_get_string(x), 64)) {
+                respond_error(rq, 400, "bad_request", "label: 1-64 bytes of UTF-8 without control characters");
+                return;
+        }
+        const char *label = json_object_get_string(x);
+        int64_t ts;
+        int q = api_of(rq)->manager.ops->mark(api_of(rq)->manager.userdata, r->info.id, label, &ts);
+        if (q < 0) {
+                respond_error(rq, 500, "internal", "database error");
+                return;
+        }
+        json_object *root = json_object_new_object();
+        json_add_i64(root, "run", true, r->info.id);
+        json_add_string(root, "label", label);
+        json_add_i64(root, "ts", true, ts);
+        respond_json(rq, 201, root);
+}

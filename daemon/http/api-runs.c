@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/runs: list, register, one run, unregister; /v1/leaks. */
+#include <string.h>
+
+#include "analyze/leakwatch.h"
+#include "http/handlers.h"
+#include "http/render.h"
+#include "json-util.h"
+
+#define MAX_TAGS 32
+
+void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "state", "name", "pid", NULL };
+        if (!check_args(rq, allowed))
+                return;
+        struct runs_filter f = { .state = RUN_RUNNING };
+        const char *state = arg(rq, "state"), *pid = arg(rq, "pid");
+        if (state) {
+                if (streq(state, "all"))
+                        f.state = -1;
+                else if ((f.state = run_state_from_string(state)) < 0) {
+                        respond_error(rq, 400, "bad_request", "state: must be running, exited, unregistered or all");
+                        return;
+                }
+        }
+        f.name = arg(rq, "name");
+        if (pid) {
+                unsigned p;
+                if (safe_atou(pid, &p) < 0 || p == 0 || p > INT32_MAX) {
+                        respond_error(rq, 400, "bad_request", "pid: must be a positive integer");
+                        return;
+                }
+                f.pid = (int)p;
+        }
+        struct query_limits lim = limits(rq);
+        struct run_info *v = NULL;
+        size_t n = 0;
+        bool truncated;
+        int r = query_runs(api_of(rq)->store, &lim, &f, &v, &n, &truncated);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                overlay_live(rq, &v[i]);
+                json_object_array_add(arr, run_with_latest(rq, &v[i]));
+        }
+        json_object_object_add(root, "runs", arr);
+        json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
+        run_infos_free(v, n);
+        respond_json(rq, 200, root);
+}
+
+void h_leaks(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL))
+                return;
+        size_t n = 0;
+        struct run *const *runs = api_running(api_of(rq), &n);
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                if (!runs[i]->leak.suspected && !runs[i]->leak_gpu.suspected)
+                        continue;
+                struct run_info ri;
+                struct query_limits lim = limits(rq);
+                if (query_run(api_of(rq)->store, &lim, runs[i]->info.id, &ri) < 0)
+                        continue;
+                overlay_live(rq, &ri);
+                json_object *o = run_with_latest(rq, &ri);
+                json_object_object_add(o, "leak", run_leak(rq, &ri, false));
+                json_object_array_add(arr, o);
+                run_info_done(&ri);
+        }
+        json_object_object_add(root, "runs", arr);
+        respond_json(rq, 200, root);
+}
+
+void h_run_get(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        respond_json(rq, 200, run_full(rq, &ri));
+        run_info_done(&ri);
+}
+
+static bool json_tags_valid(json_object *tags, struct request *rq) {
+        if (!json_object_is_type(tags, json_type_object)) {
+                respond_error(rq, 400, "bad_request", "tags: must be an object of strings");
+                return false;
+        }
+        if (json_object_object_length(tags) > MAX_TAGS) {
+                respond_error(rq, 400, "bad_request", "tags: at most %d", MAX_TAGS);
+                return false;
+        }
+        json_object_object_foreach(tags, k, v) {
+                if (!json_object_is_type(v, json_type_string) || strlen(k) == 0 || strlen(k) > 64 ||
+                    json_object_get_string_len(v) > 256) {
+                        respond_error(rq, 400, "bad_request",
+                                      "tags: keys of 1-64 bytes, string values of at most 256 bytes");
+                        return false;
+                }
+        }
+        return true;
+}
+
+void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", NULL };
+        if (!check_args(rq, NULL))
+                return;
+        _cleanup_json_ json_object *body = parse_body(rq);
+        if (!body || !check_unknown_keys(rq, body, fields))
+                return;
+        struct register_request req = { 0 };
+        json_object *v;
+        if (!json_object_object_get_ex(body, "pid", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) <= 0 || json_object_get_int64(v) > INT32_MAX) {
+                respond_error(rq, 400, "bad_request", "pid: a positive integer is required");
+                return;
+        }
+        req.pid = (int)json_object_get_int64(v);
+        if (json_object_object_get_ex(body, "name", &v) && v) {
+                if (!json_object_is_type(v, json_type_string)) {
+                        respond_error(rq, 400, "bad_request", "name: must be a string");
+                        return;
+                }
+                req.name = json_object_get_string(v);
+        }
+        if (json_object_object_get_ex(body, "interval", &v) && v) {
+                if (!json_object_is_type(v, json_type_string) ||
+                    parse_duration(json_object_get_string(v), &req.interval_usec) < 0) {
+                        respond_error(rq, 400, "bad_request", "interval: must be a duration such as \"500ms\"");
+                        return;
+                }
+                if (req.interval_usec == 0) {
+                        respond_error(rq, 400, "bad_request", "interval: must be between 100ms and 1h");
+                        return;
+                }
+        }
+        if (json_object_object_get_ex(body, "children", &v) && v) {
+                if (!json_object_is_type(v, json_type_boolean)) {
+                        respond_error(rq, 400, "bad_request", "children: must be true or false");
+                        return;
+                }
+                req.children = json_object_get_boolean(v);
+        }
+        if (json_object_object_get_ex(body, "tags", &v) && v) {
+                if (!json_tags_valid(v, rq))
+                        return;
+                req.tags_json = json_to_string(v);
+        }
+
+        struct ucred cred = { .uid = 0 };
+        bool root = true;
+        if (rq->unix_socket) {
+                if (!request_peer_cred(rq, &cred)) {
+                        respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                        return;
+                }
+                root = cred.uid == 0;
+        }
+        char err[256];
+        int64_t id = 0;
+        int r = api_of(rq)->manager.ops->register_run(api_of(rq)->manager.userdata, &req, &(struct caller){ .is_root = root, .uid = cred.uid }, &id,
+                                                         err, sizeof err);
+        switch (r) {
+        case 0:
+                break;
+        case -ESRCH:
+                respond_error(rq, 404, "not_found", "%s", err);
+                return;
+        case -EPERM:
+                respond_error(rq, 403, "forbidden", "%s", err);
+                return;
+        case -EEXIST:
+                respond_error(rq, 409, "conflict", "%s", err);
+                return;
+        case -EUSERS:
+                respond_error(rq, 429, "too_many_runs", "%s", err);
+                return;
+        case -EINVAL:
+                respond_error(rq, 400, "bad_request", "%s", err);
+                return;
+        default:
+                respond_error(rq, 500, "internal", "%s", err);
+                return;
+        }
+        struct run_info ri;
+        struct query_limits lim = limits(rq);
+        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld registered but cannot be read back", (long long)id);
+                return;
+        }
+        overlay_live(rq, &ri);
+        respond_json(rq, 201, run_with_latest(rq, &ri));
+        run_info_done(&ri);
+}
+
+void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        struct ucred cred = { .uid = 0 };
+        if (!request_peer_cred(rq, &cred)) {
+                run_info_done(&ri);
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+                return;
+        }
+        char err[256];
+        int r = api_of(rq)->manager.ops->unregister_run(api_of(rq)->manager.userdata, ri.id,
+                                                   &(struct caller){ .is_root = cred.uid == 0, .uid = cred.uid }, err, sizeof err);
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (r == -EALREADY) {
+                respond_error(rq, 409, "conflict", "%s", err);
+                return;
+        }
+        if (r == -EPERM) {
+                respond_error(rq, 403, "forbidden", "%s", err);
+                return;
+        }
+        if (r < 0) {
+                respond_error(rq, 500, "internal", "%s", err);
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld unregistered but cannot be read back", (long long)id);
+                return;
+        }
+        respond_json(rq, 200, run_with_latest(rq, &ri));
+        run_info_done(&ri);
+}

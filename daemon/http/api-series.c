@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/* A run's series: samples, throughput windows, latency percentiles, marks. */
+#include <math.h>
+#include <string.h>
+
+#include "http/handlers.h"
+#include "http/render.h"
+#include "json-util.h"
+
+#define MAX_WINDOWS 16
+
+/* Windows and ranges longer than the raw retention cannot be answered from
+ * raw samples anyway; cap what a client can ask for. */
+#define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
+
+#define DEFAULT_SAMPLES_LIMIT 1000
+
+/* The op data of run id over the slices overlapping [from, until]: stored
+ * slices, plus the ones still in memory for a running run. Slices are 1 s,
+ * so the span really starts at the slice holding `from` (*ret_span_from):
+ * rates divide by until - *ret_span_from and are exact for steady rates. */
+static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
+                       int64_t *ret_span_from) {
+        struct api *a = api_of(rq);
+        struct query_limits lim = limits(rq);
+        int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
+        int64_t rollup_before = now_realtime_ms() - (int64_t)(a->config->retention_raw_usec / USEC_PER_MSEC);
+        int r = query_ops(a->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
+        struct run *live = api_find_run(a, id);
+        if (r == 0 && live)
+                r = op_aggs_add_live(ret, &live->ops, span_from, until + 1, op);
+        *ret_span_from = span_from;
+        return r;
+}
+
+void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "from", "until", "limit", "step", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t now_ms = now_realtime_ms(), from = ri.registered_ts_ms, until = now_ms;
+        unsigned limit = DEFAULT_SAMPLES_LIMIT;
+        usec_t step = 0;
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!parse_time_arg(rq, "from", now_ms, &from) || !parse_time_arg(rq, "until", now_ms, &until))
+                return;
+        if (from > until) {
+                respond_error(rq, 400, "bad_request", "from must not be after until");
+                return;
+        }
+        const char *v = arg(rq, "limit");
+        if (v && (safe_atou(v, &limit) < 0 || limit == 0)) {
+                respond_error(rq, 400, "bad_request", "limit: must be a positive integer");
+                return;
+        }
+        v = arg(rq, "step");
+        if (v && (parse_duration(v, &step) < 0 || step < USEC_PER_MSEC || step > MAX_WINDOW_USEC)) {
+                respond_error(rq, 400, "bad_request", "step: must be a duration of at least 1ms, such as 10s");
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        _cleanup_free_ struct sample *s = NULL;
+        size_t n = 0;
+        bool truncated = false;
+        char **gpu = NULL;
+        int r = query_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s,
+                              &n, &truncated, &gpu);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
+        for (size_t i = 0; i < n; i++) {
+                json_object *g = gpu && gpu[i] ? json_tokener_parse(gpu[i]) : NULL;
+                /* a merged step has no breakdown (null); a raw sample without GPU use, [] */
+                json_object_array_add(arr, render_sample(&s[i], g ? g : step > 0 ? NULL : json_object_new_array()));
+        }
+        strv_free_n(gpu, n);
+        json_object_object_add(root, "samples", arr);
+        struct gauge_point *g = NULL;
+        size_t ng = 0;
+        bool gtrunc = false;
+        r = query_gauges(api_of(rq)->store, &lim, id, from, until, limit, &g, &ng, &gtrunc);
+        if (r < 0) {
+                json_object_put(root);
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *garr = json_object_new_array();
+        for (size_t i = 0; i < ng; i++) {
+                json_object *j = json_object_new_object();
+                json_add_i64(j, "ts", true, g[i].ts_ms);
+                json_add_string(j, "name", g[i].name);
+                json_object_object_add(j, "value", json_double_or_null(g[i].value));
+                json_object_array_add(garr, j);
+        }
+        gauge_points_free(g, ng);
+        json_object_object_add(root, "gauges", garr);
+        json_object_object_add(root, "truncated", json_object_new_boolean(truncated || gtrunc));
+        respond_json(rq, 200, root);
+}
+
+void h_run_throughput(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "until", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t now_ms = now_realtime_ms();
+        /* a finished run's windows end where its data ends */
+        int64_t until = ri.state == RUN_RUNNING || !ri.totals.last_ts_ms ? now_ms : ri.totals.last_ts_ms;
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!parse_time_arg(rq, "until", now_ms, &until))
+                return;
+        const char *spec = arg(rq, "window");
+        if (!spec)
+                spec = "10s,1m,5m";
+        usec_t windows[MAX_WINDOWS];
+        size_t nw = 0;
+        char buf[512];
+        if (strlen(spec) >= sizeof buf) {
+                respond_error(rq, 400, "bad_request", "window: too long");
+                return;
+        }
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *save = NULL;
+        for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                if (nw == MAX_WINDOWS) {
+                        respond_error(rq, 400, "bad_request", "window: at most %d windows", MAX_WINDOWS);
+                        return;
+                }
+                if (parse_duration(w, &windows[nw]) < 0 || windows[nw] < USEC_PER_MSEC ||
+                    windows[nw] > MAX_WINDOW_USEC) {
+                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+                        respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                        return;
+                }
+                nw++;
+        }
+        if (nw == 0) {
+                respond_error(rq, 400, "bad_request", "window: at least one duration is required");
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        json_object_object_add(root, "windows", arr);
+        for (size_t i = 0; i < nw; i++) {
+                struct window_rates w;
+                struct op_aggs ops = {};
+                int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
+                int r = query_window(api_of(rq)->store, &lim, id, from, until, &w);
+                if (r == 0)
+                        r = collect_ops(rq, id, from, until, NULL, &ops, &span_from);
+                if (r < 0) {
+                        op_aggs_done(&ops);
+                        json_object_put(root);
+                        respond_query_error(rq, r);
+                        return;
+                }
+                json_object_array_add(
+                        arr, render_window(&w, (double)windows[i] / 1e6, &ops, (double)(until - span_from) / 1000.0));
+                op_aggs_done(&ops);
+        }
+        respond_json(rq, 200, root);
+}
+
+/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
+#define MAX_QUANTILES 10
+
+static bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
+        char buf[256];
+        size_t n = 0;
+        if (strlen(spec) >= sizeof buf) {
+                respond_error(rq, 400, "bad_request", "q: too long");
+                return false;
+        }
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                double q;
+                const char *dot = strchr(t, '.');
+                /* plain decimals only: strtod would also take 1e-4 or 0x10 */
+                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) && t[0] != '.';
+                if (n == MAX_QUANTILES || !plain || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) ||
+                    (dot && strlen(dot + 1) > 3)) {
+                        _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
+                        respond_error(rq, 400, "bad_request",
+                                      "q: '%s' is not a percentile in (0, 100] (at most %d, e.g. q=50,90,99.9)",
+                                      clean ? clean : "?", MAX_QUANTILES);
+                        return false;
+                }
+                qs[n++] = q;
+        }
+        if (n == 0) {
+                respond_error(rq, 400, "bad_request", "q: at least one percentile is required");
+                return false;
+        }
+        *ret_n = n;
+        return true;
+}
+
+/* The span [from, until] a latency or report question is about: window
+ * (ending at until), or from/until, or since_mark. */
+static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *ret_from, int64_t *ret_until,
+                       double *ret_window_s, json_object **ret_mark) {
+        int64_t now_ms = now_realtime_ms();
+        int64_t until = ri->state == RUN_RUNNING || !ri->ended_ts_ms ? now_ms : ri->ended_ts_ms;
+        if (!parse_time_arg(rq, "until", now_ms, &until))
+                return false;
+        const char *w = arg(rq, "window"), *f = arg(rq, "from"), *mark = arg(rq, "since_mark");
+        if (w && f) {
+                respond_error(rq, 400, "bad_request", "window and from cannot both be given");
+                return false;
+        }
+        usec_t window = USEC_PER_MINUTE;
+        int64_t from;
+        if (f) {
+                if (!parse_time_arg(rq, "from", now_ms, &from))
+                        return false;
+        } else {
+                if (w && (parse_duration(w, &window) < 0 || window < USEC_PER_MSEC || window > MAX_WINDOW_USEC)) {
+                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+                        respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                        return false;
+                }
+                from = until - (int64_t)(window / USEC_PER_MSEC);
+        }
+        *ret_mark = NULL;
+        if (mark) {
+                int64_t ts;
+                struct query_limits lim = limits(rq);
+                int r = query_mark_ts(api_of(rq)->store, &lim, ri->id, mark, &ts);
+                if (r == -ENOENT) {
+                        _cleanup_free_ char *clean = utf8_sanitize(mark, strnlen(mark, 64));
+                        respond_error(rq, 404, "not_found", "run %lld has no mark '%s'", (long long)ri->id,
+                                      clean ? clean : "?");
+                        return false;
+                }
+                if (r < 0) {
+                        respond_query_error(rq, r);
+                        return false;
+                }
+                from = ts;
+                json_object *jm = json_object_new_object();
+                json_add_string(jm, "label", mark);
+                json_add_i64(jm, "ts", true, ts);
+                *ret_mark = jm;
+        }
+        if (from > until) {
+                json_object_put(*ret_mark);
+                *ret_mark = NULL;
+                respond_error(rq, 400, "bad_request", "the span starts after it ends");
+                return false;
+        }
+        *ret_from = from;
+        *ret_until = until;
+        *ret_window_s = (double)(until - from) / 1000.0;
+        return true;
+}
+
+void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "from", "until", "op", "q", "since_mark", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t from, until, span_from;
+        double window_s, qs[MAX_QUANTILES];
+        size_t nq = 0;
+        json_object *mark = NULL;
+        const char *qspec = arg(rq, "q"), *op = arg(rq, "op");
+        bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark) &&
+                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq);
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!ok) {
+                json_object_put(mark);
+                return;
+        }
+        struct op_aggs ops = {};
+        int r = collect_ops(rq, id, from, until, op, &ops, &span_from);
+        if (r < 0) {
+                op_aggs_done(&ops);
+                json_object_put(mark);
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *jops = json_object_new_object();
+        json_add_double(root, "window_s", true, window_s);
+        json_add_i64(root, "from", true, span_from);
+        json_add_i64(root, "until", true, until);
+        json_object_object_add(root, "since_mark", mark);
+        for (size_t i = 0; i < ops.n; i++)
+                if (ops.v[i].h.count > 0)
+                        json_object_object_add(jops, ops.v[i].op, render_latency_op(&ops.v[i], qs, nq));
+        json_object_object_add(root, "ops", jops);
+        op_aggs_done(&ops);
+        respond_json(rq, 200, root);
+}
+
+void h_run_marks_get(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        struct query_limits lim = limits(rq);
+        struct mark *v = NULL;
+        size_t n = 0;
+        int r = query_marks(api_of(rq)->store, &lim, ri.id, &v, &n);
+        run_info_done(&ri);
+        if (r < 0) {
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = json_object_new_object(), *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                json_object *j = json_object_new_object();
+                json_add_string(j, "label", v[i].label);
+                json_add_i64(j, "ts", true, v[i].ts_ms);
+                json_object_array_add(arr, j);
+        }
+        marks_free(v, n);
+        json_object_object_add(root, "marks", arr);
+        respond_json(rq, 200, root);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* What the API's handlers share: the context every request reaches through
+ * rq->userdata, and helpers over the manager's operations and the store. */
+#pragma once
+
+#include "config.h"
+#include "http/request.h"
+#include "manager-ops.h"
+#include "store/query.h"
+
+struct api {
+        struct manager_link manager;
+        const struct config *config;
+        struct store *store;
+        struct metrics *metrics; /* GET /metrics: op totals kept between scrapes */
+        struct server *server;
+};
+
+static inline struct api *api_of(struct request *rq) {
+        return rq->userdata;
+}
+static inline struct run *api_find_run(struct api *a, int64_t id) {
+        return a->manager.ops->find_run(a->manager.userdata, id);
+}
+static inline struct run *const *api_running(struct api *a, size_t *ret_n) {
+        return a->manager.ops->running(a->manager.userdata, ret_n);
+}
+
+/* The query limits of [http] (query_timeout, max_rows). */
+struct query_limits limits(struct request *rq);
+/* 503 for a timeout or out of memory, else 500. */
+void respond_query_error(struct request *rq, int r);
+/* Looks the run up; on failure the response is already set. */
+bool load_run(struct request *rq, const char *idtext, struct run_info *ri);
+/* A running run's totals are kept in memory and written at intervals. */
+void overlay_live(struct request *rq, struct run_info *ri);
+/* The run with its latest sample. */
+json_object *run_with_latest(struct request *rq, const struct run_info *ri);
+/* The leak verdict: live for a running run, as stored otherwise;
+ * with_history adds the stored verdict changes. */
+json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history);
+/* The run with its latest sample, summary and leak verdict. */
+json_object *run_full(struct request *rq, const struct run_info *ri);
+
+/* api-runs.c */
+void h_runs_list(struct request *rq, const char *const *parts, size_t nparts);
+void h_runs_post(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_get(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_delete(struct request *rq, const char *const *parts, size_t nparts);
+void h_leaks(struct request *rq, const char *const *parts, size_t nparts);
+/* api-series.c */
+void h_run_samples(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_throughput(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_latency(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_marks_get(struct request *rq, const char *const *parts, size_t nparts);
+/* api-feed.c */
+void h_run_observations(struct request *rq, const char *const *parts, size_t nparts);
+void h_observations(struct request *rq, const char *const *parts, size_t nparts);
+void h_run_marks_post(struct request *rq, const char *const *parts, size_t nparts);

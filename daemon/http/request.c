@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/* Building an answer and reading what was asked: the parts of request
+ * handling that need no libmicrohttpd. */
+#include "http/request.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "json-util.h"
+
+void respond_json(struct request *rq, unsigned status, json_object *j) {
+        if (rq->json)
+                json_object_put(rq->json);
+        rq->status = status;
+        rq->json = j;
+}
+
+void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        respond_json(rq, status, json_error_new(code, msg));
+}
+
+void respond_method_not_allowed(struct request *rq, const char *allow) {
+        rq->allow = allow;
+        respond_error(rq, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
+                      rq->method, allow);
+}
+
+const char *arg(struct request *rq, const char *key) {
+        for (size_t i = 0; i < rq->n_args; i++)
+                if (streq(rq->args[i].key, key))
+                        return rq->args[i].value;
+        return NULL;
+}
+
+/* Rejects unknown and repeated parameters: a typo must not silently give a
+ * different answer. allowed is NULL-terminated. */
+bool check_args(struct request *rq, const char *const *allowed) {
+        if (rq->args_overflow) {
+                respond_error(rq, 400, "bad_request", "too many query parameters (at most %d)", MAX_QUERY_ARGS);
+                return false;
+        }
+        if (rq->args_duplicate) {
+                respond_error(rq, 400, "bad_request", "a query parameter is repeated");
+                return false;
+        }
+        for (size_t i = 0; i < rq->n_args; i++) {
+                bool ok = false;
+                for (const char *const *a = allowed; a && *a; a++)
+                        if (streq(*a, rq->args[i].key))
+                                ok = true;
+                if (!ok) {
+                        char shown[64];
+                        snprintf(shown, sizeof shown, "%s", rq->args[i].key);
+                        _cleanup_free_ char *clean = utf8_sanitize(shown, strlen(shown));
+                        respond_error(rq, 400, "bad_request", "unknown query parameter '%s'", clean ? clean : "?");
+                        return false;
+                }
+        }
+        return true;
+}
+
+/* A timestamp (Unix ms) or a duration meaning "that long ago". */
+bool parse_time_arg(struct request *rq, const char *key, int64_t now_ms, int64_t *ret) {
+        const char *v = arg(rq, key);
+        if (!v)
+                return true;
+        int64_t t;
+        usec_t ago;
+        if (safe_atoi64(v, &t) == 0 && t >= 0) {
+                *ret = t;
+                return true;
+        }
+        if (parse_duration(v, &ago) == 0 && ago <= MAX_WINDOW_USEC) {
+                *ret = now_ms - (int64_t)(ago / USEC_PER_MSEC);
+                return true;
+        }
+        _cleanup_free_ char *clean = utf8_sanitize(v, strnlen(v, 64));
+        respond_error(rq, 400, "bad_request", "%s: '%s' is neither a Unix time in ms nor a duration", key,
+                      clean ? clean : "?");
+        return false;
+}
+
+bool parse_id(struct request *rq, const char *s, int64_t *ret) {
+        int64_t id;
+        if (safe_atoi64(s, &id) < 0 || id <= 0) {
+                _cleanup_free_ char *clean = utf8_sanitize(s, strnlen(s, 64));
+                respond_error(rq, 400, "bad_request", "run id: '%s' is not a positive integer", clean ? clean : "?");
+                return false;
+        }
+        *ret = id;
+        return true;
+}
+
+bool check_unknown_keys(struct request *rq, json_object *o, const char *const *allowed) {
+        json_object_object_foreach(o, k, v) {
+                (void)v;
+                bool ok = false;
+                for (const char *const *a = allowed; *a; a++)
+                        if (streq(*a, k))
+                                ok = true;
+                if (!ok) {
+                        _cleanup_free_ char *clean = utf8_sanitize(k, strnlen(k, 64));
+                        respond_error(rq, 400, "bad_request", "unknown field '%s'", clean ? clean : "?");
+                        return false;
+                }
+        }
+        return true;
+}
+
+json_object *parse_body_any(struct request *rq) {
+        if (!rq->body || rq->body_len == 0) {
+                respond_error(rq, 400, "bad_request", "a JSON body is required");
+                return NULL;
+        }
+        json_tokener *tok = json_tokener_new_ex(32);
+        if (!tok) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return NULL;
+        }
+        json_object *o = json_tokener_parse_ex(tok, rq->body, (int)rq->body_len);
+        enum json_tokener_error e = json_tokener_get_error(tok);
+        size_t used = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+        if (!o || e != json_tokener_success || used != rq->body_len) {
+                /* trailing whitespace is fine */
+                bool only_ws = o && e == json_tokener_success;
+                for (size_t i = used; only_ws && i < rq->body_len; i++)
+                        if (!strchr(" \t\r\n", rq->body[i]))
+                                only_ws = false;
+                if (!only_ws) {
+                        json_object_put(o);
+                        respond_error(rq, 400, "bad_request", "body: not valid JSON (%s)",
+                                      e != json_tokener_success ? json_tokener_error_desc(e) : "trailing data");
+                        return NULL;
+                }
+        }
+        return o;
+}
+
+json_object *parse_body(struct request *rq) {
+        json_object *o = parse_body_any(rq);
+        if (o && !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                respond_error(rq, 400, "bad_request", "body: must be a JSON object");
+                return NULL;
+        }
+        return o;
+}
+
+bool valid_label(const char *s, size_t max) {
+        size_t l = strlen(s);
+        if (l == 0 || l > max || !utf8_is_valid(s, l))
+                return false;
+        for (size_t i = 0; i < l; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}

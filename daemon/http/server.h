@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* The one file that knows libmicrohttpd: the TCP and unix-socket listeners
+ * in external-epoll mode on the daemon's sd-event loop, request bodies,
+ * routing through a table, a small cache of GET answers, and sending what
+ * a handler built. TCP is read-only (405 for anything else); the unix
+ * socket takes every method and identifies its caller with SO_PEERCRED. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "http/request.h"
+
+struct server;
+
+struct server_options {
+        sd_event *event;
+        const struct config *config; /* [http] keys, listen, socket; read per request */
+        int tcp_fd;                  /* the socket systemd passed for `listen`, or -1 */
+        const struct route *routes;
+        size_t n_routes;
+        void *userdata; /* given to the handlers as rq->userdata */
+        /* Moves whenever the data changes: a cached answer is used only
+         * while it stays the same. */
+        uint64_t (*generation)(void *userdata);
+};
+
+int server_new(const struct server_options *o, struct server **ret, char *err, size_t errlen);
+void server_free(struct server *s);

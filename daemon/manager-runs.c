@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/* The runs' lifecycle as clients drive it: register (authorized from the
+ * caller's credentials), unregister, restore after a restart, the run a
+ * StatsD sender or HTTP caller belongs to, observations and marks. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "manager.h"
+#include "ingest/ingest.h"
+#include "json-util.h"
+
+void manager_forget_senders(struct manager *m);
+
+/* The pidfd turns readable when the process exits: end the run now rather
+ * than at its next tick. */
+static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct run *r = userdata;
+        manager_end_run(r->owner, r, RUN_EXITED, true);
+        return 0;
+}
+
+static int run_watch_exit(struct manager *m, struct run *r) {
+        r->owner = m;
+        if (r->pidfd < 0)
+                return 0; /* fixture root: exit is seen at the next tick */
+        int q = sd_event_add_io(m->event, &r->exit_source, r->pidfd, EPOLLIN, on_pidfd, r);
+        if (q < 0)
+                return log_warning_errno(q, "cannot watch pid %d: %m", r->info.pid);
+        return 0;
+}
+
+static int manager_add_run(struct manager *m, struct run *r) {
+        if (!GREEDY_REALLOC(m->runs, m->n_runs + 1))
+                return -ENOMEM;
+        m->runs[m->n_runs++] = r;
+        return 0;
+}
+
+static bool valid_name(const char *s) {
+        size_t l = strlen(s);
+        return l > 0 && l <= 128 && utf8_is_valid(s, l);
+}
+
+int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
+                     int64_t *ret_id, char *err, size_t errlen) {
+        struct run *r = NULL;
+        struct proc_identity id;
+        int q;
+
+        if (req->name && !valid_name(req->name)) {
+                snprintf(err, errlen, "name: must be 1 to 128 bytes of UTF-8");
+                return -EINVAL;
+        }
+        if (req->interval_usec && (req->interval_usec < MIN_INTERVAL_USEC || req->interval_usec > MAX_INTERVAL_USEC)) {
+                snprintf(err, errlen, "interval: must be between 100ms and 1h");
+                return -EINVAL;
+        }
+        if (m->n_runs >= m->config.max_runs) {
+                snprintf(err, errlen, "too many runs (max_runs = %u)", m->config.max_runs);
+                return -EUSERS;
+        }
+        q = run_attach(&m->collect, req->pid, 0, &r, &id);
+        if (q == -EINVAL) {
+                snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
+                return -EINVAL;
+        }
+        if (q == -ESRCH || q == -ENOENT) {
+                snprintf(err, errlen, "no such process: %d", req->pid);
+                return -ESRCH;
+        }
+        if (q < 0) {
+                snprintf(err, errlen, "cannot read process %d: %s", req->pid, strerror(-q));
+                return q;
+        }
+        if (id.tgid != req->pid) {
+                snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
+                run_free(r);
+                return -EINVAL;
+        }
+        /* What ptrace_may_access(PTRACE_MODE_READ) would allow the caller
+         * itself: same real, effective, saved and fs uid, and dumpable. */
+        if (!caller_is_root) {
+                if (id.uid_real != caller_uid || id.uid_effective != caller_uid || id.uid_saved != caller_uid ||
+                    id.uid_fs != caller_uid || !id.dumpable) {
+                        snprintf(err, errlen, "process %d is not yours to monitor (uid %u, %sdumpable)", req->pid,
+                                 (unsigned)id.uid_real, id.dumpable ? "" : "not ");
+                        run_free(r);
+                        return -EPERM;
+                }
+                unsigned mine = 0;
+                for (size_t i = 0; i < m->n_runs; i++)
+                        if (m->runs[i]->info.has_uid && m->runs[i]->info.uid == caller_uid)
+                                mine++;
+                if (mine >= m->config.max_runs_per_uid) {
+                        snprintf(err, errlen, "too many runs for uid %u (max_runs_per_uid = %u)", (unsigned)caller_uid,
+                                 m->config.max_runs_per_uid);
+                        run_free(r);
+                        return -EUSERS;
+                }
+        }
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.pid == req->pid && m->runs[i]->info.start_time_ticks == id.start_ticks) {
+                        snprintf(err, errlen, "process %d is already registered as run %lld", req->pid,
+                                 (long long)m->runs[i]->info.id);
+                        *ret_id = m->runs[i]->info.id;
+                        run_free(r);
+                        return -EEXIST;
+                }
+
+        struct run_info *ri = &r->info;
+        char *cmd = NULL;
+        proc_read_cmdline(r->dirfd, 4096, &cmd);
+        ri->cmdline = cmd;
+        ri->comm = strdup(id.comm);
+        ri->name = req->name ? strdup(req->name) : NULL;
+        ri->tags_json = strdup(req->tags_json ? req->tags_json : "{}");
+        if (!ri->comm || !ri->tags_json || (req->name && !ri->name)) {
+                run_free(r);
+                return -ENOMEM;
+        }
+        memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
+        usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
+        ri->interval_ms = (int64_t)(interval / USEC_PER_MSEC);
+        ri->children = req->children;
+        ri->state = RUN_RUNNING;
+        ri->registered_ts_ms = now_realtime_ms();
+
+        /* The baseline reading: counters from here on are the run's own. */
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        struct sample s;
+        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, false, &s);
+        if (q < 0) {
+                snprintf(err, errlen, "no such process: %d", req->pid);
+                run_free(r);
+                return -ESRCH;
+        }
+        run_totals_add(&ri->totals, &s);
+        r->identity_changed = false; /* the row is written with the current comm below */
+        if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
+                run_free(r);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        manager_leak_step(m, r, &s);
+        q = store_begin(m->store);
+        if (q == 0) {
+                if (store_insert_run(m->store, ri) < 0 || manager_store_sample(m, r, &s) < 0 ||
+                    store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
+                        store_rollback(m->store);
+                        q = -EIO;
+                } else
+                        q = store_commit(m->store);
+        }
+        if (q < 0) {
+                snprintf(err, errlen, "cannot store the run: database error");
+                run_free(r);
+                return -EIO;
+        }
+        /* the first grid point at least half an interval away, so the first
+         * rate is over a reasonable span */
+        r->next_due_usec = grid_next(now + interval / 2, interval);
+        if (manager_add_run(m, r) < 0) {
+                run_free(r);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        run_watch_exit(m, r);
+        manager_rearm_tick(m, now);
+        m->data_generation++;
+        /* a sender that was nobody's a moment ago may be this run's now */
+        manager_forget_senders(m);
+        char comm[PROC_COMM_MAX];
+        str_printable(ri->comm, comm, sizeof comm);
+        log_info("run %lld: registered pid %d (%s), interval %lldms%s", (long long)ri->id, ri->pid, comm,
+                 (long long)ri->interval_ms, ri->children ? ", with children" : "");
+        *ret_id = ri->id;
+        return 0;
+}
+
+int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, char *err, size_t errlen) {
+        struct run *r = manager_find_run(m, id);
+        if (!r) {
+                snprintf(err, errlen, "run %lld is not running", (long long)id);
+                return -EALREADY;
+        }
+        if (!caller_is_root && (!r->info.has_uid || r->info.uid != caller_uid)) {
+                snprintf(err, errlen, "run %lld is not yours", (long long)id);
+                return -EPERM;
+        }
+        if (manager_end_run(m, r, RUN_UNREGISTERED, false) < 0) {
+                snprintf(err, errlen, "database error");
+                return -EIO;
+        }
+        log_info("run %lld: unregistered", (long long)id);
+        return 0;
+}
+
+/* Registrations survive a restart: a process still alive with the same boot
+ * id, pid and start time goes on being sampled; any other becomes exited. */
+int manager_restore_runs(struct manager *m) {
+        struct run_info *v = NULL;
+        size_t n = 0;
+        int q = store_load_running(m->store, &v, &n);
+        if (q < 0)
+                return log_error_errno(q, "cannot load runs from the database");
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        unsigned resumed = 0, ended = 0;
+        for (size_t i = 0; i < n; i++) {
+                struct run *r = NULL;
+                bool alive = streq(v[i].boot_id, m->boot_id) &&
+                             run_attach(&m->collect, v[i].pid, v[i].start_time_ticks, &r, NULL) == 0;
+                if (!alive || m->n_runs >= m->config.max_runs) {
+                        run_free(r);
+                        store_catch_up_totals(m->store, &v[i]);
+                        int64_t ended_ts = v[i].totals.last_ts_ms ? v[i].totals.last_ts_ms : now_realtime_ms();
+                        if (store_begin(m->store) == 0) {
+                                if (store_update_run_totals(m->store, v[i].id, &v[i].totals) == 0 &&
+                                    store_update_run_state(m->store, v[i].id, RUN_EXITED, ended_ts) == 0)
+                                        store_commit(m->store);
+                                else
+                                        store_rollback(m->store);
+                        }
+                        run_info_done(&v[i]);
+                        ended++;
+                        continue;
+                }
+                /* keep the stored identity and totals; the collector takes a
+                 * new baseline, the totals continue from the stored ones */
+                r->info = v[i];
+                if (store_catch_up_totals(m->store, &r->info) < 0)
+                        log_warning("run %lld: cannot fold recent samples into its totals", (long long)r->info.id);
+                const struct run_totals *t = &r->info.totals;
+                r->last = (struct sample){
+                        .cpu_time_ns = t->cpu_time_ns,
+                        .user_time_ns = t->user_time_ns,
+                        .system_time_ns = t->system_time_ns,
+                        .has_io = t->has_io,
+                        .read_bytes = t->read_bytes,
+                        .write_bytes = t->write_bytes,
+                        .has_net = t->has_net,
+                        .netns_rx_bytes = t->netns_rx_bytes,
+                        .netns_tx_bytes = t->netns_tx_bytes,
+                };
+                if (t->has_energy) { /* the estimate goes on from the stored one */
+                        r->accel.has_energy = true;
+                        r->accel.energy_j = t->energy_j;
+                }
+                r->next_due_usec = grid_next(now, (usec_t)r->info.interval_ms * USEC_PER_MSEC);
+                /* the floors were in memory: the watch starts again, with
+                 * its grace from now */
+                if (leakwatch_init(&r->leak, &m->leak_params) == 0)
+                        leakwatch_mark(&r->leak, (double)(now_realtime_ms() - r->info.registered_ts_ms) / 1000.0);
+                if (manager_add_run(m, r) < 0) {
+                        run_free(r);
+                        continue;
+                }
+                run_watch_exit(m, r);
+                resumed++;
+        }
+        free(v);
+        if (resumed || ended)
+                log_info("restored runs: %u resumed, %u ended while mlmond was down", resumed, ended);
+        return 0;
+}
+
+void manager_forget_senders(struct manager *m) {
+        m->n_pid_cache = 0;
+        ingest_forget_ports(m->ingest);
+}
+
+/* A sender's run: its own, or its nearest registered ancestor's. The walk
+ * reads /proc/PID/stat up the parent chain (at most 64 steps); the answer,
+ * positive or negative, is cached for PID_CACHE_USEC so a busy sender costs
+ * one lookup per second, not one per datagram. A pid reused within that
+ * second by a process that also sends StatsD is the accepted blind spot. */
+#define PID_CACHE_USEC USEC_PER_SEC
+#define PID_CACHE_MAX 4096
+
+static struct run *run_by_main_pid(struct manager *m, int pid) {
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.pid == pid)
+                        return m->runs[i];
+        return NULL;
+}
+
+struct run *manager_run_for_pid(struct manager *m, int pid) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        if (pid <= 0)
+                return NULL;
+        for (size_t i = 0; i < m->n_pid_cache; i++) {
+                struct pid_cache_entry *e = &m->pid_cache[i];
+                if (e->pid != pid)
+                        continue;
+                if (e->expires > now)
+                        return e->run_id ? manager_find_run(m, e->run_id) : NULL;
+                break;
+        }
+        struct run *found = NULL;
+        int p = pid;
+        for (int depth = 0; depth < 64 && p > 1 && !found; depth++) {
+                found = run_by_main_pid(m, p);
+                if (found)
+                        break;
+                _cleanup_close_ int d = proc_open_pid_dir(m->config.proc_root, p);
+                struct proc_stat st;
+                if (d < 0 || proc_read_stat(d, &st) < 0)
+                        break;
+                p = st.ppid;
+        }
+        /* remember the answer; the table is small and pruned by age */
+        size_t slot = m->n_pid_cache;
+        for (size_t i = 0; i < m->n_pid_cache; i++)
+                if (m->pid_cache[i].pid == pid || m->pid_cache[i].expires <= now) {
+                        slot = i;
+                        break;
+                }
+        if (slot == m->n_pid_cache && m->n_pid_cache < PID_CACHE_MAX) {
+                if (GREEDY_REALLOC(m->pid_cache, m->n_pid_cache + 1))
+                        m->n_pid_cache++;
+                else
+                        slot = SIZE_MAX;
+        } else if (slot == m->n_pid_cache)
+                slot = (size_t)pid % PID_CACHE_MAX;
+        if (slot != SIZE_MAX)
+                m->pid_cache[slot] = (struct pid_cache_entry){ .pid = pid,
+                                                               .run_id = found ? found->info.id : 0,
+                                                               .expires = now + PID_CACHE_USEC };
+        return found;
+}
+
+int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+                    const char *category, size_t category_len, double value, double rate) {
+        m->data_generation++;
+        return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+}
+
+int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
+        struct run *r = manager_find_run(m, id);
+        if (!r)
+                return -EALREADY;
+        int64_t ts = now_realtime_ms();
+        int q = store_begin(m->store);
+        if (q < 0)
+                return q;
+        q = store_insert_mark(m->store, id, ts, label);
+        if (q < 0) {
+                store_rollback(m->store);
+                return q;
+        }
+        q = store_commit(m->store);
+        m->data_generation++;
+        if (q == 0) {
+                *ret_ts = ts;
+                leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+        }
+        return q;
+}
