@@ -60,6 +60,69 @@ static double lognormal(double mu, double sigma) {
         return exp(mu + sigma * z);
 }
 
+/* A datagram socket towards target ("unix" path or "udp" HOST:PORT), bound
+ * at once for UDP so the source port exists (and has an owner) before the
+ * first line. Exits on errors. */
+static int open_target(const char *mode, const char *target, struct sockaddr_storage *ret_ss, socklen_t *ret_len) {
+        struct sockaddr_storage ss = {};
+        socklen_t sslen = 0;
+        int fd = -1;
+        if (strcmp(mode, "unix") == 0) {
+                struct sockaddr_un *sun = (struct sockaddr_un *)&ss;
+                sun->sun_family = AF_UNIX;
+                if (strlen(target) >= sizeof sun->sun_path)
+                        usage();
+                strcpy(sun->sun_path, target);
+                sslen = sizeof *sun;
+                fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        } else if (strcmp(mode, "udp") == 0) {
+                char host[256];
+                const char *colon = strrchr(target, ':');
+                if (!colon || (size_t)(colon - target) >= sizeof host)
+                        usage();
+                memcpy(host, target, (size_t)(colon - target));
+                host[colon - target] = 0;
+                struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV }, *res;
+                if (getaddrinfo(host, colon + 1, &hints, &res) != 0) {
+                        fprintf(stderr, "cannot resolve %s\n", target);
+                        exit(2);
+                }
+                memcpy(&ss, res->ai_addr, res->ai_addrlen);
+                sslen = res->ai_addrlen;
+                fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                freeaddrinfo(res);
+                if (fd >= 0) {
+                        struct sockaddr_storage any = { .ss_family = ss.ss_family };
+                        if (bind(fd, (struct sockaddr *)&any,
+                                 ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) <
+                            0) {
+                                perror("bind");
+                                exit(1);
+                        }
+                }
+        } else
+                usage();
+        *ret_ss = ss;
+        *ret_len = sslen;
+        return fd;
+}
+
+static char *dg[NDGRAMS];
+static size_t dglen[NDGRAMS];
+
+/* NDGRAMS datagrams of `per` timing lines each, log-normal around 8 ms. */
+static void build_datagrams(int per, const char *op, const char *tags) {
+        for (int i = 0; i < NDGRAMS; i++) {
+                size_t cap = (size_t)per * (strlen(op) + (tags ? strlen(tags) : 0) + 40);
+                dg[i] = malloc(cap);
+                size_t n = 0;
+                for (int k = 0; k < per; k++)
+                        n += (size_t)snprintf(dg[i] + n, cap - n, "%s%s:%.3f|ms%s%s", k ? "\n" : "", op,
+                                              lognormal(log(8.0), 0.6), tags ? "|#" : "", tags ? tags : "");
+                dglen[i] = n;
+        }
+}
+
 int main(int argc, char **argv) {
         if (argc < 3)
                 usage();
@@ -104,45 +167,9 @@ int main(int argc, char **argv) {
         if (per < 1 || per > 1000 || seconds <= 0 || rate < 0)
                 usage();
 
-        int fd;
         struct sockaddr_storage ss = {};
         socklen_t sslen;
-        if (strcmp(mode, "unix") == 0) {
-                struct sockaddr_un *sun = (struct sockaddr_un *)&ss;
-                sun->sun_family = AF_UNIX;
-                if (strlen(target) >= sizeof sun->sun_path)
-                        usage();
-                strcpy(sun->sun_path, target);
-                sslen = sizeof *sun;
-                fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        } else if (strcmp(mode, "udp") == 0) {
-                char host[256];
-                const char *colon = strrchr(target, ':');
-                if (!colon || (size_t)(colon - target) >= sizeof host)
-                        usage();
-                memcpy(host, target, (size_t)(colon - target));
-                host[colon - target] = 0;
-                struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV }, *res;
-                if (getaddrinfo(host, colon + 1, &hints, &res) != 0) {
-                        fprintf(stderr, "cannot resolve %s\n", target);
-                        return 2;
-                }
-                memcpy(&ss, res->ai_addr, res->ai_addrlen);
-                sslen = res->ai_addrlen;
-                fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-                freeaddrinfo(res);
-                /* bind now, so the source port exists (and has an owner) before the first line */
-                if (fd >= 0) {
-                        struct sockaddr_storage any = { .ss_family = ss.ss_family };
-                        if (bind(fd, (struct sockaddr *)&any,
-                                 ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) <
-                            0) {
-                                perror("bind");
-                                return 1;
-                        }
-                }
-        } else
-                usage();
+        int fd = open_target(mode, target, &ss, &sslen);
         if (fd < 0) {
                 perror("socket");
                 return 1;
@@ -150,18 +177,7 @@ int main(int argc, char **argv) {
         if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) < 0)
                 (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
 
-        /* the datagrams */
-        static char *dg[NDGRAMS];
-        static size_t dglen[NDGRAMS];
-        for (int i = 0; i < NDGRAMS; i++) {
-                size_t cap = (size_t)per * (strlen(op) + (tags ? strlen(tags) : 0) + 40);
-                dg[i] = malloc(cap);
-                size_t n = 0;
-                for (int k = 0; k < per; k++)
-                        n += (size_t)snprintf(dg[i] + n, cap - n, "%s%s:%.3f|ms%s%s", k ? "\n" : "", op,
-                                              lognormal(log(8.0), 0.6), tags ? "|#" : "", tags ? tags : "");
-                dglen[i] = n;
-        }
+        build_datagrams(per, op, tags);
 
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
