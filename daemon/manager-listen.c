@@ -130,8 +130,9 @@ int manager_start_listeners(struct manager *m, char *err, size_t errlen) {
                 .event = m->event,
                 .config = &m->config,
                 .store = m->store,
-                .tcp_fd = address_off(m->config.listen) ? -1
-                                                : manager_listen_fd("http", SOCK_STREAM, "listen", m->config.listen),
+                .tcp_fd = address_off(m->config.listen)
+                                  ? -1
+                                  : manager_listen_fd("http", SOCK_STREAM, "listen", m->config.listen),
                 .manager = link,
         };
         int q = api_new(&ao, &m->api, err, errlen);

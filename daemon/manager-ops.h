@@ -55,12 +55,12 @@ struct manager_stats {
         uint64_t db_write_errors;
         uint64_t statsd_received, statsd_malformed, statsd_unmatched;
         struct host_sample host;
-        bool has_host_cpu;          /* host_cpu: the host's CPU time counters */
+        bool has_host_cpu; /* host_cpu: the host's CPU time counters */
         struct proc_cpu_total host_cpu;
-        long clk_tck;               /* the unit of host_cpu */
-        const struct accel *accel;  /* devices and energy; NULL: none */
-        double grid_g_per_kwh;      /* [energy] grid_g_per_kwh */
-        struct run *const *runs;    /* the running runs, by registration */
+        long clk_tck;              /* the unit of host_cpu */
+        const struct accel *accel; /* devices and energy; NULL: none */
+        double grid_g_per_kwh;     /* [energy] grid_g_per_kwh */
+        struct run *const *runs;   /* the running runs, by registration */
         size_t n_runs;
 };
 

@@ -348,8 +348,9 @@ static int manager_tick(struct manager *m) {
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
-                if (manager_store_sample(m, r, &s) < 0 || (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
-                                                   store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
+                if (manager_store_sample(m, r, &s) < 0 ||
+                    (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
+                     store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
         }
         /* what the applications reported: closed slices and gauges */
@@ -662,4 +663,3 @@ int manager_run(struct manager *m) {
                 return log_error_errno(q, "event loop failed: %m");
         return q;
 }
-

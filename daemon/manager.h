@@ -18,7 +18,6 @@
 struct api;
 struct ingest;
 
-
 struct manager {
         struct config config;
         char *config_path;

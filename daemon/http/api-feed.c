@@ -98,8 +98,9 @@ static void take_observations(struct request *rq, struct run *r, bool say_run) {
                 return;
         size_t accepted = 0;
         for (size_t i = 0; i < n; i++)
-                if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r, v[i].kind, v[i].op, strlen(v[i].op), v[i].category,
-                                    v[i].category ? strlen(v[i].category) : 0, v[i].value, 1.0) == 0)
+                if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r, v[i].kind, v[i].op,
+                                                     strlen(v[i].op), v[i].category,
+                                                     v[i].category ? strlen(v[i].category) : 0, v[i].value, 1.0) == 0)
                         accepted++;
         free(v);
         json_object *root = json_object_new_object();

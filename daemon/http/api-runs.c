@@ -160,8 +160,9 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
         }
         char err[256];
         int64_t id = 0;
-        int r = api_of(rq)->manager.ops->register_run(api_of(rq)->manager.userdata, &req, &(struct caller){ .is_root = root, .uid = cred.uid }, &id,
-                                                         err, sizeof err);
+        int r = api_of(rq)->manager.ops->register_run(api_of(rq)->manager.userdata, &req,
+                                                      &(struct caller){ .is_root = root, .uid = cred.uid }, &id, err,
+                                                      sizeof err);
         switch (r) {
         case 0:
                 break;
@@ -207,7 +208,8 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
         }
         char err[256];
         int r = api_of(rq)->manager.ops->unregister_run(api_of(rq)->manager.userdata, ri.id,
-                                                   &(struct caller){ .is_root = cred.uid == 0, .uid = cred.uid }, err, sizeof err);
+                                                        &(struct caller){ .is_root = cred.uid == 0, .uid = cred.uid },
+                                                        err, sizeof err);
         int64_t id = ri.id;
         run_info_done(&ri);
         if (r == -EALREADY) {

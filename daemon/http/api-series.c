@@ -64,8 +64,8 @@ void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) 
         size_t n = 0;
         bool truncated = false;
         char **gpu = NULL;
-        int r = query_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s,
-                              &n, &truncated, &gpu);
+        int r = query_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s, &n,
+                              &truncated, &gpu);
         if (r < 0) {
                 respond_query_error(rq, r);
                 return;
@@ -117,27 +117,24 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
         if (!spec)
                 spec = "10s,1m,5m";
         usec_t windows[MAX_WINDOWS];
+        const char *words[MAX_WINDOWS];
         size_t nw = 0;
         char buf[512];
-        if (strlen(spec) >= sizeof buf) {
-                respond_error(rq, 400, "bad_request", "window: too long");
+        int q = split_into(spec, ",", buf, sizeof buf, words, MAX_WINDOWS, &nw);
+        if (q < 0) {
+                if (q == -E2BIG)
+                        respond_error(rq, 400, "bad_request", "window: too long");
+                else
+                        respond_error(rq, 400, "bad_request", "window: at most %d windows", MAX_WINDOWS);
                 return;
         }
-        snprintf(buf, sizeof buf, "%s", spec);
-        char *save = NULL;
-        for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-                if (nw == MAX_WINDOWS) {
-                        respond_error(rq, 400, "bad_request", "window: at most %d windows", MAX_WINDOWS);
-                        return;
-                }
-                if (parse_duration(w, &windows[nw]) < 0 || windows[nw] < USEC_PER_MSEC ||
-                    windows[nw] > MAX_WINDOW_USEC) {
-                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+        for (size_t i = 0; i < nw; i++)
+                if (parse_duration(words[i], &windows[i]) < 0 || windows[i] < USEC_PER_MSEC ||
+                    windows[i] > MAX_WINDOW_USEC) {
+                        _cleanup_free_ char *clean = utf8_sanitize(words[i], strnlen(words[i], 64));
                         respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
                         return;
                 }
-                nw++;
-        }
         if (nw == 0) {
                 respond_error(rq, 400, "bad_request", "window: at least one duration is required");
                 return;

@@ -28,20 +28,21 @@ static void api_stats(struct api *a, struct manager_stats *ret) {
         a->manager.ops->stats(a->manager.userdata, ret);
 }
 
-static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
+/* GET of a document rendered from the daemon's own figures alone. */
+static void respond_stats(struct request *rq, json_object *(*render)(const struct manager_stats *st)) {
         struct manager_stats st;
         if (!check_args(rq, NULL))
                 return;
         api_stats(api_of(rq), &st);
-        respond_json(rq, 200, render_health(&st));
+        respond_json(rq, 200, render(&st));
+}
+
+static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
+        respond_stats(rq, render_health);
 }
 
 static void h_system(struct request *rq, const char *const *parts, size_t nparts) {
-        struct manager_stats st;
-        if (!check_args(rq, NULL))
-                return;
-        api_stats(api_of(rq), &st);
-        respond_json(rq, 200, render_system(&st));
+        respond_stats(rq, render_system);
 }
 
 /* Latest sample: from memory for a running run, else the stored last one;
@@ -130,8 +131,7 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 
 json_object *run_full(struct request *rq, const struct run_info *ri) {
         json_object *o = run_with_latest(rq, ri);
-        json_object_object_add(o, "summary",
-                               render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
+        json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
         return o;
 }

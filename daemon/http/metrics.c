@@ -760,8 +760,7 @@ static void put_daemon(struct metrics_buf *b, const struct manager_stats *m) {
         bool has_rss = self_rss(&rss);
         put_header(b, "mlmond_build_info", GAUGE, "Always 1, with mlmond's version as a label.");
         put_sample(b, "mlmond_build_info", NULL, NULL, "version=\"" MLMOND_VERSION "\"", 1);
-        put_single(b, "mlmond_uptime_seconds", GAUGE, "Time since mlmond started.", true,
-                   (double)m->uptime_usec / 1e6);
+        put_single(b, "mlmond_uptime_seconds", GAUGE, "Time since mlmond started.", true, (double)m->uptime_usec / 1e6);
         put_single(b, "mlmond_runs_active", GAUGE, "Running runs (the ones exported here).", true, m->n_runs);
         put_single(b, "mlmond_ticks_total", COUNTER, "Sampler ticks since mlmond started.", true, m->ticks);
         put_single(b, "mlmond_tick_overruns_total", COUNTER,

@@ -26,8 +26,7 @@ void respond_error(struct request *rq, unsigned status, const char *code, const 
 
 void respond_method_not_allowed(struct request *rq, const char *allow) {
         rq->allow = allow;
-        respond_error(rq, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
-                      rq->method, allow);
+        respond_error(rq, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", rq->method, allow);
 }
 
 const char *arg(struct request *rq, const char *key) {
@@ -160,4 +159,20 @@ bool valid_label(const char *s, size_t max) {
                 if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
                         return false;
         return true;
+}
+
+int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
+               size_t *ret_n) {
+        size_t n = 0;
+        if (strlen(text) >= bufsize)
+                return -E2BIG;
+        snprintf(buf, bufsize, "%s", text);
+        char *save = NULL;
+        for (char *p = strtok_r(buf, sep, &save); p; p = strtok_r(NULL, sep, &save)) {
+                if (n == max)
+                        return -ENOSPC;
+                parts[n++] = p;
+        }
+        *ret_n = n;
+        return 0;
 }

@@ -76,5 +76,11 @@ bool check_unknown_keys(struct request *rq, json_object *o, const char *const *a
 /* 1..max bytes of printable ASCII without spaces: op names, mark labels. */
 bool valid_label(const char *s, size_t max);
 
+/* Splits text at sep into at most max non-empty parts (pointers into buf,
+ * a copy of text of bufsize bytes). -E2BIG: text does not fit buf;
+ * -ENOSPC: more than max parts. */
+int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
+               size_t *ret_n);
+
 /* The unix-socket caller's SO_PEERCRED (server.c). */
 bool request_peer_cred(struct request *rq, struct ucred *ret);

@@ -135,18 +135,14 @@ static void dispatch(const struct server *s, struct request *rq, const char *url
         const char *parts[8];
         size_t nparts = 0;
 
-        if (strlen(url) >= sizeof path) {
+        int q = split_into(url, "/", path, sizeof path, parts, ELEMENTSOF(parts), &nparts);
+        if (q == -E2BIG) {
                 respond_error(rq, 414, "uri_too_long", "the path is too long");
                 return;
         }
-        snprintf(path, sizeof path, "%s", url);
-        char *save = NULL;
-        for (char *p = strtok_r(path, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
-                if (nparts == ELEMENTSOF(parts)) {
-                        respond_error(rq, 404, "not_found", "no such endpoint");
-                        return;
-                }
-                parts[nparts++] = p;
+        if (q < 0) {
+                respond_error(rq, 404, "not_found", "no such endpoint");
+                return;
         }
         /* HEAD is GET without the body (libmicrohttpd drops it) */
         const char *method = streq(rq->method, "HEAD") ? "GET" : rq->method;
