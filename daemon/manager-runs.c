@@ -69,10 +69,8 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 snprintf(err, errlen, "no such process: %d", req->pid);
                 return -ESRCH;
         }
-        if (q < 0) {
-                snprintf(err, errlen, "cannot read process %d: %s", req->pid, strerror(-q));
-                return q;
-        }
+        if (q < 0)
+                return errorf(err, errlen, q, "cannot read process %d: %m", req->pid);
         if (id.tgid != req->pid) {
                 snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
                 run_free(r);

@@ -48,6 +48,17 @@ int log_internal(int prio, int error, const char *fmt, ...) {
         return e ? -e : -EIO;
 }
 
+int errorf(char *buf, size_t size, int error, const char *fmt, ...) {
+        int e = error < 0 ? -error : error, saved = errno;
+        va_list ap;
+        errno = e;
+        va_start(ap, fmt);
+        vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+        errno = saved;
+        return e ? -e : -EIO;
+}
+
 void *greedy_realloc(void **p, size_t need, size_t size) {
         if (size == 0 || need > SIZE_MAX / size)
                 return NULL;
@@ -299,26 +310,20 @@ int unix_socket_bind(const char *path, int type, bool passcred, const char *what
         strcpy(sun.sun_path, path);
         _cleanup_close_ int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
-                int e = errno;
-                snprintf(err, errlen, "%s: %s", what, strerror(e));
-                return -e;
+                return errorf(err, errlen, errno, "%s: %m", what);
         }
         int one = 1;
         if (passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
-                int e = errno;
-                snprintf(err, errlen, "%s: SO_PASSCRED: %s", what, strerror(e));
-                return -e;
+                return errorf(err, errlen, errno, "%s: SO_PASSCRED: %m", what);
         }
         /* a stale socket from a previous instance */
         struct stat st;
         if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
                 unlink(path);
         if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-                int e = errno;
-                snprintf(err, errlen, "%s: cannot bind %s: %s", what, path, strerror(e));
-                return -e;
+                return errorf(err, errlen, errno, "%s: cannot bind %s: %m", what, path);
         }
         if (chmod(path, 0666) < 0)
-                log_warning_errno(errno, "%m: cannot chmod %s: %s", what, path);
+                log_warning_errno(errno, "%s: cannot chmod %s: %m", what, path);
         return TAKE_FD(fd);
 }

@@ -95,6 +95,11 @@ int log_internal(int prio, int error, const char *fmt, ...) _printf_(3, 4);
 #define log_warning_errno(e, ...) log_internal(LOG_WARNING, (e), __VA_ARGS__)
 #define log_debug_errno(e, ...) log_internal(LOG_DEBUG, (e), __VA_ARGS__)
 
+/* Writes a message for the caller into buf (size bytes), "%m" printing
+ * error; returns -abs(error) (-EIO for 0) so a caller can
+ * `return errorf(err, errlen, r, "cannot ...: %m")`. */
+int errorf(char *buf, size_t size, int error, const char *fmt, ...) _printf_(4, 5);
+
 /* ---- time --------------------------------------------------------------- */
 
 /* One time type: microseconds. Monotonic time crosses module boundaries

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* lib/: duration and number parsing, UTF-8 repair and JSON output. */
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json-util.h"
 #include "tap.h"
@@ -115,10 +118,74 @@ static void test_json(void) {
         free(e);
 }
 
+/* "%m" prints the error passed in, not whatever errno held, and errno is
+ * left as it was. */
+static void test_log_errno(void) {
+        char tmpl[] = "/tmp/test-util-XXXXXX";
+        int fd = mkstemp(tmpl);
+        CHECK(fd >= 0);
+        if (fd < 0)
+                return;
+        unlink(tmpl);
+        fflush(stderr);
+        int saved = dup(2);
+        dup2(fd, 2);
+        errno = 0;
+        int r = log_error_errno(-ENOENT, "open x: %m");
+        CHECK_EQ_INT(errno, 0);
+        errno = EBADF;
+        int r2 = log_warning_errno(EACCES, "read y: %m");
+        CHECK_EQ_INT(errno, EBADF);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        CHECK_EQ_INT(r, -ENOENT);
+        CHECK_EQ_INT(r2, -EACCES);
+        char buf[512] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        close(fd);
+        CHECK(n > 0);
+        CHECK(strstr(buf, "open x: No such file or directory\n") != NULL);
+        CHECK(strstr(buf, "read y: Permission denied\n") != NULL);
+
+        char msg[64];
+        errno = 0;
+        CHECK_EQ_INT(errorf(msg, sizeof msg, -EPIPE, "send: %m"), -EPIPE);
+        CHECK_STR(msg, "send: Broken pipe");
+        CHECK_EQ_INT(errno, 0);
+        CHECK_EQ_INT(errorf(msg, sizeof msg, 0, "odd"), -EIO);
+}
+
+/* GREEDY_REALLOC keeps what was there, grows geometrically and refuses a
+ * size that overflows. */
+static void test_greedy_realloc(void) {
+        int *v = NULL;
+        size_t n = 0;
+        void *last = NULL;
+        unsigned moves = 0;
+        for (int i = 0; i < 10000; i++) {
+                CHECK(GREEDY_REALLOC(v, n + 1) != NULL);
+                if (v != last)
+                        moves++;
+                last = v;
+                v[n++] = i;
+        }
+        bool same = true;
+        for (int i = 0; i < 10000; i++)
+                same = same && v[i] == i;
+        CHECK(same);
+        CHECK(moves < 40); /* log2(10000) ~ 13 growths, far from 10000 */
+        CHECK(GREEDY_REALLOC(v, SIZE_MAX / 2) == NULL);
+        CHECK_EQ_INT(v[9999], 9999); /* untouched on failure */
+        free(v);
+}
+
 int main(void) {
         test_durations();
         test_numbers();
         test_utf8();
         test_json();
+        test_log_errno();
+        test_greedy_realloc();
         TEST_DONE();
 }

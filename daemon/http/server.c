@@ -371,10 +371,8 @@ static int listener_attach(struct server *a, struct listener *l, char *err, size
         if (q >= 0)
                 q = sd_event_add_time_relative(a->event, &l->timer_source, CLOCK_MONOTONIC, USEC_PER_SEC,
                                                10 * USEC_PER_MSEC, on_mhd_timer, l);
-        if (q < 0) {
-                snprintf(err, errlen, "http: cannot watch sockets: %s", strerror(-q));
-                return q;
-        }
+        if (q < 0)
+                return errorf(err, errlen, q, "http: cannot watch sockets: %m");
         listener_pump(l);
         return 0;
 }
@@ -457,10 +455,9 @@ static int start_unix(struct server *a, char *err, size_t errlen) {
         if (fd < 0)
                 return fd;
         if (listen(fd, 128) < 0) {
-                int e = errno;
-                snprintf(err, errlen, "socket: cannot listen on %s: %s", path, strerror(e));
+                int r = errorf(err, errlen, errno, "socket: cannot listen on %s: %m", path);
                 unlink(path);
-                return -e;
+                return r;
         }
         a->unx.unix_socket = true;
         a->unx.mhd = start_mhd(a, &a->unx, fd, NULL, 0);

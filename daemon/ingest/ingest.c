@@ -288,8 +288,8 @@ static int start_unix(struct ingest *g, const char *path, char *err, size_t errl
         g->unx.unlink_path = strdup(path);
         int q = listener_watch(g, &g->unx);
         if (q < 0)
-                snprintf(err, errlen, "statsd_socket: cannot watch: %s", strerror(-q));
-        return q;
+                return errorf(err, errlen, q, "statsd_socket: cannot watch: %m");
+        return 0;
 }
 
 /* Failure to bind UDP is a warning, not fatal (the port may be taken by a
