@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: tests/system/nspawn.sh BUILDDIR
 #
-# mlmond under a real systemd (research/reliability.md §3.4, SD-06/SD-07/SD-09 in part):
+# mlmond under a real systemd:
 # boots a Debian 12 container with systemd-nspawn, installs BUILDDIR into it
 # (`meson install --destdir`), and checks the units, the notify protocol, reload, the
 # watchdog and the hardening score there.
