@@ -148,8 +148,8 @@ bool run_span(json_object *run, int64_t *ret_from, int64_t *ret_until);
 /* The op figures of a whole run (see run_span), as much of them as came. */
 int fetch_run_op_figures(int64_t id, json_object *run, json_object **ret_latency, json_object **ret_window);
 
-/* Percent-encodes s for a query string: all but RFC 3986's unreserved
- * characters. */
+/* Percent-encodes s for a query string: all but the unreserved characters
+ * (letters, digits, "-._~"). */
 char *url_escape(const char *s);
 
 /* ---- output (api.c) --------------------------------------------------------- */
