@@ -87,41 +87,39 @@ int verb_register(struct args *a) {
         return finish_stdout(EXIT_OK);
 }
 
-/* The verbs that take one run ID and make one request on /v1/runs/ID.
- * Returns CONTINUE with the answer, or an exit code. */
-static int run_id_request(const struct args *a, const char *method, json_object **ret_run, char **ret_raw) {
+/* One request on /v1/runs/ID<suffix>. --json prints the answer as it came;
+ * else print, if given, shows it. */
+static int run_request(uint64_t id, const char *method, const char *suffix, json_object *body,
+                       void (*print)(FILE *f, json_object *answer)) {
+        _cleanup_json_ json_object *answer = NULL;
+        _cleanup_free_ char *raw = NULL;
         char path[64];
-        uint64_t id = 0;
-        int r;
 
-        if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
-                return r;
-        snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
-        if (api_call(method, path, NULL, ret_run, ret_raw) < 0)
+        snprintf(path, sizeof path, "/v1/runs/%" PRIu64 "%s", id, suffix);
+        if (api_call(method, path, body, &answer, &raw) < 0)
                 return EXIT_FAILED;
-        return CONTINUE;
+        if (arg_json)
+                print_raw(stdout, raw);
+        else if (print)
+                print(stdout, answer);
+        return finish_stdout(EXIT_OK);
+}
+
+/* unregister and show */
+static int run_id_verb(const struct args *a, const char *method, void (*print)(FILE *f, json_object *run)) {
+        uint64_t id = 0;
+        int r = parse_id(a->operands[0], "run ID", INT64_MAX, &id);
+        if (r != CONTINUE)
+                return r;
+        return run_request(id, method, "", NULL, print);
 }
 
 int verb_unregister(struct args *a) {
-        _cleanup_json_ json_object *run = NULL;
-        _cleanup_free_ char *raw = NULL;
-        int r = run_id_request(a, "DELETE", &run, &raw);
-        if (r != CONTINUE)
-                return r;
-        return finish_answer(raw);
+        return run_id_verb(a, "DELETE", NULL);
 }
 
 int verb_show(struct args *a) {
-        _cleanup_json_ json_object *run = NULL;
-        _cleanup_free_ char *raw = NULL;
-        int r = run_id_request(a, "GET", &run, &raw);
-        if (r != CONTINUE)
-                return r;
-        if (arg_json)
-                print_raw(stdout, raw);
-        else
-                print_run(stdout, run);
-        return finish_stdout(EXIT_OK);
+        return run_id_verb(a, "GET", print_run);
 }
 
 int verb_list(struct args *a) {
@@ -181,9 +179,7 @@ int verb_observe(struct args *a) {
 }
 
 int verb_mark(struct args *a) {
-        _cleanup_json_ json_object *answer = NULL, *body = NULL;
-        _cleanup_free_ char *raw = NULL;
-        char path[64];
+        _cleanup_json_ json_object *body = NULL;
         uint64_t id = 0;
         int r;
 
@@ -191,15 +187,11 @@ int verb_mark(struct args *a) {
                 return r;
         if ((r = check_label("mark", a->operands[1])) != CONTINUE)
                 return r;
-
         body = json_object_new_object();
         if (!body)
                 return oom();
         json_object_object_add(body, "label", json_object_new_string(a->operands[1]));
-        snprintf(path, sizeof path, "/v1/runs/%" PRIu64 "/marks", id);
-        if (api_call("POST", path, body, &answer, &raw) < 0)
-                return EXIT_FAILED;
-        return finish_answer(raw);
+        return run_request(id, "POST", "/marks", body, NULL);
 }
 
 /* ---- the verb table ------------------------------------------------------------ */
