@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "json-util.h"
+#include "mlmonctl.h"
 #include "output.h"
 #include "util.h"
 
@@ -341,4 +342,36 @@ void print_comparison(FILE *f, json_object *result, double threshold) {
                         regressions == 1 ? "" : "s", threshold);
         else
                 fprintf(f, "\nNo regressions past the %g%% threshold.\n", threshold);
+}
+
+/* ---- the verb ------------------------------------------------------------ */
+
+/* worse by more than this many percent is a regression */
+#define DEFAULT_THRESHOLD_PCT 10.0
+
+int verb_compare(struct args *a) {
+        _cleanup_json_ json_object *base = NULL, *current = NULL, *result = NULL;
+        int64_t regressions = 0;
+
+        double threshold = isnan(a->threshold) ? DEFAULT_THRESHOLD_PCT : a->threshold;
+
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_free_ char *err = NULL;
+                if (report_load(a->operands[i], i == 0 ? &base : &current, &err) < 0) {
+                        if (!err)
+                                return oom(), EXIT_USAGE;
+                        error_line("%s", err);
+                        return EXIT_USAGE;
+                }
+        }
+        result = compare_reports(base, current, threshold);
+        if (!result)
+                return oom();
+        (void)json_get_int(result, "regressions", &regressions);
+        if (arg_json) {
+                if (print_json_pretty(result) < 0)
+                        return oom();
+        } else
+                print_comparison(stdout, result, threshold);
+        return finish_stdout(regressions > 0 ? EXIT_FAILED : EXIT_OK);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* `mlmonctl compare`: two report documents (see report.h), figure by figure,
- * for CI. Knows nothing of HTTP: it reads files. */
+ * for CI. Needs no daemon: it reads files (verb_compare() in compare.c). */
 #pragma once
 
 #include <json-c/json.h>

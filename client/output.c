@@ -184,22 +184,6 @@ const char *fmt_ms(char *buf, size_t size, bool known, double ms) {
 
 /* ---- table ---------------------------------------------------------------- */
 
-enum { COL_ID, COL_PID, COL_NAME, COL_STATE, COL_CPU, COL_RSS, COL_INTERVAL, COL_COMMAND, _COL_MAX };
-
-static const struct {
-        const char *title;
-        bool right; /* numbers align right */
-} columns[_COL_MAX] = {
-        [COL_ID] = { "ID", true },
-        [COL_PID] = { "PID", true },
-        [COL_NAME] = { "NAME", false },
-        [COL_STATE] = { "STATE", false },
-        [COL_CPU] = { "CPU%", true },
-        [COL_RSS] = { "RSS", true },
-        [COL_INTERVAL] = { "INTERVAL", true },
-        [COL_COMMAND] = { "COMMAND", false },
-};
-
 /* Display width: code points, since the daemon sends valid UTF-8 (wide CJK
  * characters are rare enough in process names to not matter here). */
 static size_t text_width(const char *s) {
@@ -233,47 +217,43 @@ static const char *fmt_int(char *buf, size_t size, bool known, int64_t v) {
         return buf;
 }
 
-static char *xstrdup_fmt(const char *s) {
-        char *c = strdup(s);
-        if (!c) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
-        return c;
+_Noreturn void oom_exit(void) {
+        fputs("mlmonctl: out of memory\n", stderr);
+        exit(EXIT_FAILURE);
 }
 
-static void run_row(json_object *run, char *cells[_COL_MAX]) {
+char *text_vprintf(const char *fmt, va_list ap) {
+        char *s;
+        return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+}
+
+static void run_row(struct table *t, json_object *run) {
         char b[FMT_MAX];
         int64_t i = 0;
         double d = 0;
         json_object *latest = json_get_object(run, "latest");
 
         bool known = json_get_int(run, "id", &i);
-        cells[COL_ID] = xstrdup_fmt(fmt_int(b, sizeof b, known, i));
+        table_add(t, fmt_int(b, sizeof b, known, i));
         known = json_get_int(run, "pid", &i);
-        cells[COL_PID] = xstrdup_fmt(fmt_int(b, sizeof b, known, i));
-        cells[COL_NAME] = text_printable(json_get_str(run, "name"));
-        cells[COL_STATE] = text_printable(json_get_str(run, "state"));
+        table_add(t, fmt_int(b, sizeof b, known, i));
+        table_add(t, json_get_str(run, "name"));
+        table_add(t, json_get_str(run, "state"));
         known = json_get_number(latest, "cpu_pct", &d);
         if (known)
                 snprintf(b, sizeof b, "%.1f", d);
-        cells[COL_CPU] = xstrdup_fmt(known ? b : "-");
+        table_add(t, known ? b : "-");
         known = json_get_number(latest, "rss_bytes", &d);
-        cells[COL_RSS] = xstrdup_fmt(fmt_bytes(b, sizeof b, known, d));
+        table_add(t, fmt_bytes(b, sizeof b, known, d));
         if (json_get_int(run, "interval_ms", &i) && i >= 0)
                 format_duration((usec_t)i * USEC_PER_MSEC, b, sizeof b);
         else
                 strcpy(b, "-");
-        cells[COL_INTERVAL] = xstrdup_fmt(b);
+        table_add(t, b);
         const char *cmd = json_get_str(run, "cmdline");
         if (!cmd || !*cmd)
                 cmd = json_get_str(run, "comm"); /* kernel threads, zombies */
-        cells[COL_COMMAND] = text_printable(cmd);
-        for (size_t c = 0; c < _COL_MAX; c++)
-                if (!cells[c]) {
-                        fputs("mlmonctl: out of memory\n", stderr);
-                        exit(EXIT_FAILURE);
-                }
+        table_add(t, cmd);
 }
 
 static void print_cell(FILE *f, const char *s, size_t width, bool right, bool last) {
@@ -288,85 +268,35 @@ static void print_cell(FILE *f, const char *s, size_t width, bool right, bool la
 }
 
 void print_run_table(FILE *f, json_object *runs, int max_width) {
+        static const char *const titles[] = { "ID", "PID", "NAME", "STATE", "CPU%", "RSS", "INTERVAL", "COMMAND" };
+        static const bool right[] = { true, true, false, false, true, true, true, false };
         size_t n = runs && json_object_is_type(runs, json_type_array) ? json_object_array_length(runs) : 0;
-        size_t width[_COL_MAX];
-        _cleanup_free_ char **cells = calloc(n * _COL_MAX + 1, sizeof(char *));
+        _cleanup_(table_done) struct table t = { .ncols = ELEMENTSOF(titles), .titles = titles, .right = right };
 
-        if (!cells) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
-        for (size_t c = 0; c < _COL_MAX; c++)
-                width[c] = strlen(columns[c].title);
-        for (size_t r = 0; r < n; r++) {
-                run_row(json_object_array_get_idx(runs, r), cells + r * _COL_MAX);
-                for (size_t c = 0; c < _COL_MAX; c++) {
-                        size_t w = text_width(cells[r * _COL_MAX + c]);
-                        if (w > width[c])
-                                width[c] = w;
-                }
-        }
-
-        if (max_width > 0) {
-                /* On a terminal, keep one line per run: COMMAND gets what is
-                 * left, but never less than its title. */
-                size_t used = 0;
-                for (size_t c = 0; c < COL_COMMAND; c++)
-                        used += width[c] + 2;
-                size_t left = (size_t)max_width > used ? (size_t)max_width - used : 0;
-                if (left < strlen(columns[COL_COMMAND].title))
-                        left = strlen(columns[COL_COMMAND].title);
-                for (size_t r = 0; r < n; r++)
-                        text_truncate(cells[r * _COL_MAX + COL_COMMAND], left);
-        }
-
-        for (size_t c = 0; c < _COL_MAX; c++)
-                print_cell(f, columns[c].title, width[c], columns[c].right, c == COL_COMMAND);
         for (size_t r = 0; r < n; r++)
-                for (size_t c = 0; c < _COL_MAX; c++)
-                        print_cell(f, cells[r * _COL_MAX + c], width[c], columns[c].right, c == COL_COMMAND);
-
-        for (size_t i = 0; i < n * _COL_MAX; i++)
-                free(cells[i]);
+                run_row(&t, json_object_array_get_idx(runs, r));
+        /* on a terminal, one line per run: COMMAND gets what is left */
+        table_print(f, &t, NULL, max_width, t.ncols - 1);
 }
 
 /* ---- generic tables ------------------------------------------------------- */
 
-static void *xrealloc_array(void *p, size_t n, size_t size) {
-        if (size != 0 && n > SIZE_MAX / size)
-                p = NULL;
-        else
-                p = realloc(p, n * size);
-        if (!p) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
-        return p;
-}
-
 void table_add(struct table *t, const char *cell) {
-        if (t->ncells == t->alloc) {
-                t->alloc = t->alloc ? t->alloc * 2 : 64;
-                t->cells = xrealloc_array(t->cells, t->alloc, sizeof(char *));
-        }
+        if (!GREEDY_REALLOC(t->cells, t->ncells + 1))
+                oom_exit();
         char *c = text_printable(cell);
-        if (!c) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
+        if (!c)
+                oom_exit();
         t->cells[t->ncells++] = c;
 }
 
 void table_addf(struct table *t, const char *fmt, ...) {
-        _cleanup_free_ char *s = NULL;
         va_list ap;
         va_start(ap, fmt);
-        int r = vasprintf(&s, fmt, ap);
+        _cleanup_free_ char *s = text_vprintf(fmt, ap);
         va_end(ap);
-        if (r < 0) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
+        if (!s)
+                oom_exit();
         table_add(t, s);
 }
 
@@ -376,8 +306,10 @@ size_t table_rows(const struct table *t) {
 
 void table_print(FILE *f, const struct table *t, const char *indent, int max_width, size_t shrink) {
         size_t nrows = table_rows(t);
-        _cleanup_free_ size_t *width = xrealloc_array(NULL, t->ncols, sizeof(size_t));
+        _cleanup_free_ size_t *width = calloc(t->ncols + 1, sizeof(size_t));
 
+        if (!width)
+                oom_exit();
         for (size_t c = 0; c < t->ncols; c++) {
                 width[c] = text_width(t->titles[c]);
                 for (size_t r = 0; r < nrows; r++) {
@@ -414,7 +346,7 @@ void table_done(struct table *t) {
                 free(t->cells[i]);
         free(t->cells);
         t->cells = NULL;
-        t->ncells = t->alloc = 0;
+        t->ncells = 0;
 }
 
 /* ---- blocks ----------------------------------------------------------------- */
@@ -434,11 +366,14 @@ static void field_text(FILE *f, const char *label, const char *value) {
         field(f, label, p ? p : "-");
 }
 
-static void field_bytes(FILE *f, const char *label, json_object *o, const char *key) {
+typedef const char *(*fmt_number_t)(char *buf, size_t size, bool known, double v);
+
+/* A number field rendered by fmt ("-" when unknown). */
+static void field_number(FILE *f, const char *label, json_object *o, const char *key, fmt_number_t fmt) {
         char b[FMT_MAX];
         double d;
         bool known = json_get_number(o, key, &d);
-        field(f, label, fmt_bytes(b, sizeof b, known, d));
+        field(f, label, fmt(b, sizeof b, known, d));
 }
 
 /* "12.0 MiB (1.0 MiB/s)" */
@@ -454,13 +389,6 @@ static void field_bytes_rate(FILE *f, const char *label, json_object *o, const c
         field(f, label, line);
 }
 
-static void field_pct(FILE *f, const char *label, json_object *o, const char *key) {
-        char b[FMT_MAX];
-        double d;
-        bool known = json_get_number(o, key, &d);
-        field(f, label, fmt_pct(b, sizeof b, known, d));
-}
-
 static void field_int(FILE *f, const char *label, json_object *o, const char *key) {
         char b[FMT_MAX];
         double d;
@@ -469,13 +397,6 @@ static void field_int(FILE *f, const char *label, json_object *o, const char *ke
         else
                 strcpy(b, "-");
         field(f, label, b);
-}
-
-static void field_seconds(FILE *f, const char *label, json_object *o, const char *key) {
-        char b[FMT_MAX];
-        double d;
-        bool known = json_get_number(o, key, &d);
-        field(f, label, fmt_seconds(b, sizeof b, known, d));
 }
 
 static void field_ts(FILE *f, const char *label, json_object *o, const char *key) {
@@ -494,27 +415,27 @@ void print_summary(FILE *f, json_object *s) {
         char b[FMT_MAX], u[FMT_MAX], y[FMT_MAX], line[3 * FMT_MAX + 32];
         double d, du, dy;
 
-        field_seconds(f, "wall time:", s, "wall_time_s");
+        field_number(f, "wall time:", s, "wall_time_s", fmt_seconds);
         bool known = json_get_number(s, "cpu_time_s", &d);
         bool uknown = json_get_number(s, "user_time_s", &du);
         bool yknown = json_get_number(s, "system_time_s", &dy);
         snprintf(line, sizeof line, "%s (user %s, system %s)", fmt_seconds(b, sizeof b, known, d),
                  fmt_seconds(u, sizeof u, uknown, du), fmt_seconds(y, sizeof y, yknown, dy));
         field(f, "CPU time:", line);
-        field_pct(f, "avg CPU:", s, "cpu_util_avg_pct");
-        field_bytes(f, "peak RSS:", s, "peak_rss_bytes");
-        field_bytes(f, "final RSS:", s, "final_rss_bytes");
-        field_bytes(f, "read:", s, "read_bytes");
-        field_bytes(f, "write:", s, "write_bytes");
-        field_bytes(f, "netns rx:", s, "netns_rx_bytes");
-        field_bytes(f, "netns tx:", s, "netns_tx_bytes");
+        field_number(f, "avg CPU:", s, "cpu_util_avg_pct", fmt_pct);
+        field_number(f, "peak RSS:", s, "peak_rss_bytes", fmt_bytes);
+        field_number(f, "final RSS:", s, "final_rss_bytes", fmt_bytes);
+        field_number(f, "read:", s, "read_bytes", fmt_bytes);
+        field_number(f, "write:", s, "write_bytes", fmt_bytes);
+        field_number(f, "netns rx:", s, "netns_rx_bytes", fmt_bytes);
+        field_number(f, "netns tx:", s, "netns_tx_bytes", fmt_bytes);
         field_int(f, "threads max:", s, "threads_max");
         /* Only on hosts that have them: a column of "-" for every CPU-only
          * host would be noise. */
         if (has_value(s, "peak_gpu_mem_bytes"))
-                field_bytes(f, "peak GPU mem:", s, "peak_gpu_mem_bytes");
+                field_number(f, "peak GPU mem:", s, "peak_gpu_mem_bytes", fmt_bytes);
         if (has_value(s, "gpu_util_avg_pct"))
-                field_pct(f, "avg GPU util:", s, "gpu_util_avg_pct");
+                field_number(f, "avg GPU util:", s, "gpu_util_avg_pct", fmt_pct);
         if (json_get_number(s, "energy_j", &d)) {
                 snprintf(b, sizeof b, "%.1f J", d);
                 field(f, "energy:", b);
@@ -612,7 +533,7 @@ static void print_leak(FILE *f, json_object *run) {
                 return;
         field_text(f, "metric:", json_get_str(leak, "metric"));
         field_bytes_rate(f, "growth:", leak, "growth_bytes", "slope_bytes_per_s");
-        field_seconds(f, "window:", leak, "window_s");
+        field_number(f, "window:", leak, "window_s", fmt_seconds);
         if (json_get_number(leak, "confidence", &d)) {
                 snprintf(b, sizeof b, "%.2f", d);
                 field(f, "confidence:", b);
@@ -654,10 +575,10 @@ void print_run(FILE *f, json_object *run) {
                         fprintf(f, "latest sample (%s):\n", fmt_ts_ms(b, sizeof b, true, i));
                 else
                         fputs("latest sample:\n", f);
-                field_pct(f, "CPU:", latest, "cpu_pct");
-                field_bytes(f, "RSS:", latest, "rss_bytes");
-                field_bytes(f, "anon RSS:", latest, "rss_anon_bytes");
-                field_bytes(f, "peak RSS:", latest, "peak_rss_bytes");
+                field_number(f, "CPU:", latest, "cpu_pct", fmt_pct);
+                field_number(f, "RSS:", latest, "rss_bytes", fmt_bytes);
+                field_number(f, "anon RSS:", latest, "rss_anon_bytes", fmt_bytes);
+                field_number(f, "peak RSS:", latest, "peak_rss_bytes", fmt_bytes);
                 field_int(f, "threads:", latest, "threads");
                 field_int(f, "processes:", latest, "processes");
                 field_bytes_rate(f, "read:", latest, "read_bytes", "read_bytes_per_s");
@@ -665,9 +586,9 @@ void print_run(FILE *f, json_object *run) {
                 field_bytes_rate(f, "netns rx:", latest, "netns_rx_bytes", "netns_rx_bytes_per_s");
                 field_bytes_rate(f, "netns tx:", latest, "netns_tx_bytes", "netns_tx_bytes_per_s");
                 if (has_value(latest, "gpu_mem_bytes"))
-                        field_bytes(f, "GPU memory:", latest, "gpu_mem_bytes");
+                        field_number(f, "GPU memory:", latest, "gpu_mem_bytes", fmt_bytes);
                 if (has_value(latest, "gpu_util_pct"))
-                        field_pct(f, "GPU util:", latest, "gpu_util_pct");
+                        field_number(f, "GPU util:", latest, "gpu_util_pct", fmt_pct);
                 print_gpu_uses(f, latest);
         }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,11 @@ json_object *json_number_short(double v);
  * harmless for a terminal: strings like cmdline come from the monitored
  * process. Never NULL unless out of memory; NULL s gives "-". */
 char *text_printable(const char *s);
+
+/* Prints "mlmonctl: out of memory" and exits 1. */
+_Noreturn void oom_exit(void);
+/* vasprintf() that returns the string, or NULL when out of memory. */
+char *text_vprintf(const char *fmt, va_list ap);
 
 /* Render into buf; "-" when unknown. */
 const char *fmt_bytes(char *buf, size_t size, bool known, double bytes);      /* "1.5 GiB" */
@@ -66,7 +72,7 @@ struct table {
         const char *const *titles;
         const bool *right; /* per column: align right */
         char **cells;      /* row-major, nrows * ncols */
-        size_t ncells, alloc;
+        size_t ncells;
 };
 
 /* Appends one cell; rows fill left to right. NULL prints as "-". */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-util.h"
+#include "mlmonctl.h"
 #include "output.h"
 #include "util.h"
 
@@ -66,10 +68,8 @@ static struct op *collect_ops(json_object *latency, size_t *ret_n) {
         if (n == 0)
                 return NULL;
         struct op *v = calloc(n, sizeof *v);
-        if (!v) {
-                fputs("mlmonctl: out of memory\n", stderr);
-                exit(EXIT_FAILURE);
-        }
+        if (!v)
+                oom_exit();
         json_object_object_foreach(ops, name, o) {
                 if (!json_object_is_type(o, json_type_object))
                         continue;
@@ -294,4 +294,57 @@ void print_report(FILE *f, json_object *doc) {
                 fputc('\n', f);
                 print_throughput(f, window, latency);
         }
+}
+
+/* ---- the verb ------------------------------------------------------------ */
+
+int verb_report(struct args *a) {
+        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL, *doc = NULL;
+        _cleanup_free_ char *lq = NULL, *tq = NULL, *w = NULL, *mark = NULL;
+        char path[64];
+        uint64_t id = 0;
+        int64_t from, until;
+        int r;
+
+        if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
+                return r;
+
+        snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
+        if (api_call("GET", path, NULL, &run, NULL) < 0)
+                return EXIT_FAILED;
+        if (a->since_mark && !(mark = url_escape(a->since_mark)))
+                return oom();
+        if (a->window) {
+                if (!(w = url_escape(a->window)))
+                        return oom();
+                r = asprintf(&lq, "window=%s%s%s", w, mark ? "&since_mark=" : "", mark ? mark : "");
+                if (r >= 0)
+                        r = asprintf(&tq, "window=%s", w);
+        } else {
+                if (!run_span(run, &from, &until)) {
+                        error_line("%s: mlmond's run %" PRIu64 " has no registration time", arg_socket, id);
+                        return EXIT_FAILED;
+                }
+                r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until, mark ? "&since_mark=" : "",
+                             mark ? mark : "");
+                if (r >= 0)
+                        r = asprintf(&tq, "window=%" PRId64 "ms&until=%" PRId64, until - from > 0 ? until - from : 1,
+                                     until);
+        }
+        if (r < 0) {
+                lq = tq = NULL;
+                return oom();
+        }
+        if (fetch_op_figures((int64_t)id, lq, tq, false, &latency, &window) < 0)
+                return EXIT_FAILED;
+
+        doc = report_document(run, latency, window);
+        if (!doc)
+                return oom();
+        if (arg_json) {
+                if (print_json_pretty(doc) < 0)
+                        return oom();
+        } else
+                print_report(stdout, doc);
+        return finish_stdout(EXIT_OK);
 }

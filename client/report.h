@@ -2,7 +2,8 @@
 /* The profiling report of a run (see doc/api-contract.md, "The report
  * document"): {"run": <GET /v1/runs/ID>, "latency": <GET .../latency>,
  * "throughput": <one window of GET .../throughput>}, printed as a summary and
- * per-op tables grouped by category. Knows nothing of HTTP. */
+ * per-op tables grouped by category. The printing here knows nothing of
+ * HTTP; verb_report() (report.c) fetches the parts. */
 #pragma once
 
 #include <json-c/json.h>

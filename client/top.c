@@ -2,10 +2,13 @@
 #include "top.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "json-util.h"
+#include "mlmonctl.h"
 #include "output.h"
 #include "util.h"
 
@@ -124,4 +127,150 @@ void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, int
         }
         table_print(f, &t, NULL, max_width, NAME_COL);
         table_done(&t);
+}
+
+/* ---- the verb ------------------------------------------------------------ */
+
+static volatile sig_atomic_t top_quit;
+
+static void top_signal(int sig _unused_) {
+        top_quit = 1;
+}
+
+/* Sleeps until deadline (CLOCK_MONOTONIC) or a quit signal. */
+static void top_sleep_until(usec_t deadline) {
+        while (!top_quit) {
+                usec_t now = now_usec(CLOCK_MONOTONIC);
+                if (now >= deadline)
+                        return;
+                usec_t left = deadline - now;
+                struct timespec ts = { .tv_sec = (time_t)(left / USEC_PER_SEC),
+                                       .tv_nsec = (long)(left % USEC_PER_SEC * 1000) };
+                (void)nanosleep(&ts, NULL); /* EINTR: look at top_quit */
+        }
+}
+
+/* One refresh: the running runs and, per run, its op figures over the last
+ * TOP_WINDOW. Writes the screen (or, --json, one JSON line) to *ret_text.
+ * Returns 0, or -1 (printed) when the run list could not be had. */
+static int top_frame(char **ret_text) {
+        _cleanup_json_ json_object *answer = NULL, *health = NULL, *out = NULL;
+        _cleanup_free_ struct top_run *runs = NULL;
+        char *text = NULL;
+        size_t len = 0, n = 0;
+        int r = -1;
+
+        if (api_call("GET", "/v1/runs", NULL, &answer, NULL) < 0)
+                return -1;
+        json_object *list = json_get_array(answer, "runs");
+        if (!list) {
+                error_line("%s: mlmond's answer has no \"runs\" list", arg_socket);
+                return -1;
+        }
+        /* a missing figure is shown as "-", not an error: a run may end
+         * between the list and its figures */
+        (void)api_call_full("GET", "/v1/health", NULL, true, &health, NULL);
+        n = json_object_array_length(list);
+        runs = calloc(n + 1, sizeof *runs);
+        if (!runs)
+                return oom(), -1;
+        for (size_t i = 0; i < n && !top_quit; i++) {
+                char path[128];
+                int64_t id;
+                _cleanup_json_ json_object *t = NULL;
+                runs[i].run = json_object_array_get_idx(list, i);
+                if (!json_get_int(runs[i].run, "id", &id))
+                        continue;
+                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/latency?window=" TOP_WINDOW "&q=99", id);
+                (void)api_call_full("GET", path, NULL, true, &runs[i].latency, NULL);
+                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
+                if (api_call_full("GET", path, NULL, true, &t, NULL) == 0)
+                        runs[i].window = json_object_get(throughput_window(t));
+        }
+
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                goto finish;
+        if (arg_json) {
+                json_object *arr = json_object_new_array();
+                out = json_object_new_object();
+                if (!out || !arr) {
+                        json_object_put(arr);
+                        fclose(f);
+                        goto finish;
+                }
+                json_object_object_add(out, "ts", json_object_new_int64(now_realtime_ms()));
+                json_object_object_add(out, "health", json_object_get(health));
+                json_object_object_add(out, "runs", arr);
+                for (size_t i = 0; i < n; i++) {
+                        json_object *o = report_document(runs[i].run, runs[i].latency, runs[i].window);
+                        if (!o)
+                                break;
+                        json_object_array_add(arr, o);
+                }
+                fprintf(f, "%s\n", json_to_string(out));
+        } else
+                print_top(f, health, runs, n, now_realtime_ms(), terminal_width());
+        if (fclose(f) != 0) {
+                free(text);
+                text = NULL;
+        } else
+                r = 0;
+finish:
+        for (size_t i = 0; i < n; i++) {
+                json_object_put(runs[i].latency);
+                json_object_put(runs[i].window);
+        }
+        if (r < 0)
+                return oom(), -1;
+        *ret_text = text;
+        return 0;
+}
+
+int verb_top(struct args *a) {
+        static const int quit_signals[] = { SIGINT, SIGTERM };
+        struct sigaction saved[ELEMENTSOF(quit_signals)];
+        usec_t interval = USEC_PER_SEC;
+        int code = EXIT_OK;
+
+        if (a->interval)
+                (void)parse_duration(a->interval, &interval); /* checked by parse_options */
+        /* on a terminal, refresh until Ctrl-C; into a pipe or file, one
+         * screen (a script that wants more says how many) */
+        bool screen = isatty(STDOUT_FILENO) && !arg_json;
+        uint64_t iterations = a->iterations > 0 ? a->iterations : isatty(STDOUT_FILENO) ? 0 : 1;
+
+        /* no SA_RESTART: a signal ends the sleep at once */
+        struct sigaction sa = { .sa_handler = top_signal };
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++)
+                sigaction(quit_signals[i], &sa, &saved[i]);
+        if (screen)
+                fputs("\033[?25l", stdout); /* hide the cursor while we redraw */
+
+        for (uint64_t i = 0; !top_quit && (iterations == 0 || i < iterations); i++) {
+                usec_t start = now_usec(CLOCK_MONOTONIC);
+                _cleanup_free_ char *text = NULL;
+                if (top_frame(&text) < 0) {
+                        code = EXIT_FAILED;
+                        break;
+                }
+                if (top_quit)
+                        break;
+                if (screen)
+                        fputs("\033[H\033[2J", stdout);
+                else if (i > 0 && !arg_json)
+                        fputc('\n', stdout);
+                fputs(text, stdout);
+                if (fflush(stdout) != 0)
+                        break; /* finish_stdout says why */
+                if (iterations == 0 || i + 1 < iterations)
+                        top_sleep_until(start + interval);
+        }
+
+        if (screen)
+                fputs("\033[?25h", stdout); /* the cursor back, whatever ended us */
+        for (size_t i = 0; i < ELEMENTSOF(quit_signals); i++)
+                sigaction(quit_signals[i], &saved[i], NULL);
+        return finish_stdout(code);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* `mlmonctl top`: one screen of the live view of running runs, from answers
- * the caller fetched. Knows nothing of HTTP. */
+/* `mlmonctl top`: the live view of running runs. print_top() renders one
+ * screen from answers already fetched; verb_top() (top.c) fetches them. */
 #pragma once
 
 #include <json-c/json.h>

@@ -146,25 +146,9 @@ static int send_all(int fd, const char *buf, size_t len, usec_t deadline) {
 
 /* ---- response parsing ----------------------------------------------------- */
 
-struct parser {
-        char *buf; /* everything received so far */
-        size_t len, cap;
-
-        bool headers_done;
-        size_t body_start; /* offset of the body in buf */
-        int status;
-        bool no_body; /* HEAD, 1xx, 204, 304 */
-        bool chunked;
-        bool have_length;
-        size_t content_length;
-
-        /* chunked decoding happens in place: decoded bytes are compacted to
-         * buf[body_start .. body_start + decoded), the next chunk header is
-         * at buf[chunk_pos] (chunk_pos >= body_start + decoded). */
-        size_t decoded, chunk_pos;
-        bool in_trailers;
-        bool complete;
-};
+/* chunked decoding happens in place: decoded bytes are compacted to
+ * buf[body_start .. body_start + decoded), the next chunk header is at
+ * buf[chunk_pos] (chunk_pos >= body_start + decoded). */
 
 /* Finds the next line in buf[pos..len): returns its length without the line
  * end and stores where the following line starts, or -1 if no line end is
@@ -217,7 +201,7 @@ static int parse_content_length(const char *v, size_t n, size_t *ret) {
 /* Parses one header block starting at buf[0]. Returns 1 when parsed, 0 when
  * more data is needed, or -errno. Interim 1xx answers are dropped and the
  * next block parsed. */
-static int parse_headers(struct parser *p, bool head_request) {
+static int parse_headers(struct http_parser *p) {
         size_t start = 0;
 
         for (;;) {
@@ -282,9 +266,9 @@ static int parse_headers(struct parser *p, bool head_request) {
 
                 p->status = status;
                 p->body_start = pos;
-                p->no_body = head_request || status == 204 || status == 304;
+                p->no_body = p->head_request || status == 204 || status == 304;
                 p->chunked = chunked;
-                /* RFC 9112 6.3: Transfer-Encoding overrides Content-Length */
+                /* HTTP/1.1: Transfer-Encoding wins over Content-Length */
                 p->have_length = have_length && !chunked;
                 p->content_length = length;
                 p->chunk_pos = pos;
@@ -325,7 +309,7 @@ static int parse_chunk_size(const char *s, size_t n, size_t *ret) {
 
 /* Decodes as many complete chunks as buf holds, compacting the data in
  * place. Sets p->complete after the last chunk and its trailers. */
-static int decode_chunks(struct parser *p) {
+static int decode_chunks(struct http_parser *p) {
         while (!p->complete) {
                 size_t next;
                 ssize_t n = next_line(p->buf, p->chunk_pos, p->len, &next);
@@ -378,7 +362,7 @@ static int decode_chunks(struct parser *p) {
 /* Drops the chunk framing already consumed, so that many small chunks do not
  * count against the size limit. Only once the gap is large: moving the
  * partial chunk on every read would be quadratic. */
-static void compact_chunks(struct parser *p) {
+static void compact_chunks(struct http_parser *p) {
         size_t dst = p->body_start + p->decoded;
         if (p->chunk_pos - dst < READ_SIZE)
                 return;
@@ -387,11 +371,11 @@ static void compact_chunks(struct parser *p) {
         p->chunk_pos = dst;
 }
 
-/* Called after every read: parses what it can and sets p->complete when the
- * whole message is in. */
-static int parser_feed(struct parser *p, bool head_request) {
+/* Parses what it can of what arrived and sets p->complete when the whole
+ * message is in. */
+static int parse_step(struct http_parser *p) {
         if (!p->headers_done) {
-                int r = parse_headers(p, head_request);
+                int r = parse_headers(p);
                 if (r <= 0)
                         return r;
         }
@@ -416,9 +400,35 @@ static int parser_feed(struct parser *p, bool head_request) {
         return 0;
 }
 
-static int parser_finish(struct parser *p, struct http_response *ret) {
+int http_parser_feed(struct http_parser *p, const void *data, size_t size) {
+        const char *d = data;
+
+        /* a read's worth at a time, as from the socket */
+        while (size > 0 && !p->complete) {
+                size_t n = size < READ_SIZE ? size : READ_SIZE;
+                /* slack for chunk framing not yet compacted away */
+                size_t limit = (p->headers_done ? p->body_start + RESPONSE_BODY_MAX : RESPONSE_HEADER_MAX) + READ_SIZE +
+                               CHUNK_LINE_MAX;
+                if (p->len + n > limit)
+                        return p->headers_done ? -EFBIG : -EPROTO;
+                if (!GREEDY_REALLOC(p->buf, p->len + n + 1))
+                        return -ENOMEM;
+                memcpy(p->buf + p->len, d, n);
+                p->len += n;
+                d += n;
+                size -= n;
+                int r = parse_step(p);
+                if (r < 0)
+                        return r;
+        }
+        return p->complete;
+}
+
+int http_parser_finish(struct http_parser *p, struct http_response *ret) {
         size_t blen;
 
+        if (p->len == 0)
+                return -ECONNRESET; /* closed without a word */
         if (!p->headers_done)
                 return -EPROTO; /* closed before (or in the middle of) the headers */
         if (p->no_body)
@@ -440,69 +450,56 @@ static int parser_finish(struct parser *p, struct http_response *ret) {
         char *shrunk = realloc(p->buf, blen + 1);
         if (shrunk)
                 p->buf = shrunk;
-        ret->status = p->status;
-        ret->body = TAKE_PTR(p->buf);
-        ret->body_len = blen;
+        *ret = (struct http_response){
+                .status = p->status,
+                .body = TAKE_PTR(p->buf),
+                .body_len = blen,
+        };
         return 0;
 }
 
+void http_parser_done(struct http_parser *p) {
+        free(p->buf);
+        p->buf = NULL;
+        p->len = 0;
+}
+
+int http_response_parse(const char *text, size_t size, bool head_request, struct http_response *ret) {
+        _cleanup_(http_parser_done) struct http_parser p = { .head_request = head_request };
+        int r = http_parser_feed(&p, text, size);
+        if (r < 0)
+                return r;
+        return http_parser_finish(&p, ret);
+}
+
 static int receive_response(int fd, bool head_request, usec_t deadline, struct http_response *ret) {
-        struct parser p = {};
+        _cleanup_(http_parser_done) struct http_parser p = { .head_request = head_request };
+        _cleanup_free_ char *buf = malloc(READ_SIZE);
         int r;
 
+        if (!buf)
+                return -ENOMEM;
         for (;;) {
-                /* slack for chunk framing not yet compacted away */
-                size_t limit = (p.headers_done ? p.body_start + RESPONSE_BODY_MAX : RESPONSE_HEADER_MAX) + READ_SIZE +
-                               CHUNK_LINE_MAX;
-                if (p.cap - p.len < READ_SIZE + 1) {
-                        if (p.len >= limit) {
-                                r = p.headers_done ? -EFBIG : -EPROTO;
-                                goto fail;
-                        }
-                        size_t ncap = p.cap ? p.cap * 2 : 2 * READ_SIZE;
-                        while (ncap - p.len < READ_SIZE + 1)
-                                ncap *= 2;
-                        char *n = realloc(p.buf, ncap);
-                        if (!n) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
-                        p.buf = n;
-                        p.cap = ncap;
-                }
-
-                ssize_t k = recv(fd, p.buf + p.len, p.cap - p.len - 1, 0);
+                ssize_t k = recv(fd, buf, READ_SIZE, 0);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN) {
-                                r = wait_fd(fd, POLLIN, deadline);
-                                if (r < 0)
-                                        goto fail;
-                                continue;
-                        }
-                        r = -errno;
-                        goto fail;
+                        if (errno != EAGAIN)
+                                return -errno;
+                        r = wait_fd(fd, POLLIN, deadline);
+                        if (r < 0)
+                                return r;
+                        continue;
                 }
                 if (k == 0)
                         break; /* EOF */
-                p.len += (size_t)k;
-
-                r = parser_feed(&p, head_request);
+                r = http_parser_feed(&p, buf, (size_t)k);
                 if (r < 0)
-                        goto fail;
-                if (p.complete)
+                        return r;
+                if (r > 0)
                         break;
         }
-
-        if (p.len == 0) {
-                r = -ECONNRESET; /* closed without a word */
-                goto fail;
-        }
-        r = parser_finish(&p, ret);
-fail:
-        free(p.buf);
-        return r;
+        return http_parser_finish(&p, ret);
 }
 
 /* ---- request ------------------------------------------------------------ */

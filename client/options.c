@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/* mlmonctl's option parsing: one getopt_long() loop for every verb's table,
+ * the checks of each option's value, and the registration body the register
+ * options make (shared by `register` and `run`). */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "mlmonctl.h"
+#include "version.h"
+
+/* mark labels, as the API takes them */
+#define LABEL_MAX 64
+
+void args_done(struct args *a) {
+        json_object_put(a->tags);
+        free(a->operands);
+}
+
+static int add_tag(struct args *a, const char *kv) {
+        const char *eq = strchr(kv, '=');
+        if (!eq)
+                return usage_error("invalid tag '%s': expected KEY=VALUE", kv);
+        if (eq == kv)
+                return usage_error("invalid tag '%s': the key is empty", kv);
+        if (!a->tags && !(a->tags = json_object_new_object()))
+                return oom();
+        /* argv need not be UTF-8; the JSON we send must be */
+        _cleanup_free_ char *key = utf8_sanitize(kv, (size_t)(eq - kv));
+        json_object *v = json_string_sanitized(eq + 1, strlen(eq + 1));
+        if (!key || !v) {
+                json_object_put(v);
+                return oom();
+        }
+        json_object_object_add(a->tags, key, v); /* a repeated key: the last wins */
+        return CONTINUE;
+}
+
+int parse_id(const char *s, const char *what, uint64_t max, uint64_t *ret) {
+        uint64_t v;
+        if (safe_atou64(s, &v) < 0 || v == 0 || v > max)
+                return usage_error("invalid %s '%s': expected a positive integer", what, s);
+        *ret = v;
+        return CONTINUE;
+}
+
+int check_label(const char *what, const char *s) {
+        size_t l = strlen(s);
+        if (l == 0)
+                return usage_error("%s: the label is empty", what);
+        if (l > LABEL_MAX)
+                return usage_error("%s: the label is longer than %d bytes", what, LABEL_MAX);
+        if (!utf8_is_valid(s, l))
+                return usage_error("%s: the label is not valid UTF-8", what);
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+                if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+                        return usage_error("%s: the label contains control characters", what);
+        return CONTINUE;
+}
+
+/* "5", "5%", "12.5 %" */
+static int parse_threshold(const char *s, double *ret) {
+        char buf[64];
+        size_t l = strlen(s);
+        if (l == 0 || l >= sizeof buf)
+                return -EINVAL;
+        memcpy(buf, s, l + 1);
+        if (buf[l - 1] == '%')
+                buf[--l] = 0;
+        while (l > 0 && buf[l - 1] == ' ')
+                buf[--l] = 0;
+        double v;
+        if (safe_atod(buf, &v) < 0 || v < 0 || buf[0] == ' ')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
+        /* '+': stop at the first operand, '-': operands in order as 1;
+         * ':': report a missing argument as ':' and print nothing */
+        const char *optstring = in_order ? "+:h" : "-:h";
+        int c, r;
+
+        a->operands = calloc((size_t)argc + 1, sizeof(char *));
+        if (!a->operands)
+                return oom();
+
+        opterr = 0;
+        optind = 0; /* full reset: each command parses with another table */
+        while ((c = getopt_long(argc, argv, optstring, opts, NULL)) >= 0) {
+                switch (c) {
+                case 1:
+                        a->operands[a->n_operands++] = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return EXIT_OK;
+                case ARG_VERSION:
+                        printf("mlmonctl %s\n", MLMOND_VERSION);
+                        return EXIT_OK;
+                case ARG_SOCKET:
+                        if (!*optarg)
+                                return usage_error("--socket: empty path");
+                        arg_socket = optarg;
+                        break;
+                case ARG_JSON:
+                        arg_json = true;
+                        break;
+                case ARG_NAME:
+                        a->name = optarg;
+                        break;
+                case ARG_INTERVAL: {
+                        usec_t u;
+                        if (parse_duration(optarg, &u) < 0)
+                                return usage_error("invalid interval '%s': expected a duration like 500ms, 1s, 1m",
+                                                   optarg);
+                        if (u == 0)
+                                return usage_error("invalid interval '%s': must be more than 0", optarg);
+                        a->interval = optarg;
+                        break;
+                }
+                case ARG_CHILDREN:
+                        a->children = true;
+                        break;
+                case ARG_TAG:
+                        r = add_tag(a, optarg);
+                        if (r != CONTINUE)
+                                return r;
+                        break;
+                case ARG_ALL:
+                        a->all = true;
+                        break;
+                case ARG_REPORT:
+                        if (!*optarg)
+                                return usage_error("--report: empty file name");
+                        a->report = optarg;
+                        break;
+                case ARG_ID:
+                        r = parse_id(optarg, "run ID", INT64_MAX, &a->id);
+                        if (r != CONTINUE)
+                                return r;
+                        break;
+                case ARG_CATEGORY:
+                        if (!*optarg)
+                                return usage_error("--category: empty category");
+                        if (!utf8_is_valid(optarg, strlen(optarg)))
+                                return usage_error("--category: not valid UTF-8");
+                        a->category = optarg;
+                        break;
+                case ARG_WINDOW: {
+                        usec_t u;
+                        if (parse_duration(optarg, &u) < 0 || u == 0)
+                                return usage_error("invalid window '%s': expected a duration like 30s, 5m, 1h", optarg);
+                        a->window = optarg;
+                        break;
+                }
+                case ARG_SINCE_MARK:
+                        r = check_label("--since-mark", optarg);
+                        if (r != CONTINUE)
+                                return r;
+                        a->since_mark = optarg;
+                        break;
+                case ARG_THRESHOLD:
+                        if (parse_threshold(optarg, &a->threshold) < 0)
+                                return usage_error("invalid threshold '%s': expected a percentage like 10 or 5%%",
+                                                   optarg);
+                        break;
+                case ARG_ITERATIONS:
+                        if (safe_atou64(optarg, &a->iterations) < 0 || a->iterations == 0)
+                                return usage_error("invalid iterations '%s': expected a positive integer", optarg);
+                        break;
+                case ':':
+                        return usage_error("option '%s' requires an argument", argv[optind - 1]);
+                case '?':
+                default:
+                        if (optopt >= 0x100) /* a long option given "=value" it does not take */
+                                return usage_error("option '%s' doesn't allow an argument", argv[optind - 1]);
+                        if (optopt > 0 && optopt != '?')
+                                return usage_error("invalid option -- '%c'", optopt);
+                        return usage_error("unrecognized option '%s'", argv[optind - 1]);
+                }
+        }
+        a->rest = optind;
+        for (int i = optind; i < argc; i++)
+                a->operands[a->n_operands++] = argv[i];
+        return CONTINUE;
+}
+
+json_object *registration_body(const struct args *a, pid_t pid) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        if (!o)
+                return NULL;
+        if (json_object_object_add(o, "pid", json_object_new_int64(pid)) < 0)
+                return NULL;
+        if (a->name && json_object_object_add(o, "name", json_string_sanitized(a->name, strlen(a->name))) < 0)
+                return NULL;
+        if (a->interval && json_object_object_add(o, "interval", json_object_new_string(a->interval)) < 0)
+                return NULL;
+        if (a->children && json_object_object_add(o, "children", json_object_new_boolean(true)) < 0)
+                return NULL;
+        if (a->tags && json_object_object_add(o, "tags", json_object_get(a->tags)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}

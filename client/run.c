@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/* `mlmonctl run -- CMD [ARGS...]`: forks CMD, registers it before it runs a
+ * single instruction, forwards signals to it, waits for it to end, then
+ * prints its report (and writes it with --report) and exits with its
+ * status. */
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "json-util.h"
+#include "mlmonctl.h"
+#include "output.h"
+#include "report.h"
+
+/* How long to wait for the daemon to see the job's exit (it learns of it
+ * through a pidfd, i.e. at once), and how often to ask. */
+#define EXIT_WAIT_USEC (3 * USEC_PER_SEC)
+#define EXIT_POLL_USEC (50 * USEC_PER_MSEC)
+
+static volatile sig_atomic_t forward_pid;
+
+static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+static void forward_signal(int sig, siginfo_t *si, void *ctx _unused_) {
+        int saved = errno;
+        pid_t pid = forward_pid;
+        /* The terminal (Ctrl-C, Ctrl-\, hangup) signals the whole foreground
+         * process group, which the job shares with us: it got this signal
+         * already, and a second SIGINT could cut short its own cleanup
+         * (Python's KeyboardInterrupt handlers). Only what was sent to us
+         * alone (kill, systemd, a batch scheduler) is passed on. */
+        if (pid > 0 && si->si_code != SI_KERNEL)
+                kill(pid, sig);
+        errno = saved;
+}
+
+static struct sigaction saved_actions[ELEMENTSOF(forwarded_signals)];
+
+static void set_forwarding(bool on) {
+        struct sigaction sa = {
+                .sa_sigaction = forward_signal,
+                .sa_flags = SA_SIGINFO | SA_RESTART,
+        };
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++) {
+                int sig = forwarded_signals[i];
+                if (!on) {
+                        sigaction(sig, &saved_actions[i], NULL);
+                        continue;
+                }
+                /* A signal ignored on entry (nohup, a background job of a
+                 * non-interactive shell) stays ignored, as shells do: the
+                 * job inherited that too. */
+                if (sigaction(sig, NULL, &saved_actions[i]) == 0 && saved_actions[i].sa_handler == SIG_IGN)
+                        continue;
+                sigaction(sig, &sa, NULL);
+        }
+}
+
+/* In the child: wait for the go from the parent (sent once the process is
+ * registered, so that not a single instruction of CMD runs unobserved), then
+ * become CMD. EOF without the go byte means mlmonctl died or gave up. */
+_Noreturn static void child_exec(int fd, char **cmd) {
+        char go;
+        ssize_t k;
+        do
+                k = read(fd, &go, 1);
+        while (k < 0 && errno == EINTR);
+        if (k != 1)
+                _exit(127);
+        close(fd);
+        execvp(cmd[0], cmd);
+        int e = errno;
+        fprintf(stderr, "mlmonctl: %s: %m\n", cmd[0]); /* errno is e */
+        /* the shell's convention: 127 not found, 126 found but not runnable */
+        _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+/* Waits for the job to end without reaping it: until reap_child() the pid
+ * cannot be reused, so a late forwarded signal cannot hit a stranger, and
+ * the daemon can still read the exited job's final CPU time and I/O. */
+static int wait_child_exited(pid_t pid) {
+        siginfo_t si = {};
+        while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        forward_pid = 0;
+        set_forwarding(false);
+        return 0;
+}
+
+static int reap_child(pid_t pid, int *ret_status) {
+        while (waitpid(pid, ret_status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return 0;
+}
+
+/* Waits until the daemon has seen the job end (state no longer "running"),
+ * for up to EXIT_WAIT_USEC; returns the last run object it got (NULL if
+ * none; the error is printed). */
+static json_object *fetch_final_run(int64_t id) {
+        char path[64];
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + EXIT_WAIT_USEC;
+        json_object *run = NULL;
+
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64, id);
+        for (;;) {
+                json_object_put(run);
+                run = NULL;
+                if (api_call("GET", path, NULL, &run, NULL) < 0)
+                        break;
+                const char *state = json_get_str(run, "state");
+                if (!streq(state, "running") || now_usec(CLOCK_MONOTONIC) >= deadline)
+                        break;
+                nanosleep(&(struct timespec){ .tv_nsec = EXIT_POLL_USEC * 1000 }, NULL);
+        }
+        return run;
+}
+
+static int write_report(const char *file, json_object *run, json_object *latency, json_object *window, char **cmd,
+                        int exit_status, int sig) {
+        _cleanup_json_ json_object *doc = report_document(run, latency, window), *command = json_object_new_array();
+        if (!doc || !command)
+                return -ENOMEM;
+        for (char **c = cmd; *c; c++)
+                json_object_array_add(command, json_string_sanitized(*c, strlen(*c)));
+        json_object_object_add(doc, "command", json_object_get(command));
+        json_object_object_add(doc, "exit_status", json_object_new_int(exit_status));
+        json_object_object_add(doc, "signal", sig > 0 ? json_object_new_int(sig) : NULL);
+
+        const char *s = json_pretty(doc);
+        if (!s)
+                return -ENOMEM;
+        if (!file)
+                return fprintf(stderr, "%s\n", s) < 0 ? -EIO : 0;
+        _cleanup_fclose_ FILE *f = fopen(file, "we");
+        if (!f)
+                return -errno;
+        if (fprintf(f, "%s\n", s) < 0 || fflush(f) != 0)
+                return errno > 0 ? -errno : -EIO;
+        int r = fclose(TAKE_PTR(f));
+        return r != 0 ? -errno : 0;
+}
+
+static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, int exit_status, int sig, double wall_s,
+                             json_object *run, json_object *latency, json_object *window) {
+        _cleanup_free_ char *pname = name ? text_printable(name) : NULL;
+        _cleanup_free_ char *pcmd = text_printable(cmd[0]);
+        char what[64];
+
+        if (sig > 0)
+                snprintf(what, sizeof what, "was killed by signal %d (SIG%s)", sig,
+                         sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        else
+                snprintf(what, sizeof what, "exited with status %d", exit_status);
+        fprintf(f, "mlmonctl: run %" PRId64 "%s%s%s %s %s after %.2f s\n", id, pname ? " (" : "", pname ? pname : "",
+                pname ? ")" : "", pcmd ? pcmd : cmd[0], what, wall_s);
+        if (run)
+                print_summary(f, json_get_object(run, "summary"));
+        if (has_ops(latency, window)) {
+                fputc('\n', f);
+                print_op_tables(f, latency, window);
+                fputc('\n', f);
+                print_throughput(f, window, latency);
+        }
+}
+
+int verb_run(struct args *a) {
+        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL;
+        char **cmd = a->operands;
+        int sv[2], r, status;
+        int64_t id;
+
+        /* Inherited SIGCHLD=SIG_IGN would have the kernel reap the job and
+         * take its exit status with it. */
+        signal(SIGCHLD, SIG_DFL);
+        /* a socketpair rather than a pipe: send(MSG_NOSIGNAL) cannot raise
+         * SIGPIPE if the child is already gone */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+                error_line_errno(errno, "socketpair: %m");
+                return EXIT_FAILED;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+                error_line_errno(errno, "fork: %m");
+                close(sv[0]);
+                close(sv[1]);
+                return EXIT_FAILED;
+        }
+        if (pid == 0) {
+                close(sv[0]);
+                child_exec(sv[1], cmd);
+        }
+        close(sv[1]);
+        _cleanup_close_ int go_fd = sv[0];
+
+        forward_pid = pid;
+        set_forwarding(true);
+
+        if (register_pid(a, pid, NULL, &id) < 0) {
+                forward_pid = 0;
+                kill(pid, SIGKILL);
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                return EXIT_FAILED;
+        }
+
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        ssize_t k;
+        do
+                k = send(go_fd, "g", 1, MSG_NOSIGNAL);
+        while (k < 0 && errno == EINTR);
+        /* k < 0: the child is gone already (killed meanwhile); waitpid says how */
+        go_fd = safe_close(go_fd);
+
+        r = wait_child_exited(pid);
+        double wall_s = (double)(now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC;
+        /* the daemon takes its last sample of the exited (unreaped) job */
+        if (r == 0)
+                run = fetch_final_run(id);
+        if (r == 0)
+                r = reap_child(pid, &status);
+        if (r < 0) {
+                error_line_errno(r, "waiting for %s: %m", cmd[0]);
+                return EXIT_FAILED;
+        }
+        /* From here on the exit code is the job's: a closed stderr (`2>&1 |
+         * head`) must not turn it into 141. */
+        signal(SIGPIPE, SIG_IGN);
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        int exit_status = sig > 0 ? 128 + sig : WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_FAILED;
+
+        /* the ops of the whole run; what did not come is left out (and said) */
+        if (run)
+                (void)fetch_run_op_figures(id, run, &latency, &window);
+
+        if (arg_json) {
+                /* stdout is the job's; the JSON report goes where the text
+                 * one would */
+                (void)write_report(NULL, run, latency, window, cmd, exit_status, sig);
+        } else
+                print_run_report(stderr, id, a->name, cmd, exit_status, sig, wall_s, run, latency, window);
+
+        if (a->report) {
+                r = write_report(a->report, run, latency, window, cmd, exit_status, sig);
+                if (r < 0)
+                        error_line_errno(r, "cannot write report to %s: %m", a->report);
+        }
+        return exit_status;
+}
