@@ -89,8 +89,10 @@ int report_load(const char *path, json_object **ret, char **ret_error) {
 
         *ret_error = NULL;
         r = read_file_at(AT_FDCWD, path, REPORT_MAX, &text, &len);
-        if (r < 0)
-                return fail(ret_error, "cannot read %s: %s", path, strerror(-r));
+        if (r < 0) {
+                errno = -r; /* what %m prints */
+                return fail(ret_error, "cannot read %s: %m", path);
+        }
         if (len >= REPORT_MAX)
                 return fail(ret_error, "%s: larger than %zu MiB, not a report", path, REPORT_MAX >> 20);
         if (strlen(text) != len)
