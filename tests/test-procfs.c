@@ -1,51 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for daemon/collect/procfs.c: table-driven parser cases, readers against
+/* Unit tests for the procfs parsers (daemon/collect/procfs*.c): table-driven parser cases, readers against
  * the fixture tree tests/fixtures/proc-basic, and a few checks against the
  * live /proc (a process vanishing mid-read, our own stat).
  *
  * Usage: test-procfs [FIXTURES_DIR]   (or FIXTURES_DIR in the environment) */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "collect/procfs.h"
-
-static unsigned failures, checks;
-
-#define CHECK(cond)                                                                      \
-        do {                                                                             \
-                checks++;                                                                \
-                if (!(cond)) {                                                           \
-                        fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-                        failures++;                                                      \
-                }                                                                        \
-        } while (0)
-
-/* Like CHECK, naming the table row. */
-#define CHECK_CASE(name, cond)                                                                      \
-        do {                                                                                        \
-                checks++;                                                                           \
-                if (!(cond)) {                                                                      \
-                        fprintf(stderr, "%s:%d: FAIL [%s]: %s\n", __FILE__, __LINE__, name, #cond); \
-                        failures++;                                                                 \
-                }                                                                                   \
-        } while (0)
-
-#define CHECK_R(expr, want)                                                                                         \
-        do {                                                                                                        \
-                int _r = (expr), _w = (want);                                                                       \
-                checks++;                                                                                           \
-                if (_r != _w) {                                                                                     \
-                        fprintf(stderr, "%s:%d: FAIL: %s = %d (%s), want %d (%s)\n", __FILE__, __LINE__, #expr, _r, \
-                                strerror(_r < 0 ? -_r : 0), _w, strerror(_w < 0 ? -_w : 0));                        \
-                        failures++;                                                                                 \
-                }                                                                                                   \
-        } while (0)
+#include "tap.h"
 
 /* ---- stat --------------------------------------------------------------- */
 
@@ -516,6 +488,52 @@ static void test_pid_list(void) {
         CHECK(n == 1003 && pids[3] == 1 && pids[1002] == 1000 && cap >= n);
 }
 
+/* ---- net/udp --------------------------------------------------------------- */
+
+#define UDP_HEADER                                                                                                       \
+        "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer " \
+        "drops\n"
+#define UDP_LINE(port, inode)                                                                                    \
+        "  339: 0100007F:" port " 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 " inode \
+        " 2 0000000000000000 0\n"
+#define UDP6_LINE(port, inode)                                                                       \
+        " 1021: 00000000000000000000000000000000:" port " 00000000000000000000000000000000:0000 07 " \
+        "00000000:00000000 00:00000000 00000000  1000        0 " inode " 2 0000000000000000 0\n"
+
+static void test_net_udp(void) {
+        static const struct {
+                const char *name, *text;
+                uint16_t port;
+                int r;
+                uint64_t inode;
+        } cases[] = {
+                { "first", UDP_HEADER UDP_LINE("1FBD", "41234") UDP_LINE("9C40", "99887766"), 8125, 0, 41234 },
+                { "second", UDP_HEADER UDP_LINE("1FBD", "41234") UDP_LINE("9C40", "99887766"), 0x9C40, 0, 99887766 },
+                { "lower-case hex", UDP_HEADER UDP_LINE("9c40", "5"), 0x9C40, 0, 5 },
+                { "udp6", UDP_HEADER UDP6_LINE("1FBD", "777"), 8125, 0, 777 },
+                { "no final newline", UDP_HEADER "  0: 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 12", 8125, 0, 12 },
+                { "absent", UDP_HEADER UDP_LINE("1FBD", "41234"), 1234, -ENOENT, 0 },
+                { "header only", UDP_HEADER, 1234, -ENOENT, 0 },
+                { "empty", "", 1234, -EINVAL, 0 },
+                { "no header newline", "sl local_address", 1234, -EINVAL, 0 },
+                { "garbage", "h\n garbage: ::: \n", 1234, -EINVAL, 0 },
+                { "short line", UDP_HEADER "  339: 0100007F:1FBD 00000000:0000 07\n", 8125, -EINVAL, 0 },
+                { "bad address width", UDP_HEADER UDP_LINE("1FBD", "1") "  1: 7F:1FBD 0:0 07 0:0 0:0 0 0 0 9\n", 1,
+                  -EINVAL, 0 },
+                { "port range", UDP_HEADER "  1: 0100007F:10000 00000000:0000 07 0:0 0:0 0 0 0 9\n", 0, -EINVAL, 0 },
+                { "bad inode", UDP_HEADER UDP_LINE("1FBD", "12x"), 8125, -EINVAL, 0 },
+                { "inode range", UDP_HEADER UDP_LINE("1FBD", "18446744073709551616"), 8125, -ERANGE, 0 },
+                { "no slot colon", UDP_HEADER "  1 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 9\n", 8125, -EINVAL,
+                  0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct proc_udp_socket sock = { .inode = 0xaa };
+                CHECK_CASE(cases[i].name, proc_parse_net_udp(cases[i].text, cases[i].port, &sock) == cases[i].r);
+                CHECK_CASE(cases[i].name, sock.inode == (cases[i].r == 0 ? cases[i].inode : 0xaa));
+        }
+}
+
 /* ---- readers over the fixture tree --------------------------------------- */
 
 static void test_fixture(const char *fixtures) {
@@ -770,6 +788,28 @@ static void test_live_self(void) {
         CHECK(l.total >= 1);
 }
 
+/* A UDP socket of ours: found in /proc/net/udp by port, and among our fds
+ * by inode; another inode is not. */
+static void test_live_udp_socket(void) {
+        _cleanup_close_ int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int piddir = proc_open_pid_dir("/proc", getpid());
+        struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof sin;
+        struct stat st;
+        uint64_t inode = 0;
+
+        CHECK(sock >= 0 && piddir >= 0);
+        CHECK(bind(sock, (struct sockaddr *)&sin, sizeof sin) == 0);
+        CHECK(getsockname(sock, (struct sockaddr *)&sin, &len) == 0);
+        CHECK(fstat(sock, &st) == 0);
+
+        CHECK_R(proc_read_udp_port_inode("/proc", ntohs(sin.sin_port), &inode), 0);
+        CHECK(inode == (uint64_t)st.st_ino);
+        CHECK_R(proc_has_socket(piddir, (uint64_t)st.st_ino), 1);
+        CHECK_R(proc_has_socket(piddir, (uint64_t)st.st_ino + 1), 0);
+        CHECK_R(proc_read_udp_port_inode("/nonexistent", 1, &inode), -ENOENT);
+}
+
 /* A process that dies (and is reaped) between opening its dir and reading. */
 static void test_vanish(void) {
         pid_t parent = getpid(), pid = fork();
@@ -840,15 +880,12 @@ int main(int argc, char *argv[]) {
         test_meminfo();
         test_loadavg();
         test_pid_list();
+        test_net_udp();
         test_fixture(fixtures);
         test_unreadable(fixtures);
         test_live_self();
+        test_live_udp_socket();
         test_vanish();
 
-        if (failures > 0) {
-                fprintf(stderr, "test-procfs: %u of %u checks FAILED\n", failures, checks);
-                return 1;
-        }
-        printf("test-procfs: all %u checks passed\n", checks);
-        return 0;
+        TEST_DONE();
 }

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 
 #include "manager.h"
+#include "collect/procfs.h"
 #include "ingest/statsd.h"
 
 /* Datagrams per recvmmsg and their buffers: StatsD clients keep datagrams
@@ -61,43 +62,16 @@ struct dgram_ctx {
 };
 
 int proc_net_udp_find_port(const char *text, uint16_t port, uint64_t *ret_inode) {
-        const char *line = strchr(text, '\n'); /* skip the header */
-        while (line && *++line) {
-                unsigned local_port;
-                unsigned long long inode;
-                char local[64];
-                /* "  12: 0100007F:9C40 0100007F:1FBD 01 00000000:00000000 00:00000000 00000000  0  0 123456" */
-                if (sscanf(line, " %*u: %63[0-9A-Fa-f]:%x %*s %*x %*s %*s %*s %*u %*u %llu", local, &local_port,
-                           &inode) == 3 &&
-                    local_port == port) {
-                        *ret_inode = inode;
-                        return 0;
-                }
-                line = strchr(line, '\n');
-        }
-        return -ENOENT;
+        struct proc_udp_socket s;
+        if (proc_parse_net_udp(text, port, &s) < 0)
+                return -ENOENT;
+        *ret_inode = s.inode;
+        return 0;
 }
 
 static bool pid_has_socket(const char *proc_root, int pid, uint64_t inode) {
-        char path[512], want[48], link[64];
-        snprintf(path, sizeof path, "%s/%d/fd", proc_root, pid);
-        snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)inode);
-        DIR *d = opendir(path);
-        if (!d)
-                return false;
-        bool found = false;
-        struct dirent *de;
-        while (!found && (de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                ssize_t k = readlinkat(dirfd(d), de->d_name, link, sizeof link - 1);
-                if (k > 0) {
-                        link[k] = 0;
-                        found = streq(link, want);
-                }
-        }
-        closedir(d);
-        return found;
+        _cleanup_close_ int piddir = proc_open_pid_dir(proc_root, pid);
+        return piddir >= 0 && proc_has_socket(piddir, inode) > 0;
 }
 
 /* The registered process (or member of a registered tree) holding the UDP
@@ -112,15 +86,7 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
 
         struct run *owner = NULL;
         uint64_t inode = 0;
-        bool have_inode = false;
-        static const char *const tables[] = { "net/udp", "net/udp6" };
-        for (size_t t = 0; t < ELEMENTSOF(tables) && !have_inode; t++) {
-                char path[256];
-                _cleanup_free_ char *text = NULL;
-                snprintf(path, sizeof path, "%s/%s", m->config.proc_root, tables[t]);
-                if (read_file_at(AT_FDCWD, path, 8 << 20, &text, NULL) == 0)
-                        have_inode = proc_net_udp_find_port(text, port, &inode) == 0;
-        }
+        bool have_inode = proc_read_udp_port_inode(m->config.proc_root, port, &inode) == 0;
         for (size_t i = 0; have_inode && i < m->n_runs && !owner; i++) {
                 struct run *r = m->runs[i];
                 if (pid_has_socket(m->config.proc_root, r->info.pid, inode))

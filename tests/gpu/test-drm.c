@@ -40,15 +40,6 @@
 #define AMD "0000:03:00.0"
 #define XE "0000:00:02.0"
 
-#define CHECK_U64(a, b)                                                                                        \
-        do {                                                                                                   \
-                unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);                 \
-                if (_a != _b) {                                                                                \
-                        fprintf(stderr, "%s:%d: %s == %llu, expected %llu\n", __FILE__, __LINE__, #a, _a, _b); \
-                        tap_failures++;                                                                        \
-                }                                                                                              \
-        } while (0)
-
 /* Exact: every expected percentage is exact in binary floating point
  * (100 x 5e8 / 1e9 = 50 is computed without rounding). */
 #define CHECK_PCT(a, b)                                                                                          \
