@@ -22,54 +22,7 @@
 #include <string.h>
 
 #include "collect/accel/gpudev.h"
-
-/* ---- sysfs attribute text ----------------------------------------------- */
-
-int sysfs_read_str_at(int dirfd, const char *path, char *buf, size_t size) {
-        _cleanup_close_ int fd = -1;
-        char text[256]; /* sysfs values we read are numbers and short names */
-        ssize_t k;
-
-        if (size < 2)
-                return -EINVAL;
-        if (size > sizeof text)
-                size = sizeof text;
-        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        k = pread_text(fd, text, size);
-        if (k < 0)
-                return (int)k;
-        if ((size_t)k >= size - 1)
-                return -EFBIG;
-        if (k > 0 && text[k - 1] == '\n')
-                text[--k] = 0;
-        if (k == 0)
-                return -EINVAL;
-        memcpy(buf, text, (size_t)k + 1);
-        return 0;
-}
-
-int sysfs_read_u64_at(int dirfd, const char *path, uint64_t *ret) {
-        char buf[32]; /* UINT64_MAX has 20 digits */
-        int r = sysfs_read_str_at(dirfd, path, buf, sizeof buf);
-        return r < 0 ? r : safe_atou64(buf, ret);
-}
-
-int sysfs_read_i64_at(int dirfd, const char *path, int64_t *ret) {
-        char buf[32];
-        int r = sysfs_read_str_at(dirfd, path, buf, sizeof buf);
-        return r < 0 ? r : safe_atoi64(buf, ret);
-}
-
-int sysfs_root_set(char **root, const char *sys_root) {
-        char *copy = strdup(sys_root && *sys_root ? sys_root : "/sys");
-        if (!copy)
-                return -ENOMEM;
-        free(*root);
-        *root = copy;
-        return 0;
-}
+#include "collect/accel/sysfs.h"
 
 /* ---- names -------------------------------------------------------------- */
 

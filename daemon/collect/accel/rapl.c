@@ -14,8 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "collect/accel/gpudev.h" /* sysfs_read_*_at(), sysfs_root_set() */
 #include "collect/accel/rapl.h"
+#include "collect/accel/sysfs.h"
 
 struct zone {
         struct rapl_zone_info info;
