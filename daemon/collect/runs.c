@@ -311,7 +311,7 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
 }
 
 static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm, size_t n,
-                          usec_t now_mono, struct sample *s) {
+                          struct sample *s) {
         _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
         _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
         if (!dirfds || !acc)
@@ -320,12 +320,12 @@ static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct r
                 dirfds[i] = rd[i].dirfd;
                 acc[i] = nm[i].acc;
         }
-        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, now_mono * 1000, s);
+        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, s);
         for (size_t i = 0; i < n; i++)
                 nm[i].acc = acc[i];
 }
 
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                struct sample *ret) {
         _cleanup_free_ int *pids = NULL;
         size_t npids = 1;
@@ -495,7 +495,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
-                collect_accel(ctx, r, rd, nm, nrd, now_mono, &s);
+                collect_accel(ctx, r, rd, nm, nrd, &s);
         for (size_t i = 0; i < nrd; i++)
                 reading_done(r, &rd[i]);
 
@@ -504,7 +504,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
          * previous reading, for rates (none at a baseline) */
         const struct sample *base = &r->last;
         const struct sample *prev = r->has_last ? &r->last : NULL;
-        double dt_s = prev ? (double)(now_mono - r->last_sample_usec) / 1e6 : 0;
+        double dt_s = prev ? (double)(now_mono_usec - r->last_sample_usec) / 1e6 : 0;
         s.cpu_time_ns = base->cpu_time_ns + d_cpu;
         s.user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d_user);
         s.system_time_ns = base->system_time_ns + ticks_to_ns(ctx, d_sys);
@@ -562,7 +562,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         r->n_members = nrd;
         r->last = s;
         r->has_last = true;
-        r->last_sample_usec = now_mono;
+        r->last_sample_usec = now_mono_usec;
         r->ticks++;
         *ret = s;
         return 0;

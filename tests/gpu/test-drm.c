@@ -30,9 +30,10 @@
 #include "fuzz/fuzz-drm.c"
 
 #define NS_PER_SEC 1000000000ULL
-#define T0 (1000 * NS_PER_SEC)
-#define T1 (1001 * NS_PER_SEC)
-#define T2 (1002 * NS_PER_SEC)
+/* monotonic sweep times */
+#define T0 (1000 * USEC_PER_SEC)
+#define T1 (1001 * USEC_PER_SEC)
+#define T2 (1002 * USEC_PER_SEC)
 #define KIB 1024ULL
 #define MIB (1024ULL * KIB)
 #define GIB (1024ULL * MIB)
@@ -548,7 +549,7 @@ static void test_fixture_sweeps(void) {
         drm_clients_begin(t, T0);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 collect_run(t, "t0", run_pid[i], run_pid[i], &caches[i], &o[i]);
-        drm_clients_end(t, 5 * NS_PER_SEC);
+        drm_clients_end(t, 5 * USEC_PER_SEC);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 CHECK_EQ_INT(o[i].r, 0);
         CHECK_EQ_INT(drm_clients_count(t), 3); /* 11, 14, 3 */
@@ -586,7 +587,7 @@ static void test_fixture_sweeps(void) {
                 collect_run(t, "t1", run_pid[i], run_pid[i], &caches[i], &o[i]);
         /* a child that inherited 4242's fds, sampled after it in the same sweep: nothing */
         collect_run(t, "t1", 4243, 4242, &caches[RUN_FORK], &o[RUN_FORK]);
-        drm_clients_end(t, 5 * NS_PER_SEC);
+        drm_clients_end(t, 5 * USEC_PER_SEC);
         CHECK_EQ_INT(o[RUN_FORK].r, 0);
         CHECK_EQ_INT(o[RUN_FORK].n_uses, 0);
 
@@ -636,7 +637,7 @@ static void test_fixture_sweeps(void) {
         CHECK_EQ_INT(o[RUN_4343].r, 0);
         CHECK_EQ_INT(o[RUN_4343].n_uses, 0);
         CHECK_EQ_INT(drm_clients_count(t), 4); /* 11, 14 (not seen since t1), 3, 21 */
-        drm_clients_end(t, NS_PER_SEC / 2);
+        drm_clients_end(t, USEC_PER_SEC / 2);
         CHECK_EQ_INT(drm_clients_count(t), 3); /* 14 dropped */
 
         /* client 11's gfx went back (1.5e9 -> 1.2e9 ns): Δ = 0, compute goes on */
@@ -663,7 +664,7 @@ static void test_fixture_sweeps(void) {
         CHECK(caches[RUN_7007] && caches[RUN_7007]->n_fds == 1 && streq(caches[RUN_7007]->fds[0].node, "renderD130"));
 
         /* the held gfx value (1.5e9) counts from t2 on: 1.7e9 at t3 would be 20 % */
-        drm_clients_begin(t, T2 + NS_PER_SEC);
+        drm_clients_begin(t, T2 + USEC_PER_SEC);
         struct drm_fdinfo fi;
         struct gpu_engine eng[GPU_MAX_ENGINES];
         CHECK_EQ_INT(read_fixture("t2/proc/4242/fdinfo/5", &fi), 0);
@@ -673,7 +674,7 @@ static void test_fixture_sweeps(void) {
         CHECK_EQ_INT(drm_clients_observe(t, AMD, 4242, 5, &fi, eng, NULL), 1);
         CHECK(eng[0].has_util && eng[0].util_pct == 20.0);
         CHECK(eng[1].has_util && eng[1].util_pct == 20.0);
-        drm_clients_end(t, 5 * NS_PER_SEC);
+        drm_clients_end(t, 5 * USEC_PER_SEC);
 
         for (int i = 0; i < N_RUNS; i++)
                 drm_proc_cache_free(caches[i]);
@@ -690,13 +691,13 @@ static void test_fixture_i915(void) {
                 return;
         drm_clients_begin(t, T0);
         collect_run(t, "i915-t0", 5150, 5150, &cache, &o);
-        drm_clients_end(t, 5 * NS_PER_SEC);
+        drm_clients_end(t, 5 * USEC_PER_SEC);
         CHECK_EQ_INT(o.n_uses, 1);
         CHECK(!o.uses[0].has_util);
 
         drm_clients_begin(t, T1);
         collect_run(t, "i915-t1", 5150, 5150, &cache, &o);
-        drm_clients_end(t, 5 * NS_PER_SEC);
+        drm_clients_end(t, 5 * USEC_PER_SEC);
         CHECK_EQ_INT(o.n_uses, 1);
         const struct gpu_use *u = &o.uses[0];
         CHECK(streq(u->driver, "i915"));
@@ -733,37 +734,37 @@ static void test_clients(void) {
         CHECK_EQ_INT(owner, 300);
         /* the same id on another device is another client */
         CHECK_EQ_INT(drm_clients_observe(t, XE, 200, 9, &fi, eng, &owner), 1);
-        drm_clients_end(t, NS_PER_SEC);
+        drm_clients_end(t, USEC_PER_SEC);
         /* next sweep: the lower pid first now, it gets it (first come) */
         fi.engines[0].ns = NS_PER_SEC / 4;
-        drm_clients_begin(t, T0 + NS_PER_SEC);
+        drm_clients_begin(t, T0 + USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_observe(t, AMD, 200, 9, &fi, eng, &owner), 1);
         CHECK(eng[0].has_util && eng[0].util_pct == 25.0);
         CHECK_EQ_INT(drm_clients_observe(t, AMD, 300, 5, &fi, eng, &owner), 0);
         CHECK_EQ_INT(owner, 200);
-        drm_clients_end(t, NS_PER_SEC);
+        drm_clients_end(t, USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_count(t), 2);
 
         /* no client id (before 5.19): keyed by (device, pid, fd): two fds are two */
         CHECK_EQ_INT(parse_str("drm-driver:\tamdgpu\ndrm-engine-gfx:\t0 ns\n", &fi), 0);
-        drm_clients_begin(t, T0 + 2 * NS_PER_SEC);
+        drm_clients_begin(t, T0 + 2 * USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_observe(t, "renderD128", 400, 5, &fi, eng, NULL), 1);
         CHECK_EQ_INT(drm_clients_observe(t, "renderD128", 400, 6, &fi, eng, NULL), 1);
         CHECK_EQ_INT(drm_clients_observe(t, "renderD128", 400, 6, &fi, eng, NULL), 0);
-        drm_clients_end(t, 10 * NS_PER_SEC);
+        drm_clients_end(t, 10 * USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_count(t), 4);
 
         /* expiry: by age, the survivors still found (the index rebuilt) */
-        CHECK_EQ_INT(drm_clients_expire(t, T0 + 2 * NS_PER_SEC, NS_PER_SEC / 2), 2);
+        CHECK_EQ_INT(drm_clients_expire(t, T0 + 2 * USEC_PER_SEC, USEC_PER_SEC / 2), 2);
         CHECK_EQ_INT(drm_clients_count(t), 2);
-        drm_clients_begin(t, T0 + 3 * NS_PER_SEC);
+        drm_clients_begin(t, T0 + 3 * USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_observe(t, "renderD128", 400, 5, &fi, eng, NULL), 1);
         CHECK(eng[0].has_util); /* known: the client's history survived */
-        drm_clients_end(t, 10 * NS_PER_SEC);
+        drm_clients_end(t, 10 * USEC_PER_SEC);
         CHECK_EQ_INT(drm_clients_count(t), 2);
 
         /* the bound */
-        drm_clients_begin(t, T0 + 4 * NS_PER_SEC);
+        drm_clients_begin(t, T0 + 4 * USEC_PER_SEC);
         int r = 0;
         for (uint64_t id = 1000; id < 1000 + DRM_MAX_CLIENTS && r >= 0; id++) {
                 fi.has_client_id = true;

@@ -19,7 +19,7 @@
 
 #define GIB (1024ULL * 1024 * 1024)
 #define MIB (1024ULL * 1024)
-#define SEC 1000000000ULL
+#define SEC USEC_PER_SEC
 
 enum {
         NVML_ERROR_NOT_SUPPORTED = 3,

@@ -353,7 +353,7 @@ struct client {
         uint64_t id;
         int pid, fd; /* part of the key only without a client id */
 
-        uint64_t seen_ns; /* the latest counted reading */
+        usec_t seen_usec; /* the latest counted reading */
         uint64_t sweep;   /* ... and its sweep */
         int owner_pid;    /* ... and who made it */
         struct client_engine engines[GPU_MAX_ENGINES];
@@ -375,7 +375,8 @@ struct drm_clients {
         size_t n, cap;
         uint32_t *slots;
         size_t n_slots; /* a power of two */
-        uint64_t sweep, now_ns;
+        uint64_t sweep;
+        usec_t now_usec;
 };
 
 static uint64_t mix(uint64_t h, uint64_t x) {
@@ -475,19 +476,19 @@ struct drm_clients *drm_clients_free(struct drm_clients *t) {
         return NULL;
 }
 
-void drm_clients_begin(struct drm_clients *t, uint64_t now_ns) {
+void drm_clients_begin(struct drm_clients *t, usec_t now_usec) {
         t->sweep++;
-        t->now_ns = now_ns;
+        t->now_usec = now_usec;
 }
 
-void drm_clients_end(struct drm_clients *t, uint64_t max_age_ns) {
-        (void)drm_clients_expire(t, t->now_ns, max_age_ns);
+void drm_clients_end(struct drm_clients *t, usec_t max_age_usec) {
+        (void)drm_clients_expire(t, t->now_usec, max_age_usec);
 }
 
-size_t drm_clients_expire(struct drm_clients *t, uint64_t now_ns, uint64_t max_age_ns) {
+size_t drm_clients_expire(struct drm_clients *t, usec_t now_usec, usec_t max_age_usec) {
         size_t kept = 0, n = t->n;
         for (size_t i = 0; i < n; i++) {
-                if (sat_sub_u64(now_ns, t->v[i].seen_ns) > max_age_ns)
+                if (sat_sub_u64(now_usec, t->v[i].seen_usec) > max_age_usec)
                         continue;
                 if (kept != i)
                         t->v[kept] = t->v[i];
@@ -546,7 +547,7 @@ int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int 
                         return r;
         }
         /* 0 for a new client: every engine then has nothing held: unknown */
-        uint64_t dt_ns = sat_sub_u64(t->now_ns, c->seen_ns);
+        uint64_t dt_ns = sat_sub_u64(t->now_usec, c->seen_usec) * 1000;
         for (size_t i = 0; i < info->n_engines && i < GPU_MAX_ENGINES; i++) {
                 struct gpu_engine *out = &ret_engines[i];
                 *out = (struct gpu_engine){};
@@ -555,7 +556,7 @@ int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int 
                 if (e && drm_engine_util(&e->held, &info->engines[i], dt_ns, &out->util_pct))
                         out->has_util = true;
         }
-        c->seen_ns = t->now_ns;
+        c->seen_usec = t->now_usec;
         c->sweep = t->sweep;
         c->owner_pid = pid;
         return 1;
