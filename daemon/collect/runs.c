@@ -241,9 +241,9 @@ static void reading_done(struct run *r, struct reading *rd) {
 
 /* Descendants of the main process, breadth first, via task/{tid}/children. */
 static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, size_t *ret_n) {
-        size_t n = 1, cap = 16;
-        int *pids = malloc(cap * sizeof *pids);
-        if (!pids)
+        size_t n = 1;
+        int *pids = NULL;
+        if (!GREEDY_REALLOC(pids, 16))
                 return -ENOMEM;
         pids[0] = r->info.pid;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
@@ -258,13 +258,9 @@ static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret,
                 if (q < 0)
                         continue;
                 for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
-                        if (n == cap) {
-                                int *np = realloc(pids, (cap *= 2) * sizeof *pids);
-                                if (!np) {
-                                        free(pids);
-                                        return -ENOMEM;
-                                }
-                                pids = np;
+                        if (!GREEDY_REALLOC(pids, n + 1)) {
+                                free(pids);
+                                return -ENOMEM;
                         }
                         pids[n++] = kids[j];
                 }
@@ -278,11 +274,9 @@ static const struct proc_netdev *netdev_cached(struct collect_ctx *ctx, uint64_t
         for (size_t i = 0; i < ctx->n_nscache; i++)
                 if (ctx->nscache[i].inode == inode)
                         return ctx->nscache[i].r == 0 ? &ctx->nscache[i].nd : NULL;
-        struct netns_cache *nc = realloc(ctx->nscache, (ctx->n_nscache + 1) * sizeof *nc);
-        if (!nc)
+        if (!GREEDY_REALLOC(ctx->nscache, ctx->n_nscache + 1))
                 return NULL;
-        ctx->nscache = nc;
-        nc = &ctx->nscache[ctx->n_nscache++];
+        struct netns_cache *nc = &ctx->nscache[ctx->n_nscache++];
         nc->inode = inode;
         nc->r = proc_read_netdev(dirfd, &nc->nd);
         return nc->r == 0 ? &nc->nd : NULL;
@@ -323,6 +317,62 @@ static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct r
         accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, s);
         for (size_t i = 0; i < n; i++)
                 nm[i].acc = acc[i];
+}
+
+/* Network: the counters of each distinct namespace the tree lives in,
+ * loopback excluded (Linux has no per-process byte counters). A namespace
+ * first seen is a baseline; one that no member is in any more is
+ * forgotten, so members hopping namespaces do not grow the table. Returns
+ * whether any namespace was read. */
+static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct reading *rd, size_t nrd, uint64_t *ret_rx,
+                       uint64_t *ret_tx) {
+        uint64_t d_rx = 0, d_tx = 0;
+        bool known = false;
+
+        for (size_t i = 0; i < nrd; i++) {
+                if (!rd[i].has_netns)
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; j < i; j++)
+                        if (rd[j].has_netns && rd[j].netns == rd[i].netns)
+                                dup = true;
+                if (dup)
+                        continue;
+                const struct proc_netdev *nd = netdev_cached(ctx, rd[i].netns, rd[i].dirfd);
+                if (!nd)
+                        continue;
+                known = true;
+                struct netns_counter *c = NULL;
+                for (size_t j = 0; j < r->n_netns; j++)
+                        if (r->netns[j].inode == rd[i].netns)
+                                c = &r->netns[j];
+                if (!c) {
+                        if (!GREEDY_REALLOC(r->netns, r->n_netns + 1))
+                                continue;
+                        c = &r->netns[r->n_netns++];
+                        *c = (struct netns_counter){ .inode = rd[i].netns,
+                                                     .rx_bytes = nd->rx_bytes,
+                                                     .tx_bytes = nd->tx_bytes };
+                }
+                d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
+                d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
+                c->rx_bytes = nd->rx_bytes;
+                c->tx_bytes = nd->tx_bytes;
+        }
+
+        size_t kept = 0;
+        for (size_t j = 0; j < r->n_netns; j++) {
+                bool in_use = false;
+                for (size_t i = 0; i < nrd && !in_use; i++)
+                        in_use = rd[i].has_netns && rd[i].netns == r->netns[j].inode;
+                if (in_use)
+                        r->netns[kept++] = r->netns[j];
+        }
+        r->n_netns = kept;
+
+        *ret_rx = d_rx;
+        *ret_tx = d_tx;
+        return known;
 }
 
 int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
@@ -426,43 +476,8 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         }
         s.processes = (uint32_t)nrd;
 
-        /* Network: the counters of each distinct namespace the tree lives
-         * in, loopback excluded (Linux has no per-process byte counters). */
         uint64_t d_rx = 0, d_tx = 0;
-        bool net_known = false;
-        for (size_t i = 0; i < nrd; i++) {
-                if (!rd[i].has_netns)
-                        continue;
-                bool dup = false;
-                for (size_t j = 0; j < i; j++)
-                        if (rd[j].has_netns && rd[j].netns == rd[i].netns)
-                                dup = true;
-                if (dup)
-                        continue;
-                const struct proc_netdev *nd = netdev_cached(ctx, rd[i].netns, rd[i].dirfd);
-                if (!nd)
-                        continue;
-                net_known = true;
-                struct netns_counter *c = NULL;
-                for (size_t j = 0; j < r->n_netns; j++)
-                        if (r->netns[j].inode == rd[i].netns)
-                                c = &r->netns[j];
-                if (!c) {
-                        struct netns_counter *nn = realloc(r->netns, (r->n_netns + 1) * sizeof *nn);
-                        if (!nn)
-                                continue;
-                        r->netns = nn;
-                        c = &r->netns[r->n_netns++];
-                        /* a namespace first seen now is a baseline */
-                        *c = (struct netns_counter){ .inode = rd[i].netns,
-                                                     .rx_bytes = nd->rx_bytes,
-                                                     .tx_bytes = nd->tx_bytes };
-                }
-                d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
-                d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
-                c->rx_bytes = nd->rx_bytes;
-                c->tx_bytes = nd->tx_bytes;
-        }
+        bool net_known = net_deltas(ctx, r, rd, nrd, &d_rx, &d_tx);
 
         /* A process registered before it execs (mlmonctl run) changes its
          * comm and cmdline: follow them for the first ticks and on any comm

@@ -27,10 +27,11 @@ struct member {
         struct accel_member acc; /* its GPU/NPU fds */
 };
 
+/* A network namespace some member is in, with its counters at the
+ * previous sample. */
 struct netns_counter {
         uint64_t inode;
         uint64_t rx_bytes, tx_bytes;
-        bool seen;
 };
 
 struct run {
