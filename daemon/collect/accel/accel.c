@@ -162,7 +162,7 @@ static void read_host_busy(struct accel *a) {
  * energy delta since the previous list. */
 static void read_devices(struct accel *a, usec_t now_usec) {
         struct gpu_device *nd = NULL;
-        size_t n = 0, cap = 0;
+        size_t n = 0;
         const struct gpu_device *src[2] = { NULL, NULL };
         size_t nsrc[2] = { 0, 0 };
 
@@ -183,14 +183,8 @@ static void read_devices(struct accel *a, usec_t now_usec) {
                                 nd[j] = src[k][i];
                                 continue;
                         }
-                        if (n == cap) {
-                                size_t ncap = cap ? cap * 2 : 8;
-                                struct gpu_device *x = realloc(nd, ncap * sizeof *nd);
-                                if (!x)
-                                        goto oom;
-                                nd = x;
-                                cap = ncap;
-                        }
+                        if (!GREEDY_REALLOC(nd, n + 1))
+                                goto oom;
                         nd[n++] = src[k][i];
                 }
         double *dj = calloc(n ? n : 1, sizeof *dj);
@@ -313,10 +307,9 @@ static const struct gpu_device *accel_sysfs_devices(struct accel *a, usec_t now_
         if (n < 0)
                 log_debug_errno(n, "reading the GPU/NPU devices in sysfs: %m");
         size_t k = gpudev_count(a->gpudev);
-        struct gpu_device *v = realloc(a->sys_devices, (k ? k : 1) * sizeof *v);
+        struct gpu_device *v = GREEDY_REALLOC(a->sys_devices, k ? k : 1);
         if (!v)
                 return NULL;
-        a->sys_devices = v;
         for (size_t i = 0; i < k; i++)
                 v[i] = *gpudev_get(a->gpudev, i);
         *ret_n = k;
@@ -345,11 +338,9 @@ static struct holder_count *holder_count(struct accel *a, const char *node) {
         for (size_t i = 0; i < a->n_holders; i++)
                 if (streq(a->holders[i].node, node))
                         return &a->holders[i];
-        struct holder_count *x = realloc(a->holders, (a->n_holders + 1) * sizeof *x);
-        if (!x)
+        if (!GREEDY_REALLOC(a->holders, a->n_holders + 1))
                 return NULL;
-        a->holders = x;
-        x = &a->holders[a->n_holders++];
+        struct holder_count *x = &a->holders[a->n_holders++];
         *x = (struct holder_count){ 0 };
         size_t l = strnlen(node, sizeof x->node - 1);
         memcpy(x->node, node, l);
@@ -474,13 +465,9 @@ void accel_collect_run(struct accel *a, struct accel_run *ar, const int *pid_dir
         collect_drm(a, pid_dirfds, members, n, uses, &nu, MAX_RUN_DEVICES);
         bool complete = collect_nvml(a, members, n, uses, &nu, MAX_RUN_DEVICES);
         summarize(uses, nu, complete, s);
-        if (nu > ar->n_uses || !ar->uses) {
-                struct gpu_use *x = realloc(ar->uses, (nu ? nu : 1) * sizeof *x);
-                if (!x) {
-                        ar->n_uses = 0;
-                        return;
-                }
-                ar->uses = x;
+        if (!GREEDY_REALLOC(ar->uses, nu ? nu : 1)) {
+                ar->n_uses = 0;
+                return;
         }
         memcpy(ar->uses, uses, nu * sizeof *uses);
         ar->n_uses = nu;

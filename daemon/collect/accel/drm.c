@@ -372,7 +372,7 @@ struct client_key {
  * expiry compacts the array and rebuilds the index. */
 struct drm_clients {
         struct client *v;
-        size_t n, cap;
+        size_t n;
         uint32_t *slots;
         size_t n_slots; /* a power of two */
         uint64_t sweep;
@@ -435,14 +435,8 @@ static struct client *client_find(struct drm_clients *t, const struct client_key
 static int client_add(struct drm_clients *t, const struct client_key *k, struct client **ret) {
         if (t->n >= DRM_MAX_CLIENTS)
                 return -ENOSPC;
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 16;
-                struct client *v = realloc(t->v, cap * sizeof *v);
-                if (!v)
-                        return -ENOMEM;
-                t->v = v;
-                t->cap = cap;
-        }
+        if (!GREEDY_REALLOC(t->v, t->n + 1))
+                return -ENOMEM;
         if ((t->n + 1) * 2 > t->n_slots) {
                 int r = index_rebuild(t, t->n_slots ? t->n_slots * 2 : 64);
                 if (r < 0)
@@ -677,16 +671,10 @@ static int cache_list(int piddir, struct drm_proc_cache *c) {
                         c->dropped++;
                         continue;
                 }
-                if (c->n_fds == c->cap) {
-                        size_t cap = c->cap ? c->cap * 2 : 4;
-                        struct drm_fd *v = realloc(c->fds, cap * sizeof *v);
-                        if (!v) {
-                                closedir(d);
-                                c->n_fds = 0;
-                                return -ENOMEM;
-                        }
-                        c->fds = v;
-                        c->cap = cap;
+                if (!GREEDY_REALLOC(c->fds, c->n_fds + 1)) {
+                        closedir(d);
+                        c->n_fds = 0;
+                        return -ENOMEM;
                 }
                 struct drm_fd *f = &c->fds[c->n_fds];
                 if (kind != DRM_FD_NVIDIA) {

@@ -191,7 +191,7 @@ struct drm_fd {
  * drm_proc_cache_free() when the process leaves. */
 struct drm_proc_cache {
         struct drm_fd *fds; /* sorted by fd; one holder per node */
-        size_t n_fds, cap;
+        size_t n_fds;
         uint64_t calls;     /* drm_proc_scan() calls */
         uint64_t listed_at; /* calls at the latest listing */
         uint64_t lists;     /* listings so far */

@@ -192,9 +192,9 @@ struct node_entry {
 struct gpudev_set {
         char *root;
         struct gpudev **devs;
-        size_t n_devs, cap_devs;
+        size_t n_devs;
         struct node_entry *nodes;
-        size_t n_nodes, cap_nodes;
+        size_t n_nodes;
 };
 
 /* The device-level hwmon directory under DEV/hwmon/ named `want`. Its index
@@ -664,14 +664,8 @@ static struct gpudev *find_by_devname(const struct gpudev_set *s, const char *de
 }
 
 static int node_add(struct gpudev_set *s, const char *node, const char *devname) {
-        if (s->n_nodes == s->cap_nodes) {
-                size_t cap = s->cap_nodes ? s->cap_nodes * 2 : 8;
-                struct node_entry *n = reallocarray(s->nodes, cap, sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                s->nodes = n;
-                s->cap_nodes = cap;
-        }
+        if (!GREEDY_REALLOC(s->nodes, s->n_nodes + 1))
+                return -ENOMEM;
         struct node_entry *e = &s->nodes[s->n_nodes++];
         copy_str(e->node, sizeof e->node, node);
         copy_str(e->devname, sizeof e->devname, devname);
@@ -682,14 +676,8 @@ static int node_add(struct gpudev_set *s, const char *node, const char *devname)
 static struct gpudev *device_add(struct gpudev_set *s, const char *devname, const char *node, const char *kind) {
         struct gpudev *g;
 
-        if (s->n_devs == s->cap_devs) {
-                size_t cap = s->cap_devs ? s->cap_devs * 2 : 4;
-                struct gpudev **n = reallocarray(s->devs, cap, sizeof *n);
-                if (!n)
-                        return NULL;
-                s->devs = n;
-                s->cap_devs = cap;
-        }
+        if (!GREEDY_REALLOC(s->devs, s->n_devs + 1))
+                return NULL;
         g = calloc(1, sizeof *g);
         if (!g)
                 return NULL;

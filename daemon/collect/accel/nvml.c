@@ -234,7 +234,7 @@ struct nvml {
         bool *procs_known;
         size_t n_devices;
         struct nvml_proc *procs;
-        size_t n_procs, procs_cap;
+        size_t n_procs;
         void *buf; /* scratch for the sized queries */
         size_t buf_size;
 };
@@ -335,14 +335,8 @@ static int grow_buf(struct nvml *n, size_t bytes) {
 }
 
 static int reserve_procs(struct nvml *n, size_t more) {
-        if (n->n_procs + more <= n->procs_cap)
-                return 0;
-        size_t cap = n->n_procs + more + 16;
-        struct nvml_proc *p = reallocarray(n->procs, cap, sizeof *p);
-        if (!p)
+        if (more > SIZE_MAX - n->n_procs || !GREEDY_REALLOC(n->procs, n->n_procs + more))
                 return -ENOMEM;
-        n->procs = p;
-        n->procs_cap = cap;
         return 0;
 }
 
