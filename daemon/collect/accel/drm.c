@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "util.h"
@@ -70,23 +71,40 @@ static int parse_number(const char *v, size_t n, const struct unit *units, size_
         return -EINVAL;
 }
 
-enum field { F_ENGINE_NS, F_CAPACITY, F_CYCLES, F_TOTAL_CYCLES, F_MAXFREQ, F_RESIDENT, F_MEMORY, F_TOTAL };
-
-/* Keys "<prefix><name>". The first match wins, so a prefix comes before
- * any shorter one it starts with: drm-engine-capacity-video is not engine
- * "capacity-video", drm-total-cycles-rcs not region "cycles-rcs". */
-static const struct {
+/* Keys "<prefix><name>": where the number goes (an engine's or a region's
+ * field, and its has_ flag), in which units. The first match wins, so a
+ * prefix comes before any shorter one it starts with:
+ * drm-engine-capacity-video is not engine "capacity-video",
+ * drm-total-cycles-rcs not region "cycles-rcs". */
+#define NO_FLAG SIZE_MAX
+#define ENGINE_KEY(prefix, units, value, flag)                                                    \
+        {                                                                                         \
+                prefix, false, units, ELEMENTSOF(units), offsetof(struct drm_engine_stat, value), \
+                        offsetof(struct drm_engine_stat, flag), false                             \
+        }
+#define REGION_KEY(prefix, value, flag)                                                                    \
+        {                                                                                                  \
+                prefix, true, size_units, ELEMENTSOF(size_units), offsetof(struct drm_region_stat, value), \
+                        offsetof(struct drm_region_stat, flag), false                                      \
+        }
+static const struct prefixed_key {
         const char *prefix;
-        enum field field;
+        bool region; /* a struct drm_region_stat field, else a struct drm_engine_stat one */
+        const struct unit *units;
+        size_t n_units;
+        size_t value, flag; /* offsets of the uint64_t and its bool */
+        bool nonzero;       /* 0 is not allowed */
 } prefixed_keys[] = {
-        { "drm-engine-capacity-", F_CAPACITY },
-        { "drm-engine-", F_ENGINE_NS },
-        { "drm-cycles-", F_CYCLES },
-        { "drm-total-cycles-", F_TOTAL_CYCLES },
-        { "drm-maxfreq-", F_MAXFREQ },
-        { "drm-resident-", F_RESIDENT },
-        { "drm-memory-", F_MEMORY },
-        { "drm-total-", F_TOTAL },
+        /* "0 is not allowed": the default 1 stays */
+        { "drm-engine-capacity-", false, no_unit, ELEMENTSOF(no_unit), offsetof(struct drm_engine_stat, capacity),
+          NO_FLAG, true },
+        ENGINE_KEY("drm-engine-", time_units, ns, has_ns),
+        ENGINE_KEY("drm-cycles-", no_unit, cycles, has_cycles),
+        ENGINE_KEY("drm-total-cycles-", no_unit, total_cycles, has_total_cycles),
+        ENGINE_KEY("drm-maxfreq-", freq_units, maxfreq_hz, has_maxfreq),
+        REGION_KEY("drm-resident-", resident_bytes, has_resident),
+        REGION_KEY("drm-memory-", memory_bytes, has_memory),
+        REGION_KEY("drm-total-", total_bytes, has_total),
 };
 
 static bool name_is(const char *name, const char *s, size_t n) {
@@ -164,89 +182,27 @@ static int parse_key(struct drm_fdinfo *fi, const char *k, size_t kn, const char
                 return 0;
         }
 
-        const char *name = NULL;
-        size_t nn = 0;
-        enum field field = F_ENGINE_NS;
-        for (size_t i = 0; i < ELEMENTSOF(prefixed_keys); i++) {
+        const struct prefixed_key *pk = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(prefixed_keys) && !pk; i++) {
                 size_t pn = strlen(prefixed_keys[i].prefix);
-                if (kn > pn && memcmp(k, prefixed_keys[i].prefix, pn) == 0) {
-                        name = k + pn;
-                        nn = kn - pn;
-                        field = prefixed_keys[i].field;
-                        break;
-                }
+                if (kn > pn && memcmp(k, prefixed_keys[i].prefix, pn) == 0)
+                        pk = &prefixed_keys[i];
         }
-        if (!name)
+        if (!pk)
                 return 0; /* drm-shared-*, drm-active-*, drm-curfreq-*, amd-*, pasid ... */
 
-        const struct unit *units = no_unit;
-        size_t n_units = ELEMENTSOF(no_unit);
-        if (field == F_ENGINE_NS) {
-                units = time_units;
-                n_units = ELEMENTSOF(time_units);
-        } else if (field == F_MAXFREQ) {
-                units = freq_units;
-                n_units = ELEMENTSOF(freq_units);
-        } else if (field == F_RESIDENT || field == F_MEMORY || field == F_TOTAL) {
-                units = size_units;
-                n_units = ELEMENTSOF(size_units);
-        }
-        if (nn >= GPU_NAME_MAX || parse_number(v, vn, units, n_units, &x) < 0) {
+        size_t pn = strlen(pk->prefix), nn = kn - pn;
+        const char *name = k + pn;
+        void *stat = NULL;
+        if (nn < GPU_NAME_MAX && parse_number(v, vn, pk->units, pk->n_units, &x) == 0 && (x != 0 || !pk->nonzero))
+                stat = pk->region ? (void *)region_get(fi, name, nn) : (void *)engine_get(fi, name, nn);
+        if (!stat) {
                 fi->n_skipped++;
                 return 0;
         }
-
-        if (field == F_RESIDENT || field == F_MEMORY || field == F_TOTAL) {
-                struct drm_region_stat *reg = region_get(fi, name, nn);
-                if (!reg) {
-                        fi->n_skipped++;
-                        return 0;
-                }
-                if (field == F_RESIDENT) {
-                        reg->has_resident = true;
-                        reg->resident_bytes = x;
-                } else if (field == F_MEMORY) {
-                        reg->has_memory = true;
-                        reg->memory_bytes = x;
-                } else {
-                        reg->has_total = true;
-                        reg->total_bytes = x;
-                }
-                return 0;
-        }
-
-        if (field == F_CAPACITY && x == 0) { /* "0 is not allowed": keep the default 1 */
-                fi->n_skipped++;
-                return 0;
-        }
-        struct drm_engine_stat *e = engine_get(fi, name, nn);
-        if (!e) {
-                fi->n_skipped++;
-                return 0;
-        }
-        switch (field) {
-        case F_ENGINE_NS:
-                e->has_ns = true;
-                e->ns = x;
-                break;
-        case F_CAPACITY:
-                e->capacity = x;
-                break;
-        case F_CYCLES:
-                e->has_cycles = true;
-                e->cycles = x;
-                break;
-        case F_TOTAL_CYCLES:
-                e->has_total_cycles = true;
-                e->total_cycles = x;
-                break;
-        case F_MAXFREQ:
-                e->has_maxfreq = true;
-                e->maxfreq_hz = x;
-                break;
-        default:
-                break;
-        }
+        *(uint64_t *)((char *)stat + pk->value) = x;
+        if (pk->flag != NO_FLAG)
+                *(bool *)((char *)stat + pk->flag) = true;
         return 0;
 }
 
