@@ -12,31 +12,29 @@ static void copy_name(char *dst, size_t size, const char *src) {
         dst[l] = 0;
 }
 
-struct gpu_use *gpu_use_get(struct gpu_use *uses, size_t *n, size_t max, const char *device) {
-        for (size_t i = 0; i < *n; i++)
-                if (streq(uses[i].device, device))
-                        return &uses[i];
+/* The element of v[0 .. *n) whose name (a NUL-terminated char array of
+ * name_size bytes at the start of each element) is name; else a zeroed one appended with
+ * that name, or NULL when max are there already. */
+static void *named_get(void *v, size_t *n, size_t max, size_t size, size_t name_size, const char *name) {
+        char *e = v;
+        for (size_t i = 0; i < *n; i++, e += size)
+                if (streq(e, name))
+                        return e;
         if (*n == max)
                 return NULL;
-        struct gpu_use *u = &uses[(*n)++];
-        *u = (struct gpu_use){ 0 };
-        copy_name(u->device, sizeof u->device, device);
-        return u;
+        (*n)++;
+        memset(e, 0, size);
+        copy_name(e, name_size, name);
+        return e;
+}
+
+struct gpu_use *gpu_use_get(struct gpu_use *uses, size_t *n, size_t max, const char *device) {
+        return named_get(uses, n, max, sizeof *uses, sizeof uses->device, device);
 }
 
 void gpu_use_add_engine(struct gpu_use *u, const char *name, bool known, double pct) {
-        struct gpu_engine *e = NULL;
-        for (size_t i = 0; i < u->n_engines && !e; i++)
-                if (streq(u->engines[i].name, name))
-                        e = &u->engines[i];
-        if (!e) {
-                if (u->n_engines == GPU_MAX_ENGINES)
-                        return;
-                e = &u->engines[u->n_engines++];
-                *e = (struct gpu_engine){ 0 };
-                copy_name(e->name, sizeof e->name, name);
-        }
-        if (known) {
+        struct gpu_engine *e = named_get(u->engines, &u->n_engines, GPU_MAX_ENGINES, sizeof *e, sizeof e->name, name);
+        if (e && known) {
                 e->util_pct = (e->has_util ? e->util_pct : 0) + pct;
                 e->has_util = true;
         }
@@ -45,18 +43,9 @@ void gpu_use_add_engine(struct gpu_use *u, const char *name, bool known, double 
 void gpu_use_add_region(struct gpu_use *u, const char *name, uint64_t bytes) {
         u->has_mem = true;
         u->mem_bytes += bytes;
-        struct gpu_region *g = NULL;
-        for (size_t i = 0; i < u->n_regions && !g; i++)
-                if (streq(u->regions[i].name, name))
-                        g = &u->regions[i];
-        if (!g) {
-                if (u->n_regions == GPU_MAX_REGIONS)
-                        return;
-                g = &u->regions[u->n_regions++];
-                *g = (struct gpu_region){ 0 };
-                copy_name(g->name, sizeof g->name, name);
-        }
-        g->resident_bytes += bytes;
+        struct gpu_region *g = named_get(u->regions, &u->n_regions, GPU_MAX_REGIONS, sizeof *g, sizeof g->name, name);
+        if (g)
+                g->resident_bytes += bytes;
 }
 
 void gpu_use_finish(struct gpu_use *u) {
