@@ -158,22 +158,15 @@ int proc_parse_loadavg(const char *text, struct proc_loadavg *ret) {
 /* sys/kernel/random/boot_id: "1b4e28ba-2fa1-11d2-883f-0016d3cca427\n" */
 int proc_read_boot_id(const char *proc_root, char ret[64]) {
         char path[PATH_MAX], buf[64];
-        size_t len;
         int r;
 
         r = proc_root_path(proc_root, "sys/kernel/random/boot_id", path);
         if (r < 0)
                 return r;
-        r = read_small_at(AT_FDCWD, path, buf, sizeof buf);
+        r = read_line_at(AT_FDCWD, path, buf, sizeof buf);
         if (r < 0)
                 return r == -EFBIG ? -EINVAL : r;
-        len = strlen(buf);
-        if (len > 0 && buf[len - 1] == '\n')
-                buf[--len] = 0;
-        if (len == 0)
-                return -EINVAL;
-
-        memcpy(ret, buf, len + 1);
+        memcpy(ret, buf, strlen(buf) + 1);
         return 0;
 }
 

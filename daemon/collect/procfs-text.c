@@ -215,6 +215,17 @@ int read_small_at(int dirfd, const char *path, char *buf, size_t size) {
         return 0;
 }
 
+int read_line_at(int dirfd, const char *path, char *buf, size_t size) {
+        size_t len;
+        int r = read_small_at(dirfd, path, buf, size);
+        if (r < 0)
+                return r;
+        len = strlen(buf);
+        if (len > 0 && buf[len - 1] == '\n')
+                buf[--len] = 0;
+        return len == 0 ? -EINVAL : 0;
+}
+
 int read_big_at(int dirfd, const char *path, size_t max, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t len;

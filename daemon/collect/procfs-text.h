@@ -63,6 +63,9 @@ int parse_link_inode(const char *s, size_t len, const char *prefix, uint64_t *re
 /* One pread() of a small file into buf. A full buffer may mean the text was
  * cut short, which would parse as different numbers: refused with -EFBIG. */
 int read_small_at(int dirfd, const char *path, char *buf, size_t size);
+/* read_small_at() of a one-line file: the trailing newline dropped, -EINVAL
+ * when nothing is left. */
+int read_line_at(int dirfd, const char *path, char *buf, size_t size);
 /* read_file_at() of at most max bytes with the same refusal of a possibly
  * truncated text. */
 int read_big_at(int dirfd, const char *path, size_t max, char **ret);

@@ -17,22 +17,16 @@ int sysfs_root_set(char **root, const char *sys_root) {
 
 int sysfs_read_str_at(int dirfd, const char *path, char *buf, size_t size) {
         char text[256]; /* sysfs values we read are numbers and short names */
-        size_t k;
         int r;
 
         if (size < 2)
                 return -EINVAL;
         if (size > sizeof text)
                 size = sizeof text;
-        r = read_small_at(dirfd, path, text, size);
+        r = read_line_at(dirfd, path, text, size);
         if (r < 0)
                 return r;
-        k = strlen(text);
-        if (k > 0 && text[k - 1] == '\n')
-                text[--k] = 0;
-        if (k == 0)
-                return -EINVAL;
-        memcpy(buf, text, k + 1);
+        memcpy(buf, text, strlen(text) + 1);
         return 0;
 }
 
