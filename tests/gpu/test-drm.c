@@ -7,17 +7,15 @@
  *  - drm_engine_util() over a table: the three methods, capacity, first
  *    reading, counters going back, a GPU clock that does not move, clamp;
  *  - the fixture trees tests/fixtures/gpu/{t0,t1,t2,i915-t0,i915-t1}
- *    (research/gpu-npu.md 6.5) through drm_collect(), with monotonic time
- *    t0 = 1000 s, t1 = 1001 s, t2 = 1002 s: every expected number exactly;
- *  - the client table (owner rule, expiry, bounds) and the fd scanner's
- *    listing cadence and staleness checks on a scratch tree;
+ *    through drm_collect(), with monotonic time t0 = 1000 s, t1 = 1001 s,
+ *    t2 = 1002 s: every expected number exactly;
+ *  - the client table (owner rule, expiry, bounds);
  *  - the fuzz target (tests/fuzz/fuzz-drm.c) on the fixture files cut and
  *    spliced.
  *
  *   test-drm FIXTURES_DIR      (tests/fixtures/gpu) */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -167,11 +165,9 @@ static void test_values(void) {
                 if (r < 0)
                         continue;
                 bool present = field(&fi, rows[i].what, rows[i].name, &v);
-                if (present != rows[i].present || v != rows[i].want) {
-                        fprintf(stderr, "row %zu \"%s\": present %d value %llu, want %d %llu\n", i, rows[i].line,
-                                present, (unsigned long long)v, rows[i].present, (unsigned long long)rows[i].want);
-                        tap_failures++;
-                }
+                if (present != rows[i].present || v != rows[i].want)
+                        TAP_FAIL("row %zu \"%s\": present %d value %llu, want %d %llu", i, rows[i].line, present,
+                                 (unsigned long long)v, rows[i].present, (unsigned long long)rows[i].want);
                 CHECK_EQ_INT(fi.n_skipped, rows[i].present ? 0 : 1);
         }
 }
@@ -205,6 +201,10 @@ static void test_structure(void) {
         CHECK(!fi.has_client_id);
         CHECK(streq(fi.pdev, ""));
         CHECK_EQ_INT(fi.n_engines, 1);
+}
+
+static void test_duplicate_keys(void) {
+        struct drm_fdinfo fi;
 
         /* duplicate keys: the last one wins; one engine either way */
         CHECK_EQ_INT(parse_str("drm-driver:\ta\ndrm-client-id:\t5\ndrm-engine-gfx:\t1 ns\ndrm-driver:\tb\n"
@@ -249,6 +249,10 @@ static void test_structure(void) {
         CHECK_U64(drm_region_resident(region(&fi, "gtt")), 2 * MIB);
         CHECK(!drm_region_has_resident(region(&fi, "cpu")));
         CHECK_U64(drm_region_resident(region(&fi, "cpu")), 0);
+}
+
+static void test_bounds(void) {
+        struct drm_fdinfo fi;
 
         /* bounds: engines and regions past GPU_MAX_* are skipped and counted */
         char big[4096] = "drm-driver:\tx\n";
@@ -292,6 +296,10 @@ static void test_structure(void) {
                                &fi),
                      0);
         CHECK_EQ_INT(fi.n_engines, 1);
+}
+
+static void test_garbage(void) {
+        struct drm_fdinfo fi;
 
         /* garbage, and outputs untouched on failure */
         static const struct {
@@ -317,10 +325,8 @@ static void test_structure(void) {
                 memset(&sentinel, 0x5a, sizeof sentinel);
                 fi = sentinel;
                 int r = drm_fdinfo_parse(bad[i].text, bad[i].len ? bad[i].len : strlen(bad[i].text), &fi);
-                if (r != -EINVAL) {
-                        fprintf(stderr, "garbage \"%s\": %d, want -EINVAL\n", bad[i].name, r);
-                        tap_failures++;
-                }
+                if (r != -EINVAL)
+                        TAP_FAIL("garbage \"%s\": %d, want -EINVAL", bad[i].name, r);
                 CHECK(memcmp(&fi, &sentinel, sizeof fi) == 0);
         }
 }
@@ -535,17 +541,20 @@ static uint64_t use_region(const struct gpu_use *u, const char *name) {
                 CHECK(_e && !_e->has_util);                            \
         } while (0)
 
-static void test_fixture_sweeps(void) {
-        struct drm_clients *t = NULL;
-        struct drm_proc_cache *caches[N_RUNS] = {};
+/* The fixture snapshots swept in order, by the same client table. */
+struct sweeps {
+        struct drm_clients *t;
+        struct drm_proc_cache *caches[N_RUNS];
         struct run_out o[N_RUNS];
+};
+
+/* t0: first readings */
+static void sweep_t0(struct sweeps *w) {
+        struct drm_clients *t = w->t;
+        struct drm_proc_cache **caches = w->caches;
+        struct run_out *o = w->o;
         const struct gpu_use *u;
 
-        CHECK_EQ_INT(drm_clients_new(&t), 0);
-        if (!t)
-                return;
-
-        /* ---- t0: first readings ---- */
         drm_clients_begin(t, T0);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 collect_run(t, "t0", run_pid[i], run_pid[i], &caches[i], &o[i]);
@@ -580,8 +589,15 @@ static void test_fixture_sweeps(void) {
         CHECK(streq(o[RUN_6001].holders[0].node, "accel0"));
         CHECK_EQ_INT(o[RUN_6001].holders[0].kind, DRM_FD_ACCEL);
         CHECK_EQ_INT(o[RUN_6001].holders[0].procs, 1);
+}
 
-        /* ---- t1: Δt = 1 s ---- */
+/* t1: Δt = 1 s */
+static void sweep_t1(struct sweeps *w) {
+        struct drm_clients *t = w->t;
+        struct drm_proc_cache **caches = w->caches;
+        struct run_out *o = w->o;
+        const struct gpu_use *u;
+
         drm_clients_begin(t, T1);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 collect_run(t, "t1", run_pid[i], run_pid[i], &caches[i], &o[i]);
@@ -627,8 +643,15 @@ static void test_fixture_sweeps(void) {
         CHECK_U64(use_region(u, "system"), 256 * MIB);
 
         CHECK_EQ_INT(o[RUN_6001].n_holders, 1);
+}
 
-        /* ---- t2: the negative cases ---- */
+/* t2: the negative cases */
+static void sweep_t2(struct sweeps *w) {
+        struct drm_clients *t = w->t;
+        struct drm_proc_cache **caches = w->caches;
+        struct run_out *o = w->o;
+        const struct gpu_use *u;
+
         CHECK_EQ_INT(drm_clients_count(t), 3);
         drm_clients_begin(t, T2);
         for (int i = RUN_4242; i <= RUN_7007; i++)
@@ -662,8 +685,11 @@ static void test_fixture_sweeps(void) {
         CHECK_ENGINE_UNKNOWN(u, "gfx");
         CHECK_U64(use_region(u, "vram"), 512 * MIB);
         CHECK(caches[RUN_7007] && caches[RUN_7007]->n_fds == 1 && streq(caches[RUN_7007]->fds[0].node, "renderD130"));
+}
 
-        /* the held gfx value (1.5e9) counts from t2 on: 1.7e9 at t3 would be 20 % */
+/* the held gfx value (1.5e9) counts from t2 on: 1.7e9 at t3 would be 20 % */
+static void sweep_t3_held(struct sweeps *w) {
+        struct drm_clients *t = w->t;
         drm_clients_begin(t, T2 + USEC_PER_SEC);
         struct drm_fdinfo fi;
         struct gpu_engine eng[GPU_MAX_ENGINES];
@@ -675,10 +701,21 @@ static void test_fixture_sweeps(void) {
         CHECK(eng[0].has_util && eng[0].util_pct == 20.0);
         CHECK(eng[1].has_util && eng[1].util_pct == 20.0);
         drm_clients_end(t, 5 * USEC_PER_SEC);
+}
 
+static void test_fixture_sweeps(void) {
+        struct sweeps w = {};
+
+        CHECK_EQ_INT(drm_clients_new(&w.t), 0);
+        if (!w.t)
+                return;
+        sweep_t0(&w);
+        sweep_t1(&w);
+        sweep_t2(&w);
+        sweep_t3_held(&w);
         for (int i = 0; i < N_RUNS; i++)
-                drm_proc_cache_free(caches[i]);
-        drm_clients_free(t);
+                drm_proc_cache_free(w.caches[i]);
+        drm_clients_free(w.t);
 }
 
 static void test_fixture_i915(void) {
@@ -781,169 +818,6 @@ static void test_clients(void) {
         CHECK(drm_proc_cache_free(NULL) == NULL);
 }
 
-/* ---- the fd scanner on a scratch tree ----------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-        return remove(path);
-}
-
-static void put(int dir, const char *name, const char *text) {
-        char tmp[64];
-        snprintf(tmp, sizeof tmp, "%s.tmp", name);
-        _cleanup_close_ int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-        CHECK(renameat(dir, tmp, dir, name) == 0);
-}
-
-static void link_fd(int dir, int fd, const char *target) {
-        char name[32];
-        snprintf(name, sizeof name, "fd/%d", fd);
-        (void)unlinkat(dir, name, 0);
-        CHECK(symlinkat(target, dir, name) == 0);
-}
-
-static void fd_with_info(int dir, int fd, const char *target, const char *info) {
-        char name[32];
-        link_fd(dir, fd, target);
-        snprintf(name, sizeof name, "fdinfo/%d", fd);
-        put(dir, name, info);
-}
-
-#define GENERIC "pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t1277\n"
-#define CLIENT(id, ino) \
-        GENERIC "drm-driver:\tamdgpu\ndrm-client-id:\t" #id "\ndrm-pdev:\t0000:03:00.0\nino:\t" #ino "\n"
-
-static void test_scanner(void) {
-        char root[] = "/tmp/test-drm-XXXXXX";
-        if (!mkdtemp(root)) {
-                perror("mkdtemp");
-                tap_failures++;
-                return;
-        }
-        _cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        CHECK(mkdirat(rootfd, "p", 0755) == 0 && mkdirat(rootfd, "p/fd", 0755) == 0 &&
-              mkdirat(rootfd, "p/fdinfo", 0755) == 0 && mkdirat(rootfd, "gone", 0755) == 0);
-        _cleanup_close_ int p = openat(rootfd, "p", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-        fd_with_info(p, 0, "/dev/null", GENERIC);
-        fd_with_info(p, 3, "/dev/dri/renderD129", CLIENT(40, 1089));
-        fd_with_info(p, 4, "/dev/dri/card0", GENERIC); /* nouveau, nvidia-drm: no usage stats */
-        fd_with_info(p, 5, "/dev/accel/accel0", GENERIC);
-        fd_with_info(p, 6, "/dev/accel/accel0", GENERIC); /* one holder per node */
-        fd_with_info(p, 7, "/dev/nvidia0", GENERIC);
-        fd_with_info(p, 8, "/dev/nvidia0", GENERIC);
-        fd_with_info(p, 9, "/dev/nvidiactl", GENERIC);
-        fd_with_info(p, 10, "/dev/nvidia-uvm", GENERIC);
-        fd_with_info(p, 11, "/dev/nvidia1", GENERIC);
-        fd_with_info(p, 12, "/dev/dri/renderD128 (deleted)", CLIENT(41, 1090));
-        fd_with_info(p, 13, "/dev/accel/accel1",
-                     GENERIC "drm-driver:\tamdxdna_accel_driver\ndrm-client-id:\t2\ndrm-pdev:\t0000:c5:00.1\n"
-                             "drm-total-memory:\t16480 KiB\ndrm-resident-memory:\t16480 KiB\n");
-        fd_with_info(p, 14, "socket:[12345]", CLIENT(42, 1091)); /* a drm-driver line alone does not make a GPU */
-
-        struct drm_proc_cache c = {};
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 1);
-        static const struct {
-                int fd;
-                enum drm_fd_kind kind;
-                const char *node;
-        } want[] = {
-                { 3, DRM_FD_CLIENT, "renderD129" }, { 5, DRM_FD_ACCEL, "accel0" },   { 7, DRM_FD_NVIDIA, "nvidia0" },
-                { 11, DRM_FD_NVIDIA, "nvidia1" },   { 13, DRM_FD_CLIENT, "accel1" },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(want) && i < c.n_fds; i++) {
-                CHECK_EQ_INT(c.fds[i].fd, want[i].fd);
-                CHECK_EQ_INT(c.fds[i].kind, want[i].kind);
-                CHECK(streq(c.fds[i].node, want[i].node));
-        }
-        CHECK_U64(c.fds[0].info.client_id, 40);
-
-        /* listed every 3 calls, re-read in between */
-        fd_with_info(p, 3, "/dev/dri/renderD129", CLIENT(40, 1089) "drm-engine-gfx:\t7 ns\n");
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 1);
-        CHECK(c.fds[0].info.n_engines == 1 && c.fds[0].info.engines[0].ns == 7);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 1);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 2);
-
-        /* a new GPU fd is seen at the next listing, not before */
-        fd_with_info(p, 15, "/dev/dri/renderD128", CLIENT(43, 2048));
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 6);
-        CHECK_U64(c.lists, 3);
-
-        /* stale: an fdinfo that stopped being DRM (fd reused): listed at once */
-        put(p, "fdinfo/15", GENERIC);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 4);
-        /* stale: another inode behind a client fd */
-        put(p, "fdinfo/3", CLIENT(44, 4444));
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 5);
-        CHECK_U64(c.fds[0].ino, 4444);
-        CHECK_U64(c.fds[0].info.client_id, 44);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 5);
-        /* stale: a holder fd closed (fd 7): nvidia0 still held through fd 8 */
-        CHECK(unlinkat(p, "fd/7", 0) == 0);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 5);
-        CHECK_U64(c.lists, 6);
-        CHECK_EQ_INT(c.fds[2].fd, 8);
-        /* stale: a client fd closed */
-        CHECK(unlinkat(p, "fd/13", 0) == 0 && unlinkat(p, "fdinfo/13", 0) == 0);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 3), 4);
-        CHECK_U64(c.lists, 7);
-        /* every call when relist_every is 0 or 1 */
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 1), 4);
-        CHECK_EQ_INT(drm_proc_scan(p, &c, 0), 4);
-        CHECK_U64(c.lists, 9);
-
-        /* a process gone: no fd/ under its directory */
-        _cleanup_close_ int g = openat(rootfd, "gone", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        CHECK_EQ_INT(drm_proc_scan(g, &c, 3), -ESRCH);
-        CHECK_EQ_INT(c.n_fds, 0);
-        CHECK_EQ_INT(drm_proc_scan(g, &c, 3), 0); /* quiet until the next listing */
-
-        /* an fdinfo longer than one read: the cut line is dropped, not misread */
-        CHECK(mkdirat(rootfd, "long", 0755) == 0 && mkdirat(rootfd, "long/fd", 0755) == 0 &&
-              mkdirat(rootfd, "long/fdinfo", 0755) == 0);
-        _cleanup_close_ int l = openat(rootfd, "long", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        char text[DRM_FDINFO_READ_MAX + 64];
-        size_t cut = DRM_FDINFO_READ_MAX - 1, at = cut - 8; /* the gfx line starts 8 bytes before the cut */
-        int k = snprintf(text, sizeof text, "drm-driver:\tamdgpu\ndrm-client-id:\t9\n");
-        while ((size_t)k + 20 < at)
-                k += snprintf(text + k, sizeof text - (size_t)k, "x-pad:\t%010d\n", k);
-        k += snprintf(text + k, sizeof text - (size_t)k, "%-*s\n", (int)(at - (size_t)k - 1), "x:");
-        CHECK_EQ_INT(k, (int)at);
-        snprintf(text + k, sizeof text - (size_t)k, "drm-engine-gfx:\t123456789 ns\n");
-        fd_with_info(l, 3, "/dev/dri/renderD128", text);
-        struct drm_proc_cache lc = {};
-        CHECK_EQ_INT(drm_proc_scan(l, &lc, 3), 1);
-        CHECK(lc.n_fds == 1 && lc.fds[0].info.has_client_id && lc.fds[0].info.n_engines == 0);
-        free(lc.fds);
-
-        /* the bound on fds kept */
-        CHECK(mkdirat(rootfd, "many", 0755) == 0 && mkdirat(rootfd, "many/fd", 0755) == 0 &&
-              mkdirat(rootfd, "many/fdinfo", 0755) == 0);
-        _cleanup_close_ int m = openat(rootfd, "many", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        for (int i = 0; i < DRM_PROC_MAX_FDS + 6; i++) {
-                char info[256];
-                snprintf(info, sizeof info, GENERIC "drm-driver:\tamdgpu\ndrm-client-id:\t%d\n", 100 + i);
-                fd_with_info(m, 10 + i, "/dev/dri/renderD129", info);
-        }
-        struct drm_proc_cache mc = {};
-        CHECK_EQ_INT(drm_proc_scan(m, &mc, 3), DRM_PROC_MAX_FDS);
-        CHECK_EQ_INT(mc.dropped, 6);
-        free(mc.fds);
-
-        free(c.fds);
-        CHECK(nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
-}
-
 /* ---- the fuzz target ------------------------------------------------------------------- */
 
 static void test_fuzz(void) {
@@ -987,12 +861,14 @@ int main(int argc, char *argv[]) {
 
         test_values();
         test_structure();
+        test_duplicate_keys();
+        test_bounds();
+        test_garbage();
         test_engine_util();
         test_fixture_files();
         test_fixture_sweeps();
         test_fixture_i915();
         test_clients();
-        test_scanner();
         test_fuzz();
 
         close(fixtures);
