@@ -536,10 +536,14 @@ static void test_net_udp(void) {
 
 /* ---- readers over the fixture tree --------------------------------------- */
 
-static void test_fixture(const char *fixtures) {
-        char root[4096];
-        snprintf(root, sizeof root, "%s/proc-basic", fixtures);
+static void check_cmdline(int piddir, size_t max, const char *want) {
+        _cleanup_free_ char *cmdline = NULL;
+        CHECK_R(proc_read_cmdline(piddir, max, &cmdline), 0);
+        CHECK_STR(cmdline, want);
+}
 
+/* The host files, and what a missing root gives. */
+static void fixture_host(const char *root) {
         char boot_id[64];
         CHECK_R(proc_read_boot_id(root, boot_id), 0);
         CHECK(streq(boot_id, "0f6a3c4e-5b2d-4e8f-9a1b-2c3d4e5f6a7b"));
@@ -561,8 +565,10 @@ static void test_fixture(const char *fixtures) {
         CHECK_R(proc_open_pid_dir(root, 0), -EINVAL);
         CHECK_R(proc_read_boot_id("/nonexistent-proc-root", boot_id), -ENOENT);
         CHECK_R(proc_read_loadavg("/nonexistent-proc-root", &l), -ENOENT);
+}
 
-        /* 100: normal process, two threads */
+/* 100: normal process, two threads */
+static void fixture_process(const char *root) {
         _cleanup_close_ int fd = proc_open_pid_dir(root, 100);
         CHECK(fd >= 0);
 
@@ -598,34 +604,32 @@ static void test_fixture(const char *fixtures) {
         CHECK_R(proc_read_netns_inode(fd, &ino), 0);
         CHECK(ino == UINT64_C(4026531840));
 
-        _cleanup_free_ char *cmdline = NULL;
-        CHECK_R(proc_read_cmdline(fd, 4096, &cmdline), 0);
-        CHECK(streq(cmdline, "python3 -m http.server"));
-        free(cmdline);
-        cmdline = NULL;
-        CHECK_R(proc_read_cmdline(fd, 5, &cmdline), 0);
-        CHECK(streq(cmdline, "pytho"));
-        free(cmdline);
-        cmdline = NULL;
-        CHECK_R(proc_read_cmdline(fd, 8, &cmdline), 0); /* "python3\0" -> trailing separator trimmed */
-        CHECK(streq(cmdline, "python3"));
-        free(cmdline);
-        cmdline = NULL;
+        check_cmdline(fd, 4096, "python3 -m http.server");
+        check_cmdline(fd, 5, "pytho");
+        check_cmdline(fd, 8, "python3"); /* "python3\0" -> trailing separator trimmed */
 
         _cleanup_free_ int *kids = NULL;
         size_t nkids = 0;
         CHECK_R(proc_read_children(fd, &kids, &nkids), 0);
         CHECK(nkids == 2 && kids && kids[0] == 101 && kids[1] == 102); /* 102 listed by both threads */
+}
+
+/* 101, 102 and the kernel thread 2 */
+static void fixture_others(const char *root) {
+        struct proc_stat st;
+        struct proc_status s;
+        struct proc_statm sm;
+        struct proc_io io;
+        struct proc_schedstat ss;
+        struct proc_netdev nd;
+        uint64_t ino = 0;
 
         /* 101: child, comm with a space and parens; no children */
         _cleanup_close_ int fd101 = proc_open_pid_dir(root, 101);
         CHECK(fd101 >= 0);
         CHECK_R(proc_read_stat(fd101, &st), 0);
         CHECK(st.pid == 101 && streq(st.comm, "worker (1)") && st.state == 'R' && st.ppid == 100);
-        CHECK_R(proc_read_cmdline(fd101, 4096, &cmdline), 0);
-        CHECK(streq(cmdline, "worker --id 1"));
-        free(cmdline);
-        cmdline = NULL;
+        check_cmdline(fd101, 4096, "worker --id 1");
         _cleanup_free_ int *none = NULL;
         size_t nnone = 99;
         CHECK_R(proc_read_children(fd101, &none, &nnone), 0);
@@ -655,8 +659,16 @@ static void test_fixture(const char *fixtures) {
         CHECK(s.has_tgid && s.tgid == 2 && !s.has_vmrss && !s.has_vmhwm && !s.has_rssanon && s.has_threads);
         CHECK_R(proc_read_statm(fd2, &sm), 0);
         CHECK(sm.size_pages == 0 && sm.resident_pages == 0 && sm.shared_pages == 0);
-        CHECK_R(proc_read_cmdline(fd2, 4096, &cmdline), 0);
-        CHECK(cmdline && streq(cmdline, ""));
+        check_cmdline(fd2, 4096, "");
+}
+
+static void test_fixture(const char *fixtures) {
+        char root[4096];
+        snprintf(root, sizeof root, "%s/proc-basic", fixtures);
+
+        fixture_host(root);
+        fixture_process(root);
+        fixture_others(root);
 }
 
 /* ---- an unreadable file ------------------------------------------------- */
