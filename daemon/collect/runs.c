@@ -11,7 +11,7 @@
  * it bounds one run's cost per tick. */
 #define MAX_TREE 4096
 /* VmHWM lives in /proc/PID/status, the most expensive file to read (2.4 us
- * vs 0.4 us for statm, research/perf-baselines.md): refresh it every few
+ * vs 0.4 us for statm): refresh it every few
  * ticks; the summary's peak is also the maximum of the sampled RSS. */
 #define PEAK_REFRESH_TICKS 10
 /* A process changes its network namespace only by setns()/unshare(), which
@@ -59,8 +59,9 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
 
         if (pid <= 0)
                 return -ESRCH;
-        /* procps-ng #207: pidfd first, then the dir, then check the pidfd
-         * still refers to a live process: only then is the dir this one's. */
+        /* pidfd first, then the dir, then check the pidfd still refers to a
+         * live process: only then is the dir this one's (opening the dir
+         * first could pin a recycled pid's process). */
         if (ctx->real_proc) {
                 pidfd = pidfd_open(pid, 0);
                 /* ENOSYS: a kernel before 5.3 (or valgrind): go on without;

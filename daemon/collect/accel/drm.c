@@ -13,7 +13,7 @@
 /* ---- parsing ---------------------------------------------------------------
  *
  * What the drivers print, after the generic pos/flags/mnt_id/ino lines
- * (amdgpu on 6.13, i915, xe, panthor; research/gpu-npu.md 1.8):
+ * (amdgpu on 6.13, i915, xe, panthor):
  *
  *   drm-driver:\tamdgpu
  *   drm-client-id:\t11

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* DRM and accel clients of processes, from /proc/PID/fdinfo/FD
- * (Documentation/gpu/drm-usage-stats.rst; research/gpu-npu.md section 1).
+/* DRM and accel clients of processes, from the usage stats ("drm-*" keys)
+ * that DRM drivers print in /proc/PID/fdinfo/FD.
  *
  * Layers, each usable (and tested) alone:
  *   drm_fdinfo_parse()    fdinfo text -> struct drm_fdinfo               pure
