@@ -328,8 +328,8 @@ int proc_parse_netdev(const char *text, struct proc_netdev *ret) {
  *   "101 102 "
  *
  * Validates everything before growing the array, so a bad text leaves
- * *pids, *n and *cap as they were. */
-int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap) {
+ * *pids and *n as they were. */
+int proc_parse_pid_list(const char *text, int **pids, size_t *n) {
         const char *p, *end = text + strlen(text), *w;
         size_t count = 0, len;
         int pid, r;
@@ -344,18 +344,8 @@ int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap) {
         if (count == 0)
                 return 0;
 
-        if (*n + count > *cap) {
-                size_t ncap = *cap * 2;
-                if (ncap < *n + count)
-                        ncap = *n + count;
-                if (ncap < 16)
-                        ncap = 16;
-                int *a = reallocarray(*pids, ncap, sizeof(int));
-                if (!a)
-                        return -ENOMEM;
-                *pids = a;
-                *cap = ncap;
-        }
+        if (*n + count < *n || !GREEDY_REALLOC(*pids, *n + count))
+                return -ENOMEM;
 
         for (p = text; (len = next_word(&p, end, &w)) > 0;)
                 (void)word_to_pid(w, len, &(*pids)[(*n)++]);
@@ -442,7 +432,7 @@ static int cmp_int(const void *a, const void *b) {
 int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ int *pids = NULL;
-        size_t n = 0, cap = 0, m;
+        size_t n = 0, m;
         int r;
 
         r = opendir_at(piddir, "task", &d);
@@ -483,7 +473,7 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
                 if (r < 0)
                         return r;
 
-                r = proc_parse_pid_list(buf, &pids, &n, &cap);
+                r = proc_parse_pid_list(buf, &pids, &n);
                 if (r < 0)
                         return r;
         }

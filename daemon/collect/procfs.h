@@ -105,7 +105,7 @@ int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_s
 int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret);
 
 /* /proc/PID/task/TID/children: space-separated pids. Appends to *pids. */
-int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap);
+int proc_parse_pid_list(const char *text, int **pids, size_t *n);
 
 /* ---- readers (relative to a /proc/PID dirfd) --------------------------- */
 

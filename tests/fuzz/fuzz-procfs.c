@@ -47,8 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)proc_parse_net_udp_line(text, text + size, &us);
 
         _cleanup_free_ int *pids = NULL;
-        size_t n = 0, cap = 0;
-        if (proc_parse_pid_list(text, &pids, &n, &cap) == 0)
+        size_t n = 0;
+        if (proc_parse_pid_list(text, &pids, &n) == 0)
                 for (size_t i = 0; i < n; i++)
                         if (pids[i] <= 0)
                                 abort();
