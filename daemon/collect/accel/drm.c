@@ -107,33 +107,18 @@ static const struct prefixed_key {
         REGION_KEY("drm-total-", total_bytes, has_total),
 };
 
-static bool name_is(const char *name, const char *s, size_t n) {
-        return strncmp(name, s, n) == 0 && name[n] == 0;
-}
-
 static struct drm_engine_stat *engine_get(struct drm_fdinfo *fi, const char *name, size_t n) {
-        for (size_t i = 0; i < fi->n_engines; i++)
-                if (name_is(fi->engines[i].name, name, n))
-                        return &fi->engines[i];
-        if (fi->n_engines == GPU_MAX_ENGINES)
-                return NULL;
-        struct drm_engine_stat *e = &fi->engines[fi->n_engines++];
-        memcpy(e->name, name, n);
-        e->name[n] = 0;
-        e->capacity = 1;
+        bool added;
+        struct drm_engine_stat *e = gpu_named_get(fi->engines, &fi->n_engines, GPU_MAX_ENGINES, sizeof *e,
+                                                  sizeof e->name, name, n, &added);
+        if (added)
+                e->capacity = 1;
         return e;
 }
 
 static struct drm_region_stat *region_get(struct drm_fdinfo *fi, const char *name, size_t n) {
-        for (size_t i = 0; i < fi->n_regions; i++)
-                if (name_is(fi->regions[i].name, name, n))
-                        return &fi->regions[i];
-        if (fi->n_regions == GPU_MAX_REGIONS)
-                return NULL;
-        struct drm_region_stat *r = &fi->regions[fi->n_regions++];
-        memcpy(r->name, name, n);
-        r->name[n] = 0;
-        return r;
+        return gpu_named_get(fi->regions, &fi->n_regions, GPU_MAX_REGIONS, sizeof(struct drm_region_stat),
+                             sizeof fi->regions[0].name, name, n, NULL);
 }
 
 /* drm-driver and drm-pdev end up in JSON, labels and logs: printable ASCII
@@ -463,15 +448,8 @@ size_t drm_clients_count(const struct drm_clients *t) {
 }
 
 static struct client_engine *client_engine_get(struct client *c, const char *name) {
-        for (size_t i = 0; i < c->n_engines; i++)
-                if (streq(c->engines[i].name, name))
-                        return &c->engines[i];
-        if (c->n_engines == GPU_MAX_ENGINES)
-                return NULL;
-        struct client_engine *e = &c->engines[c->n_engines++];
-        *e = (struct client_engine){};
-        snprintf(e->name, sizeof e->name, "%s", name);
-        return e;
+        return gpu_named_get(c->engines, &c->n_engines, GPU_MAX_ENGINES, sizeof c->engines[0],
+                             sizeof c->engines[0].name, name, strlen(name), NULL);
 }
 
 int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int fd, const struct drm_fdinfo *info,
