@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal to the procfs parsers (procfs.c, procfs-host.c): tokenizing a
+/* Internal to collect/ (the procfs parsers, sysfs.c, nvml.c): tokenizing a
  * NUL-terminated kernel text and reading files whole without accepting a
  * truncated text. Words are [start, start + n) ranges, not NUL-terminated. */
 #pragma once

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "collect/procfs-text.h"
+
 /* ---- the NVML ABI ---------------------------------------------------------
  * Declared here rather than taken from NVIDIA's nvml.h, which is not on a
  * build machine without CUDA (and some copies of it, DCGM's, carry a 32-byte
@@ -259,27 +261,13 @@ _printf_(4, 5) static int fail(char *err, size_t errlen, int r, const char *fmt,
 }
 
 static bool hex_field(const char **p, size_t min_digits, size_t max_digits, unsigned *ret) {
-        unsigned v = 0;
-        size_t k = 0;
-        for (;; k++) {
-                char c = (*p)[k];
-                unsigned d;
-                if (c >= '0' && c <= '9')
-                        d = (unsigned)(c - '0');
-                else if (c >= 'a' && c <= 'f')
-                        d = (unsigned)(c - 'a' + 10);
-                else if (c >= 'A' && c <= 'F')
-                        d = (unsigned)(c - 'A' + 10);
-                else
-                        break;
-                if (k == max_digits)
-                        return false;
-                v = v << 4 | d;
-        }
-        if (k < min_digits)
+        size_t k = strspn(*p, "0123456789abcdefABCDEF");
+        uint64_t v;
+
+        if (k < min_digits || k > max_digits || word_to_hex(*p, k, &v) < 0)
                 return false;
         *p += k;
-        *ret = v;
+        *ret = (unsigned)v;
         return true;
 }
 
