@@ -179,8 +179,7 @@ static void scan_bound(int rootfd) {
 static void test_scanner(void) {
         char root[] = "/tmp/test-drm-XXXXXX";
         if (!mkdtemp(root)) {
-                perror("mkdtemp");
-                tap_failures++;
+                TAP_FAIL("mkdtemp: %m");
                 return;
         }
         _cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -41,13 +41,11 @@
 
 /* Exact: every expected percentage is exact in binary floating point
  * (100 x 5e8 / 1e9 = 50 is computed without rounding). */
-#define CHECK_PCT(a, b)                                                                                          \
-        do {                                                                                                     \
-                double _a = (a), _b = (b);                                                                       \
-                if (_a != _b) {                                                                                  \
-                        fprintf(stderr, "%s:%d: %s == %.17g, expected %.17g\n", __FILE__, __LINE__, #a, _a, _b); \
-                        tap_failures++;                                                                          \
-                }                                                                                                \
+#define CHECK_PCT(a, b)                                                      \
+        do {                                                                 \
+                double _a = (a), _b = (b);                                   \
+                if (_a != _b)                                                \
+                        TAP_FAIL("%s == %.17g, expected %.17g", #a, _a, _b); \
         } while (0)
 
 static int fixtures = -1;
@@ -396,22 +394,16 @@ static void test_engine_util(void) {
                 };
                 double pct = -1;
                 bool known = drm_engine_util(&held, &cur, rows[i].dt_ns, &pct);
-                if (known != (rows[i].want >= 0) || (known && pct != rows[i].want)) {
-                        fprintf(stderr, "util \"%s\": known %d %.17g, want %.17g\n", rows[i].name, known, pct,
-                                rows[i].want);
-                        tap_failures++;
-                }
+                if (known != (rows[i].want >= 0) || (known && pct != rows[i].want))
+                        TAP_FAIL("util \"%s\": known %d %.17g, want %.17g", rows[i].name, known, pct, rows[i].want);
                 bool ok = (rows[i].then_ns == NO ? !held.has_ns : held.has_ns && held.ns == rows[i].then_ns) &&
                           (rows[i].then_cycles == NO ? !held.has_cycles
                                                      : held.has_cycles && held.cycles == rows[i].then_cycles) &&
                           (rows[i].then_total == NO ? !held.has_total_cycles
                                                     : held.has_total_cycles && held.total_cycles == rows[i].then_total);
-                if (!ok) {
-                        fprintf(stderr, "util \"%s\": held after = %llu/%llu/%llu\n", rows[i].name,
-                                (unsigned long long)held.ns, (unsigned long long)held.cycles,
-                                (unsigned long long)held.total_cycles);
-                        tap_failures++;
-                }
+                if (!ok)
+                        TAP_FAIL("util \"%s\": held after = %llu/%llu/%llu", rows[i].name, (unsigned long long)held.ns,
+                                 (unsigned long long)held.cycles, (unsigned long long)held.total_cycles);
         }
 #undef NO
 }
@@ -828,8 +820,7 @@ static void test_fuzz(void) {
                 _cleanup_free_ char *text = NULL;
                 size_t len;
                 if (read_file_at(fixtures, files[f], DRM_FDINFO_READ_MAX, &text, &len) < 0 || len == 0) {
-                        fprintf(stderr, "%s: unreadable\n", files[f]);
-                        tap_failures++;
+                        TAP_FAIL("%s: unreadable", files[f]);
                         continue;
                 }
                 /* every prefix, and bytes flipped at random */

@@ -71,6 +71,17 @@ static inline void put(const char *rel, const char *text) {
         fclose(f);
 }
 
+/* Several files at once: PUT_FILES({ "a/b", "1\n" }, { "a/c", "2\n" }). */
+struct tree_file {
+        const char *rel, *text;
+};
+#define PUT_FILES(...)                                                    \
+        do {                                                              \
+                static const struct tree_file _files[] = { __VA_ARGS__ }; \
+                for (size_t _i = 0; _i < ELEMENTSOF(_files); _i++)        \
+                        put(_files[_i].rel, _files[_i].text);             \
+        } while (0)
+
 static inline void putf(const char *rel, const char *fmt, ...) _printf_(2, 3);
 static inline void putf(const char *rel, const char *fmt, ...) {
         char text[512];
@@ -106,4 +117,36 @@ static inline void do_rename(const char *from, const char *to) {
         xsprintf(a, "%s/%s", tmp, from);
         xsprintf(b, "%s/%s", tmp, to);
         CHECK_EQ_INT(rename(a, b), 0);
+}
+
+/* A test's start: fixtures from argv[1], $FIXTURES_DIR or the source tree,
+ * tmp made. Returns whether the fixture tree has probe (a path below it),
+ * or -1 when tmp cannot be made. */
+static inline int tree_setup(int argc, char **argv, const char *name, const char *probe) {
+        char dir[64], path[PATH_MAX];
+
+        log_setup(name);
+        fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
+        if (!fixtures)
+                fixtures = "tests/fixtures/gpu";
+        xsprintf(path, "%s/%s", fixtures, probe);
+        xsprintf(dir, "/tmp/%s-XXXXXX", name);
+        if (!mkdtemp(dir)) {
+                perror("mkdtemp");
+                return -1;
+        }
+        xsprintf(tmp, "%s", dir);
+        return access(path, F_OK) == 0;
+}
+
+/* tmp removed; 77 (skipped) when the fixture checks could not run and
+ * nothing else failed, else the failure count as TEST_DONE() gives it. */
+static inline int tree_finish(bool have_fixture) {
+        (void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        if (!have_fixture) {
+                fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
+                if (tap_failures == 0)
+                        return 77;
+        }
+        TEST_DONE();
 }

@@ -320,10 +320,10 @@ static void test_hwmon_index_moves(void) {
         rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
         /* a decoy: another hwmon of the device with another name */
-        put(DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon1/power1_average", "999000000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon2/name", "amdgpu\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon2/power1_average", "100000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon1/power1_average", "999000000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon2/name", "amdgpu\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon2/power1_average", "100000000\n" });
         d = sample_find(s, 10, 1, "0000:03:00.0");
         CHECK(d && d->has_power);
         CHECK_NEAR(d ? d->power_w : -1, 100);
@@ -468,19 +468,19 @@ static void test_suspended_gpu(void) {
 
         rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card0", "xe", "0x8086");
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n");
-        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n");
-        put(DEV "0000:03:00.0/tile0/gt0/freq0/act_freq", "2000\n");
-        put(DEV "0000:03:00.0/tile0/gt0/freq0/max_freq", "2400\n"); /* no rp0_freq: the soft limit */
-        put(DEV "0000:03:00.0/hwmon/hwmon3/name", "xe\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "5000000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/temp2_input", "45000\n");
-        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
+        PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n" },
+                  { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/freq0/act_freq", "2000\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/freq0/max_freq", "2400\n" }, /* no rp0_freq: the soft limit */
+                  { DEV "0000:03:00.0/hwmon/hwmon3/name", "xe\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "5000000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/temp2_input", "45000\n" },
+                  { DEV "0000:03:00.0/power/runtime_status", "active\n" });
         CHECK_EQ_INT(gpudev_sample(s, T(40)), 1);
 
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n");
-        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n" },
+                  { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n" });
         d = sample_find(s, 41, 1, "0000:03:00.0");
         if (!d)
                 return;
@@ -510,9 +510,9 @@ static void test_suspended_gpu(void) {
         CHECK(d->has_energy); /* what was counted stays */
         CHECK_NEAR(d->energy_j, 100);
 
-        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/power/runtime_status", "active\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n" });
         d = sample_find(s, 43, 1, "0000:03:00.0");
         if (!d)
                 return;
@@ -541,14 +541,14 @@ static void test_i915_and_naming(void) {
         add_device("0000:03:00.0", "drm", "card0", "i915", "0x8086");
         link_at("sys/class/drm/renderD128", "../../devices/pci0000:00/0000:03:00.0/drm/renderD128");
         link_at(DEV "0000:03:00.0/drm/renderD128/device", "../../../0000:03:00.0");
-        put(DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10000\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_act_freq_mhz", "0\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_RP0_freq_mhz", "2400\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_max_freq_mhz", "1800\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon5/name", "i915\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "0\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon6/name", "i915_gt0\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon6/energy1_input", "77000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10000\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_act_freq_mhz", "0\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_RP0_freq_mhz", "2400\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_max_freq_mhz", "1800\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon5/name", "i915\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "0\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon6/name", "i915_gt0\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon6/energy1_input", "77000000\n" });
 
         /* a platform GPU: its device directory is no PCI address */
         mkdirs("sys/devices/platform/fd00000.gpu/drm/card1");
@@ -614,30 +614,15 @@ static void test_pci_address(void) {
                 { "123456789:03:00.0", false },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-                if (gpudev_is_pci_address(cases[i].s) != cases[i].ok) {
-                        fprintf(stderr, "gpudev_is_pci_address(\"%s\") != %d\n", cases[i].s, cases[i].ok);
-                        tap_failures++;
-                }
+                if (gpudev_is_pci_address(cases[i].s) != cases[i].ok)
+                        TAP_FAIL("gpudev_is_pci_address(\"%s\") != %d", cases[i].s, cases[i].ok);
         CHECK(!gpudev_is_pci_address(NULL));
 }
 
 int main(int argc, char **argv) {
-        char dir[] = "/tmp/test-gpudev-XXXXXX";
-        char probe[PATH_MAX];
-        bool have_fixture;
-
-        log_setup("test-gpudev");
-        fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
-        if (!fixtures)
-                fixtures = "tests/fixtures/gpu";
-        xsprintf(probe, "%s/t1/sys/class", fixtures);
-        have_fixture = access(probe, F_OK) == 0;
-
-        if (!mkdtemp(dir)) {
-                perror("mkdtemp");
+        int have_fixture = tree_setup(argc, argv, "test-gpudev", "t1/sys/class");
+        if (have_fixture < 0)
                 return 1;
-        }
-        xsprintf(tmp, "%s", dir);
 
         test_pci_address();
         test_appear_disappear();
@@ -649,11 +634,6 @@ int main(int argc, char **argv) {
         if (have_fixture) {
                 test_fixture_devices();
                 test_fixture_i915();
-        } else
-                fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
-
-        (void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (!have_fixture && tap_failures == 0)
-                return 77;
-        TEST_DONE();
+        }
+        return tree_finish(have_fixture);
 }

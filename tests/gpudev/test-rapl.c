@@ -14,6 +14,21 @@
 #include "collect/procfs.h"
 #include "sysfs-tree.h"
 
+/* Snapshot snap read at `seconds`, one second after the previous one:
+ * want_j since then (so as many watts), total_j in all. */
+static void fixture_rapl_step(struct rapl *r, const char *snap, unsigned seconds, double want_j, double total_j) {
+        char root[PATH_MAX];
+        double j = -1, w = -1, total = -1;
+
+        fixture_sys(snap, root, sizeof root);
+        CHECK_EQ_INT(rapl_set_root(r, root), 0);
+        CHECK(rapl_sample(r, T(seconds), &j, &w));
+        CHECK_NEAR(j, want_j);
+        CHECK_NEAR(w, want_j);
+        CHECK(rapl_energy_j(r, &total));
+        CHECK_NEAR(total, total_j);
+}
+
 static void test_fixture_rapl(void) {
         _cleanup_(rapl_freep) struct rapl *r = NULL;
         char root[PATH_MAX];
@@ -26,13 +41,7 @@ static void test_fixture_rapl(void) {
         CHECK(!rapl_energy_j(r, &total));
 
         /* t1: the package wraps: (262143328850 - 262140000000) + 11671150 µJ */
-        fixture_sys("t1", root, sizeof root);
-        CHECK_EQ_INT(rapl_set_root(r, root), 0);
-        CHECK(rapl_sample(r, T(1001), &j, &w));
-        CHECK_NEAR(j, 15.0);
-        CHECK_NEAR(w, 15.0);
-        CHECK(rapl_energy_j(r, &total));
-        CHECK_NEAR(total, 15.0);
+        fixture_rapl_step(r, "t1", 1001, 15.0, 15.0);
 
         /* core 7.0 J and uncore 3.5 J are inside the package, psys (25 W)
          * contains it: read, not added */
@@ -62,13 +71,7 @@ static void test_fixture_rapl(void) {
         CHECK(rapl_zone(r, 4) == NULL);
 
         /* t2: no wrap, 15 J again */
-        fixture_sys("t2", root, sizeof root);
-        CHECK_EQ_INT(rapl_set_root(r, root), 0);
-        CHECK(rapl_sample(r, T(1002), &j, &w));
-        CHECK_NEAR(j, 15.0);
-        CHECK_NEAR(w, 15.0);
-        CHECK(rapl_energy_j(r, &total));
-        CHECK_NEAR(total, 30.0);
+        fixture_rapl_step(r, "t2", 1002, 15.0, 30.0);
 }
 
 /* pid 4242's share of the t0 -> t1 package energy: 150 ticks of 600 busy */
@@ -132,19 +135,11 @@ static const struct rapl_zone_info *zone_named(const struct rapl *r, const char 
         return NULL;
 }
 
-static void test_rapl_tmp(void) {
-        _cleanup_(rapl_freep) struct rapl *r = NULL;
+/* Zones found, sub-zones, psys and mmio not counted, a wrap, a step back. */
+static void rapl_tmp_zones(struct rapl *r) {
         const struct rapl_zone_info *z;
-        char root[PATH_MAX];
         double j, w, total;
         const uint64_t max = 262143328850ULL;
-
-        rm_rf("sys");
-        xsprintf(root, "%s/sys", tmp);
-        CHECK_EQ_INT(rapl_new(root, &r), 0);
-        CHECK(!rapl_sample(r, T(1), &j, &w)); /* no powercap at all */
-        CHECK(!rapl_sample(r, T(2), &j, &w));
-        CHECK_EQ_INT(rapl_zone_count(r), 0);
 
         /* two packages, a dram sub-zone, psys, and mmio's copy of package-0 */
         add_zone("intel-rapl:0", NULL, "package-0", "262143328850");
@@ -200,6 +195,13 @@ static void test_rapl_tmp(void) {
         CHECK_NEAR(j, 20);
         CHECK(rapl_energy_j(r, &total));
         CHECK_NEAR(total, 125);
+}
+
+/* Long gaps, wraps right after, the same instant twice, unreadable and
+ * vanishing zones. */
+static void rapl_tmp_failures(struct rapl *r) {
+        double j, w;
+        const uint64_t max = 262143328850ULL;
 
         /* a gap long enough for the counter to wrap twice unseen at the
          * bound (262143 J / 1000 W = 262 s): whatever it reads, dropped */
@@ -246,6 +248,22 @@ static void test_rapl_tmp(void) {
                 CHECK(!rapl_sample(r, T(14 + 307), &j, &w));
                 CHECK(!rapl_sample(r, T(14 + 308), &j, &w));
         }
+}
+
+static void test_rapl_tmp(void) {
+        _cleanup_(rapl_freep) struct rapl *r = NULL;
+        char root[PATH_MAX];
+        double j, w;
+
+        rm_rf("sys");
+        xsprintf(root, "%s/sys", tmp);
+        CHECK_EQ_INT(rapl_new(root, &r), 0);
+        CHECK(!rapl_sample(r, T(1), &j, &w)); /* no powercap at all */
+        CHECK(!rapl_sample(r, T(2), &j, &w));
+        CHECK_EQ_INT(rapl_zone_count(r), 0);
+
+        rapl_tmp_zones(r);
+        rapl_tmp_failures(r);
         rm_rf("sys");
 }
 
@@ -291,22 +309,9 @@ static void test_cpu_share(void) {
 }
 
 int main(int argc, char **argv) {
-        char dir[] = "/tmp/test-rapl-XXXXXX";
-        char probe[PATH_MAX];
-        bool have_fixture;
-
-        log_setup("test-rapl");
-        fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
-        if (!fixtures)
-                fixtures = "tests/fixtures/gpu";
-        xsprintf(probe, "%s/t1/sys/class/powercap", fixtures);
-        have_fixture = access(probe, F_OK) == 0;
-
-        if (!mkdtemp(dir)) {
-                perror("mkdtemp");
+        int have_fixture = tree_setup(argc, argv, "test-rapl", "t1/sys/class/powercap");
+        if (have_fixture < 0)
                 return 1;
-        }
-        xsprintf(tmp, "%s", dir);
 
         test_counter_delta();
         test_cpu_share();
@@ -314,11 +319,6 @@ int main(int argc, char **argv) {
         if (have_fixture) {
                 test_fixture_rapl();
                 test_fixture_cpu_share();
-        } else
-                fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
-
-        (void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (!have_fixture && tap_failures == 0)
-                return 77;
-        TEST_DONE();
+        }
+        return tree_finish(have_fixture);
 }

@@ -56,15 +56,13 @@ static bool standin_open(const char *path, struct standin *s) {
         };
         *s = (struct standin){ .dl = dlopen(path, RTLD_NOW | RTLD_LOCAL) };
         if (!s->dl) {
-                fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, dlerror());
-                tap_failures++;
+                TAP_FAIL("%s", dlerror());
                 return false;
         }
         for (size_t i = 0; i < ELEMENTSOF(fns); i++) {
                 void *f = dlsym(s->dl, fns[i].name);
                 if (!f) {
-                        fprintf(stderr, "%s:%d: %s: no %s\n", __FILE__, __LINE__, path, fns[i].name);
-                        tap_failures++;
+                        TAP_FAIL("%s: no %s", path, fns[i].name);
                         dlclose(s->dl);
                         return false;
                 }
@@ -140,10 +138,8 @@ static void check_open_fails(const char *path, int want, const char *what) {
         CHECK_EQ_INT(r, want);
         CHECK(n == NULL);
         CHECK(err[0] != 0 && !strchr(err, '\n'));
-        if (!strstr(err, what)) {
-                fprintf(stderr, "%s:%d: err \"%s\" does not name \"%s\"\n", __FILE__, __LINE__, err, what);
-                tap_failures++;
-        }
+        if (!strstr(err, what))
+                TAP_FAIL("%s:%d: err \"%s\" does not name \"%s\"", __FILE__, __LINE__, err, what);
         printf("  %s -> %d: %s\n", path ? path : "(default)", r, err);
 }
 
