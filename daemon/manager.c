@@ -295,7 +295,7 @@ static int manager_tick(struct manager *m) {
                 sample_host(m, now_ms);
                 m->host_next_due_usec = grid_next(start, m->config.interval_usec);
         }
-        if (accel_tick_begin(m->accel, start * 1000)) {
+        if (accel_tick_begin(m->accel, start)) {
                 /* devices read: store them, and give each run its share of
                  * the energy spent since the previous read */
                 in_txn = store_begin(m->store) == 0;
@@ -377,7 +377,7 @@ static int manager_tick(struct manager *m) {
                 for (size_t i = 0; i < m->n_runs; i++)
                         if ((usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC > longest)
                                 longest = (usec_t)m->runs[i]->info.interval_ms * USEC_PER_MSEC;
-                accel_tick_end(m->accel, 2 * longest * 1000);
+                accel_tick_end(m->accel, 2 * longest);
         }
 
         usec_t end = now_usec(CLOCK_MONOTONIC);

@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The in-memory op tables (slices, rotation, merge, gauges, limits) and the
- * /proc/net/udp lookup that attributes UDP StatsD senders. */
+/* The in-memory op tables: slices, rotation, merge, gauges, limits. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
-#include "ingest/ingest.h"
 #include "analyze/ops.h"
 #include "tap.h"
 
@@ -100,26 +98,9 @@ static void test_gauges(void) {
         ops_table_done(&t);
 }
 
-static void test_net_udp(void) {
-        static const char text[] =
-                "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"
-                "  339: 0100007F:1FBD 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 41234 2 0000000000000000 0\n"
-                "  874: 0100007F:9C40 0100007F:1FBD 01 00000000:00000000 00:00000000 00000000  1000        0 99887766 2 0000000000000000 0\n";
-        uint64_t inode = 0;
-        CHECK_EQ_INT(proc_net_udp_find_port(text, 0x9C40, &inode), 0);
-        CHECK_EQ_INT(inode, 99887766);
-        CHECK_EQ_INT(proc_net_udp_find_port(text, 8125, &inode), 0);
-        CHECK_EQ_INT(inode, 41234);
-        CHECK_EQ_INT(proc_net_udp_find_port(text, 1234, &inode), -ENOENT);
-        CHECK_EQ_INT(proc_net_udp_find_port("", 1234, &inode), -ENOENT);
-        CHECK_EQ_INT(proc_net_udp_find_port("header only\n", 1234, &inode), -ENOENT);
-        CHECK_EQ_INT(proc_net_udp_find_port("h\n garbage: ::: \n", 1234, &inode), -ENOENT);
-}
-
 int main(void) {
         test_slices();
         test_bad_and_limits();
         test_gauges();
-        test_net_udp();
         TEST_DONE();
 }

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* Per-process files: /proc/PID/{stat,statm,schedstat,io,status,net/dev},
+ * the children lists, the namespace and socket links. */
 #include "collect/procfs.h"
 
 #include <dirent.h>
@@ -7,150 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Files whose size is bounded by a few hundred bytes go through a stack
- * buffer; status (Groups: can list 65536 gids), net/dev (one line per
- * interface), meminfo and /proc/stat (one line per CPU plus the intr line)
- * are read whole, up to this cap. */
-#define PROC_BIG_MAX (1024u * 1024u)
-
-/* ---- tokenizing --------------------------------------------------------- */
-
-static bool is_blank(char c) {
-        return c == ' ' || c == '\t' || c == '\n';
-}
-
-/* Next run of non-blank bytes in [*p, end): stores its start in *ret and
- * returns its length, 0 when only blanks are left. */
-static size_t next_word(const char **p, const char *end, const char **ret) {
-        const char *s = *p;
-        while (s < end && is_blank(*s))
-                s++;
-        const char *w = s;
-        while (s < end && !is_blank(*s))
-                s++;
-        *p = s;
-        *ret = w;
-        return (size_t)(s - w);
-}
-
-/* Next line of a NUL-terminated text: returns its start and stores its end
- * (the '\n' or the NUL) in *ret_end; NULL when the text is exhausted. */
-static const char *next_line(const char **p, const char **ret_end) {
-        const char *s = *p;
-        if (!*s)
-                return NULL;
-        const char *nl = strchrnul(s, '\n');
-        *ret_end = nl;
-        *p = *nl ? nl + 1 : nl;
-        return s;
-}
-
-static bool all_digits(const char *w, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (w[i] < '0' || w[i] > '9')
-                        return false;
-        return true;
-}
-
-static bool word_is(const char *w, size_t n, const char *lit) {
-        return strlen(lit) == n && memcmp(w, lit, n) == 0;
-}
-
-/* The words are not NUL-terminated; copy so safe_ato*() can check them. */
-static int word_to_u64(const char *w, size_t n, uint64_t *ret) {
-        char buf[32];
-        if (n == 0)
-                return -EINVAL;
-        if (n >= sizeof buf)
-                /* UINT64_MAX has 20 digits and the kernel never zero-pads */
-                return all_digits(w, n) ? -ERANGE : -EINVAL;
-        memcpy(buf, w, n);
-        buf[n] = 0;
-        return safe_atou64(buf, ret);
-}
-
-static int word_to_i64(const char *w, size_t n, int64_t *ret) {
-        char buf[32];
-        if (n == 0)
-                return -EINVAL;
-        if (n >= sizeof buf)
-                return all_digits(w + (*w == '-'), n - (*w == '-')) ? -ERANGE : -EINVAL;
-        memcpy(buf, w, n);
-        buf[n] = 0;
-        return safe_atoi64(buf, ret);
-}
-
-static int word_to_uint(const char *w, size_t n, unsigned *ret) {
-        uint64_t v;
-        int r = word_to_u64(w, n, &v);
-        if (r < 0)
-                return r;
-        if (v > UINT_MAX)
-                return -ERANGE;
-        *ret = (unsigned)v;
-        return 0;
-}
-
-/* pids, tgids, ppids: 0..INT_MAX */
-static int word_to_pid(const char *w, size_t n, int *ret) {
-        uint64_t v;
-        int r = word_to_u64(w, n, &v);
-        if (r < 0)
-                return r;
-        if (v > INT_MAX)
-                return -ERANGE;
-        *ret = (int)v;
-        return 0;
-}
-
-/* Next word of [*p, end) as a number; -EINVAL when there is none. */
-static int next_u64(const char **p, const char *end, uint64_t *ret) {
-        const char *w;
-        size_t n = next_word(p, end, &w);
-        return word_to_u64(w, n, ret);
-}
-
-/* The whole of [s, end) is one unsigned number. */
-static int value_u64(const char *s, const char *end, uint64_t *ret) {
-        const char *w, *extra;
-        uint64_t v;
-        size_t n = next_word(&s, end, &w);
-        int r = word_to_u64(w, n, &v);
-        if (r < 0)
-                return r;
-        if (next_word(&s, end, &extra) > 0)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
-/* The whole of [s, end) is "N kB"; returns N * 1024. */
-static int value_kb(const char *s, const char *end, uint64_t *ret) {
-        const char *w, *unit, *extra;
-        uint64_t v;
-        size_t n = next_word(&s, end, &w);
-        int r = word_to_u64(w, n, &v);
-        if (r < 0)
-                return r;
-        n = next_word(&s, end, &unit);
-        if (!word_is(unit, n, "kB") || next_word(&s, end, &extra) > 0)
-                return -EINVAL;
-        if (__builtin_mul_overflow(v, 1024u, &v))
-                return -ERANGE;
-        *ret = v;
-        return 0;
-}
-
-/* Splits "Key: value" into the key [line, colon) and the value after the
- * colon. Returns false for a line without a colon. */
-static bool split_key(const char *line, const char *end, size_t *ret_keylen, const char **ret_value) {
-        const char *colon = memchr(line, ':', (size_t)(end - line));
-        if (!colon)
-                return false;
-        *ret_keylen = (size_t)(colon - line);
-        *ret_value = colon + 1;
-        return true;
-}
+#include "collect/procfs-text.h"
 
 /* ---- parsers ------------------------------------------------------------ */
 
@@ -237,17 +96,6 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
  *   1251 993 758 193 0 270 0
  *
  * Kernel threads have no mm and show "0 0 0 0 0 0 0". */
-/* The first n whitespace-separated numbers of text. */
-static int parse_u64_fields(const char *text, uint64_t *v, size_t n) {
-        const char *p = text, *end = text + strlen(text);
-        for (size_t i = 0; i < n; i++) {
-                int r = next_u64(&p, end, &v[i]);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
 int proc_parse_statm(const char *text, struct proc_statm *ret) {
         uint64_t v[7];
         int r = parse_u64_fields(text, v, ELEMENTSOF(v));
@@ -283,14 +131,10 @@ int proc_parse_schedstat(const char *text, struct proc_schedstat *ret) {
  *   write_bytes: 225280
  *   cancelled_write_bytes: 94208
  *
- * Unknown keys are ignored (a later kernel may add some); each known key
- * must appear exactly once. */
+ * Every key is required, once. */
 int proc_parse_io(const char *text, struct proc_io *ret) {
         struct proc_io io = {};
-        const struct {
-                const char *key;
-                uint64_t *value;
-        } keys[] = {
+        const struct proc_key_u64 keys[] = {
                 { "rchar", &io.rchar },
                 { "wchar", &io.wchar },
                 { "syscr", &io.syscr },
@@ -299,60 +143,14 @@ int proc_parse_io(const char *text, struct proc_io *ret) {
                 { "write_bytes", &io.write_bytes },
                 { "cancelled_write_bytes", &io.cancelled_write_bytes },
         };
-        unsigned seen = 0;
-        const char *p = text, *line, *end;
-
-        while ((line = next_line(&p, &end))) {
-                const char *value;
-                size_t keylen;
-
-                if (!split_key(line, end, &keylen, &value))
-                        continue;
-                for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                        if (!word_is(line, keylen, keys[i].key))
-                                continue;
-                        if (seen & (1u << i))
-                                return -EINVAL;
-                        int r = value_u64(value, end, keys[i].value);
-                        if (r < 0)
-                                return r;
-                        seen |= 1u << i;
-                        break;
-                }
-        }
+        unsigned seen;
+        int r = parse_key_values(text, keys, ELEMENTSOF(keys), value_u64, &seen);
+        if (r < 0)
+                return r;
         if (seen != (1u << ELEMENTSOF(keys)) - 1)
                 return -EINVAL;
 
         *ret = io;
-        return 0;
-}
-
-/* Per-key helpers for the "Key:\tvalue" files: each known key may appear once. */
-static int status_pid(const char *value, const char *end, bool *seen, int *out) {
-        uint64_t v;
-        int r;
-
-        if (*seen)
-                return -EINVAL;
-        r = value_u64(value, end, &v);
-        if (r < 0)
-                return r;
-        if (v > INT_MAX)
-                return -ERANGE;
-        *out = (int)v;
-        *seen = true;
-        return 0;
-}
-
-static int status_kb(const char *value, const char *end, bool *seen, uint64_t *out) {
-        int r;
-
-        if (*seen)
-                return -EINVAL;
-        r = value_kb(value, end, out);
-        if (r < 0)
-                return r;
-        *seen = true;
         return 0;
 }
 
@@ -361,8 +159,6 @@ static int status_uids(const char *value, const char *end, struct proc_status *s
         const char *w;
         int r;
 
-        if (s->has_uids)
-                return -EINVAL;
         for (size_t i = 0; i < ELEMENTSOF(u); i++) {
                 size_t n = next_word(&value, end, &w);
                 r = word_to_uint(w, n, &u[i]);
@@ -376,24 +172,42 @@ static int status_uids(const char *value, const char *end, struct proc_status *s
         s->uid_effective = u[1];
         s->uid_saved = u[2];
         s->uid_fs = u[3];
-        s->has_uids = true;
         return 0;
 }
 
-static int status_i64(const char *value, const char *end, bool *seen, int64_t *out) {
+/* The whole of [s, end) is one signed number. */
+static int value_i64(const char *s, const char *end, int64_t *ret) {
         const char *w, *extra;
-        size_t n = next_word(&value, end, &w);
-        int r;
-
-        if (*seen)
-                return -EINVAL;
-        r = word_to_i64(w, n, out);
+        size_t n = next_word(&s, end, &w);
+        int r = word_to_i64(w, n, ret);
         if (r < 0)
                 return r;
-        if (next_word(&value, end, &extra) > 0)
-                return -EINVAL;
-        *seen = true;
-        return 0;
+        return next_word(&s, end, &extra) > 0 ? -EINVAL : 0;
+}
+
+enum status_kind { STATUS_PID, STATUS_KB, STATUS_I64, STATUS_UIDS };
+
+static int status_value(enum status_kind kind, const char *value, const char *end, void *out, struct proc_status *s) {
+        uint64_t v;
+        int r;
+
+        switch (kind) {
+        case STATUS_PID:
+                r = value_u64(value, end, &v);
+                if (r < 0)
+                        return r;
+                if (v > INT_MAX)
+                        return -ERANGE;
+                *(int *)out = (int)v;
+                return 0;
+        case STATUS_KB:
+                return value_kb(value, end, out);
+        case STATUS_I64:
+                return value_i64(value, end, out);
+        case STATUS_UIDS:
+                return status_uids(value, end, s);
+        }
+        return -EINVAL;
 }
 
 /* /proc/PID/status, the keys we use (tab separated; kernel threads have no
@@ -410,32 +224,39 @@ static int status_i64(const char *value, const char *end, bool *seen, int64_t *o
 int proc_parse_status(const char *text, struct proc_status *ret) {
         struct proc_status s = {};
         bool has_ppid = false;
+        const struct {
+                const char *key;
+                enum status_kind kind;
+                bool *seen; /* each key may appear once */
+                void *out;
+        } keys[] = {
+                { "Tgid", STATUS_PID, &s.has_tgid, &s.tgid },
+                { "PPid", STATUS_PID, &has_ppid, &s.ppid },
+                { "Uid", STATUS_UIDS, &s.has_uids, NULL },
+                { "VmHWM", STATUS_KB, &s.has_vmhwm, &s.vmhwm_bytes },
+                { "VmRSS", STATUS_KB, &s.has_vmrss, &s.vmrss_bytes },
+                { "RssAnon", STATUS_KB, &s.has_rssanon, &s.rssanon_bytes },
+                { "Threads", STATUS_I64, &s.has_threads, &s.threads },
+        };
         const char *p = text, *line, *end;
 
         while ((line = next_line(&p, &end))) {
                 const char *value;
                 size_t keylen;
-                int r = 0;
 
                 if (!split_key(line, end, &keylen, &value))
                         continue;
-
-                if (word_is(line, keylen, "Tgid"))
-                        r = status_pid(value, end, &s.has_tgid, &s.tgid);
-                else if (word_is(line, keylen, "PPid"))
-                        r = status_pid(value, end, &has_ppid, &s.ppid);
-                else if (word_is(line, keylen, "Uid"))
-                        r = status_uids(value, end, &s);
-                else if (word_is(line, keylen, "VmHWM"))
-                        r = status_kb(value, end, &s.has_vmhwm, &s.vmhwm_bytes);
-                else if (word_is(line, keylen, "VmRSS"))
-                        r = status_kb(value, end, &s.has_vmrss, &s.vmrss_bytes);
-                else if (word_is(line, keylen, "RssAnon"))
-                        r = status_kb(value, end, &s.has_rssanon, &s.rssanon_bytes);
-                else if (word_is(line, keylen, "Threads"))
-                        r = status_i64(value, end, &s.has_threads, &s.threads);
-                if (r < 0)
-                        return r;
+                for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                        if (!word_is(line, keylen, keys[i].key))
+                                continue;
+                        if (*keys[i].seen)
+                                return -EINVAL;
+                        int r = status_value(keys[i].kind, value, end, keys[i].out, &s);
+                        if (r < 0)
+                                return r;
+                        *keys[i].seen = true;
+                        break;
+                }
         }
 
         *ret = s;
@@ -501,181 +322,14 @@ int proc_parse_netdev(const char *text, struct proc_netdev *ret) {
         return 0;
 }
 
-/* /proc/stat, the aggregate line first, then one line per online CPU:
- *
- *   cpu  1337 0 1302 58130 353 0 24 9 0 0
- *   cpu0 426 0 466 29674 14 0 4 3 0 0
- *   cpu1 910 0 836 28456 338 0 19 6 0 0
- *   intr 1234567 ...
- *
- * user nice system idle iowait irq softirq steal guest guest_nice, in clock
- * ticks. guest and guest_nice are already counted in user and nice, so they
- * are not kept. */
-int proc_parse_cpu_total(const char *text, struct proc_cpu_total *ret) {
-        struct proc_cpu_total c = {};
-        const char *p = text, *line, *end, *q;
-        uint64_t v[8];
-        int r;
-
-        line = next_line(&p, &end);
-        if (!line || !startswith(line, "cpu") || (line[3] != ' ' && line[3] != '\t'))
-                return -EINVAL;
-        q = line + 3;
-        for (size_t i = 0; i < ELEMENTSOF(v); i++) {
-                r = next_u64(&q, end, &v[i]);
-                if (r < 0)
-                        return r;
-        }
-
-        while ((line = next_line(&p, &end)))
-                if (startswith(line, "cpu") && line[3] >= '0' && line[3] <= '9')
-                        c.ncpus++;
-        /* there is always at least one online CPU; a zero here is a broken
-         * text and would end up as a divisor */
-        if (c.ncpus == 0)
-                return -EINVAL;
-
-        c.user = v[0];
-        c.nice = v[1];
-        c.system = v[2];
-        c.idle = v[3];
-        c.iowait = v[4];
-        c.irq = v[5];
-        c.softirq = v[6];
-        c.steal = v[7];
-        *ret = c;
-        return 0;
-}
-
-/* /proc/meminfo, the keys we use (MemAvailable exists since 3.14):
- *
- *   MemTotal:        8123456 kB
- *   MemFree:         1234567 kB
- *   MemAvailable:    5678901 kB
- *   Buffers:          123456 kB
- *   Cached:          2345678 kB
- *   SwapCached:            0 kB
- *   ...
- *   SwapTotal:       2097148 kB
- *   SwapFree:        2097148 kB
- */
-int proc_parse_meminfo(const char *text, struct proc_meminfo *ret) {
-        struct proc_meminfo m = {};
-        const struct {
-                const char *key;
-                uint64_t *value;
-        } keys[] = {
-                { "MemTotal", &m.total_bytes },         { "MemFree", &m.free_bytes },
-                { "Buffers", &m.buffers_bytes },        { "Cached", &m.cached_bytes },
-                { "SwapTotal", &m.swap_total_bytes },   { "SwapFree", &m.swap_free_bytes },
-                { "MemAvailable", &m.available_bytes }, /* last: optional */
-        };
-        const unsigned required = (1u << (ELEMENTSOF(keys) - 1)) - 1;
-        unsigned seen = 0;
-        const char *p = text, *line, *end;
-
-        while ((line = next_line(&p, &end))) {
-                const char *value;
-                size_t keylen;
-
-                if (!split_key(line, end, &keylen, &value))
-                        continue;
-                for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                        if (!word_is(line, keylen, keys[i].key))
-                                continue;
-                        if (seen & (1u << i))
-                                return -EINVAL;
-                        int r = value_kb(value, end, keys[i].value);
-                        if (r < 0)
-                                return r;
-                        seen |= 1u << i;
-                        break;
-                }
-        }
-        if ((seen & required) != required)
-                return -EINVAL;
-
-        m.has_available = seen & (1u << (ELEMENTSOF(keys) - 1));
-        *ret = m;
-        return 0;
-}
-
-/* "%lu.%02lu" as the kernel prints loads, parsed by hand so the result does
- * not depend on LC_NUMERIC. */
-static int word_to_load(const char *w, size_t n, double *ret) {
-        const char *dot = memchr(w, '.', n);
-        size_t ni = dot ? (size_t)(dot - w) : n;
-        uint64_t ip;
-        double v, scale = 0.1;
-        int r;
-
-        r = word_to_u64(w, ni, &ip);
-        if (r < 0)
-                return r;
-        v = (double)ip;
-        if (dot) {
-                if (ni + 1 == n)
-                        return -EINVAL;
-                for (size_t i = ni + 1; i < n; i++, scale /= 10) {
-                        if (w[i] < '0' || w[i] > '9')
-                                return -EINVAL;
-                        v += (w[i] - '0') * scale;
-                }
-        }
-        *ret = v;
-        return 0;
-}
-
-/* /proc/loadavg: three load averages, runnable/total scheduling entities,
- * last pid allocated.
- *
- *   0.52 0.58 0.59 2/345 12345
- */
-int proc_parse_loadavg(const char *text, struct proc_loadavg *ret) {
-        struct proc_loadavg l = {};
-        const char *p = text, *end = text + strlen(text), *w, *slash;
-        double load[3];
-        uint64_t last_pid;
-        size_t n;
-        int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(load); i++) {
-                n = next_word(&p, end, &w);
-                r = word_to_load(w, n, &load[i]);
-                if (r < 0)
-                        return r;
-        }
-
-        n = next_word(&p, end, &w);
-        slash = memchr(w, '/', n);
-        if (!slash)
-                return -EINVAL;
-        r = word_to_uint(w, (size_t)(slash - w), &l.running);
-        if (r < 0)
-                return r;
-        r = word_to_uint(slash + 1, n - (size_t)(slash - w) - 1, &l.total);
-        if (r < 0)
-                return r;
-
-        r = next_u64(&p, end, &last_pid);
-        if (r < 0)
-                return r;
-
-        l.load1 = load[0];
-        l.load5 = load[1];
-        l.load15 = load[2];
-        *ret = l;
-        return 0;
-}
-
 /* /proc/PID/task/TID/children: "%d " per child, no newline; empty when
  * there are none.
  *
  *   "101 102 "
  *
  * Validates everything before growing the array, so a bad text leaves
- * *pids, *n and *cap as they were. */
-int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap) {
+ * *pids and *n as they were. */
+int proc_parse_pid_list(const char *text, int **pids, size_t *n) {
         const char *p, *end = text + strlen(text), *w;
         size_t count = 0, len;
         int pid, r;
@@ -690,54 +344,11 @@ int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap) {
         if (count == 0)
                 return 0;
 
-        if (*n + count > *cap) {
-                size_t ncap = *cap * 2;
-                if (ncap < *n + count)
-                        ncap = *n + count;
-                if (ncap < 16)
-                        ncap = 16;
-                int *a = reallocarray(*pids, ncap, sizeof(int));
-                if (!a)
-                        return -ENOMEM;
-                *pids = a;
-                *cap = ncap;
-        }
+        if (*n + count < *n || !GREEDY_REALLOC(*pids, *n + count))
+                return -ENOMEM;
 
         for (p = text; (len = next_word(&p, end, &w)) > 0;)
                 (void)word_to_pid(w, len, &(*pids)[(*n)++]);
-        return 0;
-}
-
-/* ---- readers ------------------------------------------------------------ */
-
-/* One pread() of a small file into buf. A full buffer may mean the text was
- * cut short, which would parse as different numbers: refuse it. */
-static int read_small_at(int dirfd, const char *path, char *buf, size_t size) {
-        _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        ssize_t k;
-
-        if (fd < 0)
-                return -errno;
-        k = pread_text(fd, buf, size);
-        if (k < 0)
-                return (int)k;
-        if ((size_t)k >= size - 1)
-                return -EFBIG;
-        return 0;
-}
-
-/* read_file_at() with the same refusal of a possibly truncated text. */
-static int read_big_at(int dirfd, const char *path, char **ret) {
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
-        int r;
-
-        r = read_file_at(dirfd, path, PROC_BIG_MAX, &buf, &len);
-        if (r < 0)
-                return r;
-        if (len >= PROC_BIG_MAX)
-                return -EFBIG;
-        *ret = TAKE_PTR(buf);
         return 0;
 }
 
@@ -763,7 +374,7 @@ int proc_read_stat(int piddir, struct proc_stat *ret) {
 
 int proc_read_status(int piddir, struct proc_status *ret) {
         _cleanup_free_ char *buf = NULL;
-        int r = read_big_at(piddir, "status", &buf);
+        int r = read_big_at(piddir, "status", PROC_BIG_MAX, &buf);
         return r < 0 ? r : proc_parse_status(buf, ret);
 }
 
@@ -787,7 +398,7 @@ int proc_read_schedstat(int piddir, struct proc_schedstat *ret) {
 
 int proc_read_netdev(int piddir, struct proc_netdev *ret) {
         _cleanup_free_ char *buf = NULL;
-        int r = read_big_at(piddir, "net/dev", &buf);
+        int r = read_big_at(piddir, "net/dev", PROC_BIG_MAX, &buf);
         return r < 0 ? r : proc_parse_netdev(buf, ret);
 }
 
@@ -821,18 +432,12 @@ static int cmp_int(const void *a, const void *b) {
 int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ int *pids = NULL;
-        size_t n = 0, cap = 0, m;
-        int fd, r;
+        size_t n = 0, m;
+        int r;
 
-        fd = openat(piddir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                safe_close(fd);
+        r = opendir_at(piddir, "task", &d);
+        if (r < 0)
                 return r;
-        }
 
         for (;;) {
                 _cleanup_free_ char *buf = NULL;
@@ -853,7 +458,7 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
 
                 snprintf(path, sizeof path, "%d/children", tid);
                 /* may hold thousands of pids, so not a stack buffer */
-                r = read_big_at(dirfd(d), path, &buf);
+                r = read_big_at(dirfd(d), path, PROC_BIG_MAX, &buf);
                 if (r == -ENOENT) {
                         /* Either the thread exited since readdir(), or the
                          * kernel has no children files at all
@@ -868,7 +473,7 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
                 if (r < 0)
                         return r;
 
-                r = proc_parse_pid_list(buf, &pids, &n, &cap);
+                r = proc_parse_pid_list(buf, &pids, &n);
                 if (r < 0)
                         return r;
         }
@@ -887,13 +492,6 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
         return 0;
 }
 
-/* "net:[4026531840]", the target of the ns/net magic link. */
-static int parse_netns(const char *s, size_t len, uint64_t *ret) {
-        if (len < 6 || memcmp(s, "net:[", 5) != 0 || s[len - 1] != ']')
-                return -EINVAL;
-        return word_to_u64(s + 5, len - 6, ret);
-}
-
 int proc_read_netns_inode(int piddir, uint64_t *ret) {
         char buf[64];
         ssize_t k;
@@ -904,7 +502,7 @@ int proc_read_netns_inode(int piddir, uint64_t *ret) {
         if (k >= 0) {
                 if ((size_t)k >= sizeof buf)
                         return -EINVAL;
-                return parse_netns(buf, (size_t)k, ret);
+                return parse_link_inode(buf, (size_t)k, "net", ret);
         }
         if (errno != EINVAL)
                 return -errno;
@@ -916,89 +514,34 @@ int proc_read_netns_inode(int piddir, uint64_t *ret) {
         len = strlen(buf);
         if (len > 0 && buf[len - 1] == '\n')
                 len--;
-        return parse_netns(buf, len, ret);
+        return parse_link_inode(buf, len, "net", ret);
 }
 
-/* Opens a file below the proc root, "<proc_root>/<path>". */
-static int proc_root_path(const char *proc_root, const char *path, char buf[static PATH_MAX]) {
-        if ((size_t)snprintf(buf, PATH_MAX, "%s/%s", proc_root, path) >= PATH_MAX)
-                return -ENAMETOOLONG;
-        return 0;
-}
-
-/* sys/kernel/random/boot_id: "1b4e28ba-2fa1-11d2-883f-0016d3cca427\n" */
-int proc_read_boot_id(const char *proc_root, char ret[64]) {
-        char path[PATH_MAX], buf[64];
-        size_t len;
+/* /proc/PID/fd/N of a socket is a magic link to "socket:[INODE]". */
+int proc_has_socket(int piddir, uint64_t inode) {
+        _cleanup_closedir_ DIR *d = NULL;
         int r;
 
-        r = proc_root_path(proc_root, "sys/kernel/random/boot_id", path);
+        r = opendir_at(piddir, "fd", &d);
         if (r < 0)
                 return r;
-        r = read_small_at(AT_FDCWD, path, buf, sizeof buf);
-        if (r < 0)
-                return r == -EFBIG ? -EINVAL : r;
-        len = strlen(buf);
-        if (len > 0 && buf[len - 1] == '\n')
-                buf[--len] = 0;
-        if (len == 0)
-                return -EINVAL;
 
-        memcpy(ret, buf, len + 1);
-        return 0;
-}
+        for (;;) {
+                char link[64];
+                uint64_t v;
+                struct dirent *de;
+                ssize_t k;
 
-int proc_read_host_cpu(const char *proc_root, struct proc_cpu_total *ret) {
-        _cleanup_free_ char *buf = NULL;
-        char path[PATH_MAX];
-        size_t len;
-        int r;
-
-        r = proc_root_path(proc_root, "stat", path);
-        if (r < 0)
-                return r;
-        /* The cpu lines come first; a huge intr line may hit the cap, which
-         * is harmless as long as the cpu block was read whole, so not
-         * read_big_at(). */
-        r = read_file_at(AT_FDCWD, path, PROC_BIG_MAX, &buf, &len);
-        if (r < 0)
-                return r;
-        if (len >= PROC_BIG_MAX) {
-                const char *p = buf, *line, *end;
-                bool cut = false;
-
-                while (!cut && (line = next_line(&p, &end))) {
-                        if (!startswith(line, "cpu")) {
-                                buf[line - buf] = 0;
-                                cut = true;
-                        } else if (*end != '\n')
-                                break; /* a cpu line was cut short */
-                }
-                if (!cut)
-                        return -EFBIG;
+                errno = 0;
+                de = readdir(d);
+                if (!de)
+                        return errno != 0 ? -errno : 0;
+                if (de->d_name[0] == '.')
+                        continue;
+                k = readlinkat(dirfd(d), de->d_name, link, sizeof link);
+                if (k <= 0 || (size_t)k >= sizeof link)
+                        continue; /* closed since readdir(), or not a socket */
+                if (parse_link_inode(link, (size_t)k, "socket", &v) == 0 && v == inode)
+                        return 1;
         }
-        return proc_parse_cpu_total(buf, ret);
-}
-
-int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret) {
-        _cleanup_free_ char *buf = NULL;
-        char path[PATH_MAX];
-        int r;
-
-        r = proc_root_path(proc_root, "meminfo", path);
-        if (r < 0)
-                return r;
-        r = read_big_at(AT_FDCWD, path, &buf);
-        return r < 0 ? r : proc_parse_meminfo(buf, ret);
-}
-
-int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret) {
-        char path[PATH_MAX], buf[256];
-        int r;
-
-        r = proc_root_path(proc_root, "loadavg", path);
-        if (r < 0)
-                return r;
-        r = read_small_at(AT_FDCWD, path, buf, sizeof buf);
-        return r < 0 ? r : proc_parse_loadavg(buf, ret);
 }

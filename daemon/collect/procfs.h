@@ -93,8 +93,19 @@ struct proc_loadavg {
 };
 int proc_parse_loadavg(const char *text, struct proc_loadavg *ret);
 
+/* /proc/net/udp{,6}: the socket bound to a local port (any address). */
+struct proc_udp_socket {
+        uint16_t local_port;
+        uint64_t inode;
+};
+/* One socket line, [line, end) without the newline. */
+int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_socket *ret);
+/* The whole table, header line first: the first socket on port, -ENOENT if
+ * none, -EINVAL when the header or a line before the match is malformed. */
+int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret);
+
 /* /proc/PID/task/TID/children: space-separated pids. Appends to *pids. */
-int proc_parse_pid_list(const char *text, int **pids, size_t *n, size_t *cap);
+int proc_parse_pid_list(const char *text, int **pids, size_t *n);
 
 /* ---- readers (relative to a /proc/PID dirfd) --------------------------- */
 
@@ -117,12 +128,18 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n);
  * or -errno. Under a fixture tree where ns/net is a regular file holding
  * "net:[N]" the file's text is used. */
 int proc_read_netns_inode(int piddir, uint64_t *ret);
+/* Whether one of the process's fds (fd/N -> "socket:[N]") is the socket
+ * with this inode: 1 yes, 0 no, or -errno. */
+int proc_has_socket(int piddir, uint64_t inode);
 
 /* Host files under the proc root. */
 int proc_read_boot_id(const char *proc_root, char ret[64]); /* sys/kernel/random/boot_id */
 int proc_read_host_cpu(const char *proc_root, struct proc_cpu_total *ret);
 int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret);
 int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
+/* The inode of the UDP socket bound to port, from net/udp then net/udp6;
+ * -ENOENT if neither has one. */
+int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode);
 
 /* ENOENT / ESRCH: the process is gone. */
 static inline bool proc_errno_is_gone(int r) {

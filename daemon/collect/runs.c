@@ -11,7 +11,7 @@
  * it bounds one run's cost per tick. */
 #define MAX_TREE 4096
 /* VmHWM lives in /proc/PID/status, the most expensive file to read (2.4 us
- * vs 0.4 us for statm, research/perf-baselines.md): refresh it every few
+ * vs 0.4 us for statm): refresh it every few
  * ticks; the summary's peak is also the maximum of the sampled RSS. */
 #define PEAK_REFRESH_TICKS 10
 /* A process changes its network namespace only by setns()/unshare(), which
@@ -59,8 +59,9 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
 
         if (pid <= 0)
                 return -ESRCH;
-        /* procps-ng #207: pidfd first, then the dir, then check the pidfd
-         * still refers to a live process: only then is the dir this one's. */
+        /* pidfd first, then the dir, then check the pidfd still refers to a
+         * live process: only then is the dir this one's (opening the dir
+         * first could pin a recycled pid's process). */
         if (ctx->real_proc) {
                 pidfd = pidfd_open(pid, 0);
                 /* ENOSYS: a kernel before 5.3 (or valgrind): go on without;
@@ -241,9 +242,9 @@ static void reading_done(struct run *r, struct reading *rd) {
 
 /* Descendants of the main process, breadth first, via task/{tid}/children. */
 static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, size_t *ret_n) {
-        size_t n = 1, cap = 16;
-        int *pids = malloc(cap * sizeof *pids);
-        if (!pids)
+        size_t n = 1;
+        int *pids = NULL;
+        if (!GREEDY_REALLOC(pids, 16))
                 return -ENOMEM;
         pids[0] = r->info.pid;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
@@ -258,13 +259,9 @@ static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret,
                 if (q < 0)
                         continue;
                 for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
-                        if (n == cap) {
-                                int *np = realloc(pids, (cap *= 2) * sizeof *pids);
-                                if (!np) {
-                                        free(pids);
-                                        return -ENOMEM;
-                                }
-                                pids = np;
+                        if (!GREEDY_REALLOC(pids, n + 1)) {
+                                free(pids);
+                                return -ENOMEM;
                         }
                         pids[n++] = kids[j];
                 }
@@ -278,11 +275,9 @@ static const struct proc_netdev *netdev_cached(struct collect_ctx *ctx, uint64_t
         for (size_t i = 0; i < ctx->n_nscache; i++)
                 if (ctx->nscache[i].inode == inode)
                         return ctx->nscache[i].r == 0 ? &ctx->nscache[i].nd : NULL;
-        struct netns_cache *nc = realloc(ctx->nscache, (ctx->n_nscache + 1) * sizeof *nc);
-        if (!nc)
+        if (!GREEDY_REALLOC(ctx->nscache, ctx->n_nscache + 1))
                 return NULL;
-        ctx->nscache = nc;
-        nc = &ctx->nscache[ctx->n_nscache++];
+        struct netns_cache *nc = &ctx->nscache[ctx->n_nscache++];
         nc->inode = inode;
         nc->r = proc_read_netdev(dirfd, &nc->nd);
         return nc->r == 0 ? &nc->nd : NULL;
@@ -311,7 +306,7 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
 }
 
 static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm, size_t n,
-                          usec_t now_mono, struct sample *s) {
+                          struct sample *s) {
         _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
         _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
         if (!dirfds || !acc)
@@ -320,32 +315,87 @@ static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct r
                 dirfds[i] = rd[i].dirfd;
                 acc[i] = nm[i].acc;
         }
-        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, now_mono * 1000, s);
+        accel_collect_run(ctx->accel, &r->accel, dirfds, acc, n, s);
         for (size_t i = 0; i < n; i++)
                 nm[i].acc = acc[i];
 }
 
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final,
-               struct sample *ret) {
+/* Network: the counters of each distinct namespace the tree lives in,
+ * loopback excluded (Linux has no per-process byte counters). A namespace
+ * first seen is a baseline; one that no member is in any more is
+ * forgotten, so members hopping namespaces do not grow the table. Returns
+ * whether any namespace was read. */
+static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct reading *rd, size_t nrd, uint64_t *ret_rx,
+                       uint64_t *ret_tx) {
+        uint64_t d_rx = 0, d_tx = 0;
+        bool known = false;
+
+        for (size_t i = 0; i < nrd; i++) {
+                if (!rd[i].has_netns)
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; j < i; j++)
+                        if (rd[j].has_netns && rd[j].netns == rd[i].netns)
+                                dup = true;
+                if (dup)
+                        continue;
+                const struct proc_netdev *nd = netdev_cached(ctx, rd[i].netns, rd[i].dirfd);
+                if (!nd)
+                        continue;
+                known = true;
+                struct netns_counter *c = NULL;
+                for (size_t j = 0; j < r->n_netns; j++)
+                        if (r->netns[j].inode == rd[i].netns)
+                                c = &r->netns[j];
+                if (!c) {
+                        if (!GREEDY_REALLOC(r->netns, r->n_netns + 1))
+                                continue;
+                        c = &r->netns[r->n_netns++];
+                        *c = (struct netns_counter){ .inode = rd[i].netns,
+                                                     .rx_bytes = nd->rx_bytes,
+                                                     .tx_bytes = nd->tx_bytes };
+                }
+                d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
+                d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
+                c->rx_bytes = nd->rx_bytes;
+                c->tx_bytes = nd->tx_bytes;
+        }
+
+        size_t kept = 0;
+        for (size_t j = 0; j < r->n_netns; j++) {
+                bool in_use = false;
+                for (size_t i = 0; i < nrd && !in_use; i++)
+                        in_use = rd[i].has_netns && rd[i].netns == r->netns[j].inode;
+                if (in_use)
+                        r->netns[kept++] = r->netns[j];
+        }
+        r->n_netns = kept;
+
+        *ret_rx = d_rx;
+        *ret_tx = d_tx;
+        return known;
+}
+
+/* The run's processes now: the main one first, then (for a tree) its
+ * descendants. A child that left meanwhile is skipped; -ESRCH when the main
+ * process is gone. */
+static int read_members(struct collect_ctx *ctx, struct run *r, bool final, struct reading **ret, size_t *ret_n) {
         _cleanup_free_ int *pids = NULL;
         size_t npids = 1;
-        int single = r->info.pid;
-        bool first = r->ticks == 0;
         int q;
 
         if (r->info.children) {
                 q = collect_tree(ctx, r, &pids, &npids);
                 if (q < 0)
                         return q;
-        } else
-                pids = NULL;
+        }
 
         _cleanup_free_ struct reading *rd = calloc(npids, sizeof *rd);
         if (!rd)
                 return -ENOMEM;
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
-                int pid = pids ? pids[i] : single;
+                int pid = pids ? pids[i] : r->info.pid;
                 q = read_member(ctx, r, pid, i == 0, final, &rd[nrd]);
                 if (q < 0) {
                         if (i == 0)
@@ -361,128 +411,183 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
                         reading_done(r, &rd[i]);
                 return -ESRCH;
         }
+        *ret = TAKE_PTR(rd);
+        *ret_n = nrd;
+        return 0;
+}
+
+/* What the run's processes used since the previous sample. */
+struct deltas {
+        uint64_t cpu_ns, user_ticks, sys_ticks;
+        bool io_known;
+        uint64_t read, write, rchar, wchar;
+        bool net_known;
+        uint64_t rx, tx;
+};
+
+/* One member's state now, its GPU fd cache moved over from its previous
+ * self, and its namespace (re-read every few ticks). */
+static void member_update(struct collect_ctx *ctx, struct run *r, struct reading *x, struct member *m,
+                          struct member *p) {
+        m->pid = x->pid;
+        m->start_ticks = x->st.starttime_ticks;
+        m->utime_ticks = x->st.utime_ticks;
+        m->stime_ticks = x->st.stime_ticks;
+        /* schedstat is exact (ns); stat ticks are the fallback */
+        m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
+        m->has_io = x->has_io;
+        m->io = x->io;
+        if (p) { /* the GPU fd cache moves to the new member */
+                m->acc = p->acc;
+                p->acc = (struct accel_member){ 0 };
+        } else
+                m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
+        if (x->zombie)
+                return;
+        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
+                m->has_netns = true;
+                m->netns = p->netns;
+                m->netns_tick = p->netns_tick;
+        } else {
+                m->has_netns = proc_read_netns_inode(x->dirfd, &m->netns) == 0;
+                m->netns_tick = r->ticks;
+        }
+        x->has_netns = m->has_netns;
+        x->netns = m->netns;
+}
+
+/* The members' new state into nm[], their growth into *d, the gauges
+ * (memory, threads, processes) into *s. */
+static void members_deltas(struct collect_ctx *ctx, struct run *r, struct reading *rd, size_t nrd, struct member *nm,
+                           struct deltas *d, struct sample *s) {
+        bool first = r->ticks == 0;
+
+        d->io_known = true;
+        for (size_t i = 0; i < nrd; i++) {
+                struct reading *x = &rd[i];
+                struct member *m = &nm[i];
+                /* A member seen before contributes its growth; one that
+                 * appeared after the baseline was born during the run and
+                 * contributes all it has used; at the baseline nothing counts. */
+                struct member *p = find_member(r, x->pid, x->st.starttime_ticks);
+                member_update(ctx, r, x, m, p);
+                struct member zero = { 0 };
+                if (!p)
+                        p = first ? m : &zero;
+                d->cpu_ns += sat_sub_u64(m->cpu_ns, p->cpu_ns);
+                d->user_ticks += sat_sub_u64(m->utime_ticks, p->utime_ticks);
+                d->sys_ticks += sat_sub_u64(m->stime_ticks, p->stime_ticks);
+                if (x->has_io && (p->has_io || p == &zero || p == m)) {
+                        d->read += sat_sub_u64(m->io.read_bytes, p->io.read_bytes);
+                        d->write += sat_sub_u64(m->io.write_bytes, p->io.write_bytes);
+                        d->rchar += sat_sub_u64(m->io.rchar, p->io.rchar);
+                        d->wchar += sat_sub_u64(m->io.wchar, p->io.wchar);
+                } else if (!x->has_io)
+                        d->io_known = false;
+                if (x->has_statm) {
+                        s->has_rss = true;
+                        s->rss_bytes += x->statm.resident_pages * (uint64_t)ctx->page_size;
+                        s->rss_anon_bytes += sat_sub_u64(x->statm.resident_pages, x->statm.shared_pages) *
+                                             (uint64_t)ctx->page_size;
+                }
+                s->threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
+        }
+        s->processes = (uint32_t)nrd;
+}
+
+/* A process registered before it execs (mlmonctl run) changes its comm and
+ * cmdline: follow them for the first ticks and on any comm change. */
+static void identity_refresh(struct run *r, const struct reading *main) {
+        if (main->zombie || (r->info.comm && strcmp(main->st.comm, r->info.comm) == 0 && r->ticks >= 3))
+                return;
+        _cleanup_free_ char *cmd = NULL;
+        if (proc_read_cmdline(r->dirfd, 4096, &cmd) < 0)
+                return;
+        bool changed = !r->info.comm || strcmp(main->st.comm, r->info.comm) != 0 || !r->info.cmdline ||
+                       strcmp(cmd, r->info.cmdline) != 0;
+        char *comm = changed ? strdup(main->st.comm) : NULL;
+        if (!comm)
+                return;
+        free(r->info.comm);
+        free(r->info.cmdline);
+        r->info.comm = comm;
+        r->info.cmdline = TAKE_PTR(cmd);
+        r->identity_changed = true;
+}
+
+/* The cumulative counters and rates from the deltas. base: the counters so
+ * far (zero for a new run, the stored totals for one resumed after a daemon
+ * restart); prev: the previous reading, for rates (none at a baseline). */
+static void sample_counters(const struct collect_ctx *ctx, const struct run *r, const struct deltas *d, double dt_s,
+                            bool final, struct sample *s) {
+        const struct sample *base = &r->last;
+        const struct sample *prev = r->has_last ? &r->last : NULL;
+        bool rates = prev && dt_s > 0;
+
+        s->cpu_time_ns = base->cpu_time_ns + d->cpu_ns;
+        s->user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d->user_ticks);
+        s->system_time_ns = base->system_time_ns + ticks_to_ns(ctx, d->sys_ticks);
+        if (rates) {
+                s->has_cpu_pct = true;
+                s->cpu_pct = (double)d->cpu_ns / 1e9 / dt_s * 100.0;
+        }
+        if (d->io_known) {
+                s->has_io = true;
+                s->read_bytes = (base->has_io ? base->read_bytes : 0) + d->read;
+                s->write_bytes = (base->has_io ? base->write_bytes : 0) + d->write;
+                s->rchar_bytes = (base->has_io ? base->rchar_bytes : 0) + d->rchar;
+                s->wchar_bytes = (base->has_io ? base->wchar_bytes : 0) + d->wchar;
+                if (rates && prev->has_io) {
+                        s->has_io_rate = true;
+                        s->read_bytes_per_s = (double)d->read / dt_s;
+                        s->write_bytes_per_s = (double)d->write / dt_s;
+                }
+        }
+        if (d->net_known) {
+                s->has_net = true;
+                s->netns_rx_bytes = (base->has_net ? base->netns_rx_bytes : 0) + d->rx;
+                s->netns_tx_bytes = (base->has_net ? base->netns_tx_bytes : 0) + d->tx;
+                if (rates && prev->has_net) {
+                        s->has_net_rate = true;
+                        s->netns_rx_bytes_per_s = (double)d->rx / dt_s;
+                        s->netns_tx_bytes_per_s = (double)d->tx / dt_s;
+                }
+        }
+        if (!d->net_known && final && base->has_net) {
+                /* an exited process has no namespace left to read */
+                s->has_net = true;
+                s->netns_rx_bytes = base->netns_rx_bytes;
+                s->netns_tx_bytes = base->netns_tx_bytes;
+        }
+        if (!s->has_rss && final && r->has_last && r->last.has_rss) {
+                /* the exited process's memory is gone: its last RSS stands */
+                s->has_rss = true;
+                s->rss_bytes = r->last.rss_bytes;
+                s->rss_anon_bytes = r->last.rss_anon_bytes;
+        }
+}
+
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
+               struct sample *ret) {
+        _cleanup_free_ struct reading *rd = NULL;
+        size_t nrd = 0;
+        int q;
+
+        q = read_members(ctx, r, final, &rd, &nrd);
+        if (q < 0)
+                return q;
 
         struct sample s = { .ts_ms = now_ms };
-        uint64_t d_cpu = 0, d_user = 0, d_sys = 0, d_read = 0, d_write = 0, d_rchar = 0, d_wchar = 0;
-        bool io_known = true;
+        struct deltas d = {};
         struct member *nm = calloc(nrd, sizeof *nm);
         if (!nm) {
                 for (size_t i = 0; i < nrd; i++)
                         reading_done(r, &rd[i]);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < nrd; i++) {
-                struct reading *x = &rd[i];
-                struct member *m = &nm[i];
-                m->pid = x->pid;
-                m->start_ticks = x->st.starttime_ticks;
-                m->utime_ticks = x->st.utime_ticks;
-                m->stime_ticks = x->st.stime_ticks;
-                /* schedstat is exact (ns); stat ticks are the fallback */
-                m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
-                m->has_io = x->has_io;
-                m->io = x->io;
-                /* A member seen before contributes its growth; one that
-                 * appeared after the baseline was born during the run and
-                 * contributes all it has used; at the baseline nothing counts. */
-                struct member *p = find_member(r, m->pid, m->start_ticks);
-                if (p) { /* the GPU fd cache moves to the new member */
-                        m->acc = p->acc;
-                        p->acc = (struct accel_member){ 0 };
-                } else
-                        m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
-                if (!x->zombie) {
-                        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
-                                m->has_netns = true;
-                                m->netns = p->netns;
-                                m->netns_tick = p->netns_tick;
-                        } else {
-                                m->has_netns = proc_read_netns_inode(x->dirfd, &m->netns) == 0;
-                                m->netns_tick = r->ticks;
-                        }
-                        x->has_netns = m->has_netns;
-                        x->netns = m->netns;
-                }
-                struct member zero = { 0 };
-                if (!p)
-                        p = first ? m : &zero;
-                d_cpu += sat_sub_u64(m->cpu_ns, p->cpu_ns);
-                d_user += sat_sub_u64(m->utime_ticks, p->utime_ticks);
-                d_sys += sat_sub_u64(m->stime_ticks, p->stime_ticks);
-                if (x->has_io && (p->has_io || p == &zero || p == m)) {
-                        d_read += sat_sub_u64(m->io.read_bytes, p->io.read_bytes);
-                        d_write += sat_sub_u64(m->io.write_bytes, p->io.write_bytes);
-                        d_rchar += sat_sub_u64(m->io.rchar, p->io.rchar);
-                        d_wchar += sat_sub_u64(m->io.wchar, p->io.wchar);
-                } else if (!x->has_io)
-                        io_known = false;
-                if (x->has_statm) {
-                        s.has_rss = true;
-                        s.rss_bytes += x->statm.resident_pages * (uint64_t)ctx->page_size;
-                        s.rss_anon_bytes += sat_sub_u64(x->statm.resident_pages, x->statm.shared_pages) *
-                                            (uint64_t)ctx->page_size;
-                }
-                s.threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
-        }
-        s.processes = (uint32_t)nrd;
-
-        /* Network: the counters of each distinct namespace the tree lives
-         * in, loopback excluded (Linux has no per-process byte counters). */
-        uint64_t d_rx = 0, d_tx = 0;
-        bool net_known = false;
-        for (size_t i = 0; i < nrd; i++) {
-                if (!rd[i].has_netns)
-                        continue;
-                bool dup = false;
-                for (size_t j = 0; j < i; j++)
-                        if (rd[j].has_netns && rd[j].netns == rd[i].netns)
-                                dup = true;
-                if (dup)
-                        continue;
-                const struct proc_netdev *nd = netdev_cached(ctx, rd[i].netns, rd[i].dirfd);
-                if (!nd)
-                        continue;
-                net_known = true;
-                struct netns_counter *c = NULL;
-                for (size_t j = 0; j < r->n_netns; j++)
-                        if (r->netns[j].inode == rd[i].netns)
-                                c = &r->netns[j];
-                if (!c) {
-                        struct netns_counter *nn = realloc(r->netns, (r->n_netns + 1) * sizeof *nn);
-                        if (!nn)
-                                continue;
-                        r->netns = nn;
-                        c = &r->netns[r->n_netns++];
-                        /* a namespace first seen now is a baseline */
-                        *c = (struct netns_counter){ .inode = rd[i].netns,
-                                                     .rx_bytes = nd->rx_bytes,
-                                                     .tx_bytes = nd->tx_bytes };
-                }
-                d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
-                d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
-                c->rx_bytes = nd->rx_bytes;
-                c->tx_bytes = nd->tx_bytes;
-        }
-
-        /* A process registered before it execs (mlmonctl run) changes its
-         * comm and cmdline: follow them for the first ticks and on any comm
-         * change. */
-        if (!rd[0].zombie && (!r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || r->ticks < 3)) {
-                char *cmd = NULL;
-                if (proc_read_cmdline(r->dirfd, 4096, &cmd) == 0) {
-                        bool changed = !r->info.comm || strcmp(rd[0].st.comm, r->info.comm) != 0 || !r->info.cmdline ||
-                                       strcmp(cmd, r->info.cmdline) != 0;
-                        char *comm = changed ? strdup(rd[0].st.comm) : NULL;
-                        if (changed && comm) {
-                                free(r->info.comm);
-                                free(r->info.cmdline);
-                                r->info.comm = comm;
-                                r->info.cmdline = TAKE_PTR(cmd);
-                                r->identity_changed = true;
-                        }
-                        free(cmd);
-                }
-        }
+        members_deltas(ctx, r, rd, nrd, nm, &d, &s);
+        d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
+        identity_refresh(r, &rd[0]);
 
         /* VmHWM of the main process, every few ticks */
         if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
@@ -495,57 +600,12 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
-                collect_accel(ctx, r, rd, nm, nrd, now_mono, &s);
+                collect_accel(ctx, r, rd, nm, nrd, &s);
         for (size_t i = 0; i < nrd; i++)
                 reading_done(r, &rd[i]);
 
-        /* base: the cumulative counters so far (zero for a new run, the
-         * stored totals for one resumed after a daemon restart); prev: the
-         * previous reading, for rates (none at a baseline) */
-        const struct sample *base = &r->last;
-        const struct sample *prev = r->has_last ? &r->last : NULL;
-        double dt_s = prev ? (double)(now_mono - r->last_sample_usec) / 1e6 : 0;
-        s.cpu_time_ns = base->cpu_time_ns + d_cpu;
-        s.user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d_user);
-        s.system_time_ns = base->system_time_ns + ticks_to_ns(ctx, d_sys);
-        if (prev && dt_s > 0) {
-                s.has_cpu_pct = true;
-                s.cpu_pct = (double)d_cpu / 1e9 / dt_s * 100.0;
-        }
-        if (io_known) {
-                s.has_io = true;
-                s.read_bytes = (base->has_io ? base->read_bytes : 0) + d_read;
-                s.write_bytes = (base->has_io ? base->write_bytes : 0) + d_write;
-                s.rchar_bytes = (base->has_io ? base->rchar_bytes : 0) + d_rchar;
-                s.wchar_bytes = (base->has_io ? base->wchar_bytes : 0) + d_wchar;
-                if (prev && prev->has_io && dt_s > 0) {
-                        s.has_io_rate = true;
-                        s.read_bytes_per_s = (double)d_read / dt_s;
-                        s.write_bytes_per_s = (double)d_write / dt_s;
-                }
-        }
-        if (net_known) {
-                s.has_net = true;
-                s.netns_rx_bytes = (base->has_net ? base->netns_rx_bytes : 0) + d_rx;
-                s.netns_tx_bytes = (base->has_net ? base->netns_tx_bytes : 0) + d_tx;
-                if (prev && prev->has_net && dt_s > 0) {
-                        s.has_net_rate = true;
-                        s.netns_rx_bytes_per_s = (double)d_rx / dt_s;
-                        s.netns_tx_bytes_per_s = (double)d_tx / dt_s;
-                }
-        }
-        if (!net_known && final && base->has_net) {
-                /* an exited process has no namespace left to read */
-                s.has_net = true;
-                s.netns_rx_bytes = base->netns_rx_bytes;
-                s.netns_tx_bytes = base->netns_tx_bytes;
-        }
-        if (!s.has_rss && final && r->has_last && r->last.has_rss) {
-                /* the exited process's memory is gone: its last RSS stands */
-                s.has_rss = true;
-                s.rss_bytes = r->last.rss_bytes;
-                s.rss_anon_bytes = r->last.rss_anon_bytes;
-        }
+        double dt_s = r->has_last ? (double)(now_mono_usec - r->last_sample_usec) / 1e6 : 0;
+        sample_counters(ctx, r, &d, dt_s, final, &s);
         if (r->has_peak) {
                 s.has_peak_rss = true;
                 s.peak_rss_bytes = r->peak_rss_bytes;
@@ -562,7 +622,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t 
         r->n_members = nrd;
         r->last = s;
         r->has_last = true;
-        r->last_sample_usec = now_mono;
+        r->last_sample_usec = now_mono_usec;
         r->ticks++;
         *ret = s;
         return 0;

@@ -27,10 +27,11 @@ struct member {
         struct accel_member acc; /* its GPU/NPU fds */
 };
 
+/* A network namespace some member is in, with its counters at the
+ * previous sample. */
 struct netns_counter {
         uint64_t inode;
         uint64_t rx_bytes, tx_bytes;
-        bool seen;
 };
 
 struct run {
@@ -102,7 +103,8 @@ void run_close_fds(struct run *r);
  * baseline (rates unknown). Returns -ESRCH when the process is gone.
  * final: the process has exited but not been reaped (pidfd readable): a
  * zombie still shows its CPU time and I/O; its RSS is kept from before. */
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono, int64_t now_ms, bool final, struct sample *ret);
+int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
+               struct sample *ret);
 
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);

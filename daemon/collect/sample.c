@@ -33,24 +33,6 @@ void run_info_done(struct run_info *ri) {
         ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->leak_json = NULL;
 }
 
-static int dup_or_null(char **dst, const char *src) {
-        *dst = NULL;
-        if (src && !(*dst = strdup(src)))
-                return -ENOMEM;
-        return 0;
-}
-
-int run_info_copy(struct run_info *dst, const struct run_info *src) {
-        *dst = *src;
-        if (dup_or_null(&dst->name, src->name) < 0 || dup_or_null(&dst->comm, src->comm) < 0 ||
-            dup_or_null(&dst->cmdline, src->cmdline) < 0 || dup_or_null(&dst->tags_json, src->tags_json) < 0 ||
-            dup_or_null(&dst->leak_json, src->leak_json) < 0) {
-                run_info_done(dst);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 void run_totals_add(struct run_totals *t, const struct sample *s) {
         t->last_ts_ms = s->ts_ms;
         t->samples++;

@@ -83,7 +83,6 @@ struct run_info {
 };
 
 void run_info_done(struct run_info *ri);
-int run_info_copy(struct run_info *dst, const struct run_info *src);
 
 /* Fold one sample into the totals. */
 void run_totals_add(struct run_totals *t, const struct sample *s);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "collect/procfs.h"
 #include "manager-ops.h"
 #include "ingest/statsd.h"
 
@@ -64,44 +65,9 @@ struct dgram_ctx {
         struct run *run;
 };
 
-int proc_net_udp_find_port(const char *text, uint16_t port, uint64_t *ret_inode) {
-        const char *line = strchr(text, '\n'); /* skip the header */
-        while (line && *++line) {
-                unsigned local_port;
-                unsigned long long inode;
-                char local[64];
-                /* "  12: 0100007F:9C40 0100007F:1FBD 01 00000000:00000000 00:00000000 00000000  0  0 123456" */
-                if (sscanf(line, " %*u: %63[0-9A-Fa-f]:%x %*s %*x %*s %*s %*s %*u %*u %llu", local, &local_port,
-                           &inode) == 3 &&
-                    local_port == port) {
-                        *ret_inode = inode;
-                        return 0;
-                }
-                line = strchr(line, '\n');
-        }
-        return -ENOENT;
-}
-
 static bool pid_has_socket(const char *proc_root, int pid, uint64_t inode) {
-        char path[512], want[48], link[64];
-        snprintf(path, sizeof path, "%s/%d/fd", proc_root, pid);
-        snprintf(want, sizeof want, "socket:[%llu]", (unsigned long long)inode);
-        DIR *d = opendir(path);
-        if (!d)
-                return false;
-        bool found = false;
-        struct dirent *de;
-        while (!found && (de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                ssize_t k = readlinkat(dirfd(d), de->d_name, link, sizeof link - 1);
-                if (k > 0) {
-                        link[k] = 0;
-                        found = streq(link, want);
-                }
-        }
-        closedir(d);
-        return found;
+        _cleanup_close_ int piddir = proc_open_pid_dir(proc_root, pid);
+        return piddir >= 0 && proc_has_socket(piddir, inode) > 0;
 }
 
 /* The registered process (or member of a registered tree) holding the UDP
@@ -116,15 +82,7 @@ static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
 
         struct run *owner = NULL;
         uint64_t inode = 0;
-        bool have_inode = false;
-        static const char *const tables[] = { "net/udp", "net/udp6" };
-        for (size_t t = 0; t < ELEMENTSOF(tables) && !have_inode; t++) {
-                char path[256];
-                _cleanup_free_ char *text = NULL;
-                snprintf(path, sizeof path, "%s/%s", g->proc_root, tables[t]);
-                if (read_file_at(AT_FDCWD, path, 8 << 20, &text, NULL) == 0)
-                        have_inode = proc_net_udp_find_port(text, port, &inode) == 0;
-        }
+        bool have_inode = proc_read_udp_port_inode(g->proc_root, port, &inode) == 0;
         size_t n_runs = 0;
         struct run *const *runs = m->ops->running(m->userdata, &n_runs);
         for (size_t i = 0; have_inode && i < n_runs && !owner; i++) {

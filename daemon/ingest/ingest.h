@@ -34,10 +34,3 @@ void ingest_free(struct ingest *g);
 const struct ingest_counters *ingest_counters(const struct ingest *g);
 /* Drops the cached port -> run answers. NULL is fine. */
 void ingest_forget_ports(struct ingest *g);
-
-/* /proc/net/udp text -> the inode of the socket bound to local port `port`
- * (any address). -ENOENT if none. Pure; exposed for tests. Format:
- *   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ...
- *   12: 0100007F:9C40 0100007F:1FBD 01 00000000:00000000 00:00000000 00000000     0        0 123456 2 ...
- */
-int proc_net_udp_find_port(const char *text, uint16_t port, uint64_t *ret_inode);

@@ -2,7 +2,7 @@
 /* libFuzzer target: every proc_parse_*() on the same NUL-terminated input.
  *
  *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-procfs.c daemon/collect/procfs.c lib/util.c -lm -o fuzz-procfs
+ *       tests/fuzz/fuzz-procfs.c daemon/collect/procfs*.c lib/util.c -lm -o fuzz-procfs
  *   ./fuzz-procfs -max_total_time=30 tests/fuzz/corpus/procfs */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,10 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)proc_parse_meminfo(text, &mem);
         struct proc_loadavg la;
         (void)proc_parse_loadavg(text, &la);
+        /* 8125 is the StatsD port, also the one the corpus seeds bind */
+        struct proc_udp_socket us;
+        if (proc_parse_net_udp(text, 8125, &us) == 0 && us.local_port != 8125)
+                abort();
+        (void)proc_parse_net_udp_line(text, text + size, &us);
 
         _cleanup_free_ int *pids = NULL;
-        size_t n = 0, cap = 0;
-        if (proc_parse_pid_list(text, &pids, &n, &cap) == 0)
+        size_t n = 0;
+        if (proc_parse_pid_list(text, &pids, &n) == 0)
                 for (size_t i = 0; i < n; i++)
                         if (pids[i] <= 0)
                                 abort();

@@ -1,51 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for daemon/collect/accel/gpudev.c (sysfs accelerator devices) and
- * daemon/collect/accel/rapl.c (package energy): the fixture snapshots of
- * tests/fixtures/gpu (research/gpu-npu.md section 6, expected figures in
- * 6.5) sampled at t0 = 1000 s, t1 = 1001 s, t2 = 1002 s, then trees built in
- * a temporary directory for what the fixture does not show: devices coming
- * and going, a moving hwmon index, missing and garbage files, counters that
- * go back, a suspended GPU, RAPL wraps that cannot be trusted.
+/* Unit tests for daemon/collect/accel/gpudev.c (sysfs accelerator devices):
+ * the fixture snapshots of tests/fixtures/gpu sampled at t0 = 1000 s,
+ * t1 = 1001 s, t2 = 1002 s, then trees built in a temporary directory for
+ * what the fixture does not show: devices coming and going, a moving hwmon
+ * index, missing and garbage files, counters that go back, a suspended GPU.
  *
  * Usage: test-gpudev [FIXTURES_DIR]   (tests/fixtures/gpu; exits 77 when it
  * is missing and every other check passed) */
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "collect/accel/gpudev.h"
-#include "collect/procfs.h"
-#include "collect/accel/rapl.h"
-#include "tap.h"
-
-#define T(s) ((usec_t)(s)*USEC_PER_SEC)
-
-/* snprintf into an array, a cut path being a bug in the test */
-#define xsprintf(buf, ...)                                                          \
-        do {                                                                        \
-                if ((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) >= sizeof(buf)) \
-                        abort();                                                    \
-        } while (0)
-
-static const char *fixtures;
-
-static void fixture_sys(const char *snap, char *buf, size_t size) {
-        if ((size_t)snprintf(buf, size, "%s/%s/sys", fixtures, snap) >= size)
-                abort();
-}
+#include "sysfs-tree.h"
 
 static const struct gpu_device *must_find(const struct gpudev_set *s, const char *id) {
         const struct gpu_device *d = gpudev_find(s, id);
-        if (!d) {
-                fprintf(stderr, "device %s not found\n", id);
-                tap_failures++;
-        }
+        if (!d)
+                TAP_FAIL("device %s not found", id);
         return d;
 }
 
@@ -66,11 +42,10 @@ static bool fixture_sample(struct gpudev_set *s, const char *snap, unsigned seco
 
 /* ---- the fixture snapshots ---------------------------------------------- */
 
-static void test_fixture_devices(void) {
-        _cleanup_(gpudev_set_freep) struct gpudev_set *s = NULL;
+/* t0, the first sample: identity, nodes, and the gauges */
+static void fixture_t0(struct gpudev_set *s) {
         const struct gpu_device *amd, *xe, *npu;
 
-        CHECK_EQ_INT(gpudev_set_new(NULL, &s), 0);
         if (!fixture_sample(s, "t0", 1000, &amd, &xe, &npu))
                 return;
         CHECK_EQ_INT(gpudev_count(s), 3);
@@ -119,8 +94,12 @@ static void test_fixture_devices(void) {
         CHECK(xe->has_freq);
         CHECK(!npu->has_busy);
         CHECK(npu->has_mem_used);
+}
 
-        /* t1 */
+/* t1: rates from t0 */
+static void fixture_t1(struct gpudev_set *s) {
+        const struct gpu_device *amd, *xe, *npu;
+
         if (!fixture_sample(s, "t1", 1001, &amd, &xe, &npu))
                 return;
 
@@ -175,8 +154,12 @@ static void test_fixture_devices(void) {
         CHECK_NEAR(npu->freq_mhz, 1950);
         CHECK_NEAR(npu->freq_max_mhz, 1950);
         CHECK(!npu->suspended);
+}
 
-        /* t2: the NPU is runtime-suspended: idle at 0 MHz, not an error */
+/* t2: the NPU is runtime-suspended: idle at 0 MHz, not an error */
+static void fixture_t2(struct gpudev_set *s) {
+        const struct gpu_device *amd, *xe, *npu;
+
         if (!fixture_sample(s, "t2", 1002, &amd, &xe, &npu))
                 return;
         CHECK(npu->suspended);
@@ -192,6 +175,17 @@ static void test_fixture_devices(void) {
         CHECK_NEAR(xe->gts[1].busy_pct, 5);
         /* the card 0000:0a:00.0 that pid 7007 uses is not in sysfs */
         CHECK(gpudev_find(s, "0000:0a:00.0") == NULL);
+}
+
+static void test_fixture_devices(void) {
+        _cleanup_(gpudev_set_freep) struct gpudev_set *s = NULL;
+
+        CHECK_EQ_INT(gpudev_set_new(NULL, &s), 0);
+        if (!s)
+                return;
+        fixture_t0(s);
+        fixture_t1(s);
+        fixture_t2(s);
 }
 
 static void test_fixture_i915(void) {
@@ -224,172 +218,6 @@ static void test_fixture_i915(void) {
         CHECK_NEAR(d->freq_mhz, 1300);
         CHECK_NEAR(d->freq_max_mhz, 2250);
         CHECK_STR(gpudev_id_for_node(s, "renderD128"), "0000:00:02.0");
-}
-
-static void test_fixture_rapl(void) {
-        _cleanup_(rapl_freep) struct rapl *r = NULL;
-        char root[PATH_MAX];
-        double j = -1, w = -1, total;
-
-        fixture_sys("t0", root, sizeof root);
-        CHECK_EQ_INT(rapl_new(root, &r), 0);
-        CHECK(!rapl_sample(r, T(1000), &j, &w)); /* first sample: unknown */
-        CHECK(j == -1 && w == -1);
-        CHECK(!rapl_energy_j(r, &total));
-
-        /* t1: the package wraps: (262143328850 - 262140000000) + 11671150 µJ */
-        fixture_sys("t1", root, sizeof root);
-        CHECK_EQ_INT(rapl_set_root(r, root), 0);
-        CHECK(rapl_sample(r, T(1001), &j, &w));
-        CHECK_NEAR(j, 15.0);
-        CHECK_NEAR(w, 15.0);
-        CHECK(rapl_energy_j(r, &total));
-        CHECK_NEAR(total, 15.0);
-
-        /* core 7.0 J and uncore 3.5 J are inside the package, psys (25 W)
-         * contains it: read, not added */
-        CHECK_EQ_INT(rapl_zone_count(r), 4);
-        for (size_t i = 0; i < rapl_zone_count(r); i++) {
-                const struct rapl_zone_info *z = rapl_zone(r, i);
-                CHECK(z->has_delta);
-                if (streq(z->entry, "intel-rapl:0")) {
-                        CHECK_STR(z->name, "package-0");
-                        CHECK(z->counted);
-                        CHECK_NEAR(z->delta_j, 15.0);
-                } else if (streq(z->entry, "intel-rapl:0:0")) {
-                        CHECK_STR(z->name, "core");
-                        CHECK(!z->counted);
-                        CHECK_NEAR(z->delta_j, 7.0);
-                } else if (streq(z->entry, "intel-rapl:0:1")) {
-                        CHECK_STR(z->name, "uncore");
-                        CHECK(!z->counted);
-                        CHECK_NEAR(z->delta_j, 3.5);
-                } else if (streq(z->entry, "intel-rapl:1")) {
-                        CHECK_STR(z->name, "psys");
-                        CHECK(!z->counted);
-                        CHECK_NEAR(z->delta_j, 25.0);
-                } else
-                        CHECK(!"unexpected zone");
-        }
-        CHECK(rapl_zone(r, 4) == NULL);
-
-        /* t2: no wrap, 15 J again */
-        fixture_sys("t2", root, sizeof root);
-        CHECK_EQ_INT(rapl_set_root(r, root), 0);
-        CHECK(rapl_sample(r, T(1002), &j, &w));
-        CHECK_NEAR(j, 15.0);
-        CHECK_NEAR(w, 15.0);
-        CHECK(rapl_energy_j(r, &total));
-        CHECK_NEAR(total, 30.0);
-}
-
-/* pid 4242's share of the t0 -> t1 package energy: 150 ticks of 600 busy */
-static void test_fixture_cpu_share(void) {
-        struct proc_cpu_total c0, c1;
-        struct proc_stat s0, s1;
-        char path[PATH_MAX];
-        int fd;
-        double j = -1;
-
-        xsprintf(path, "%s/t0/proc", fixtures);
-        CHECK_EQ_INT(proc_read_host_cpu(path, &c0), 0);
-        fd = proc_open_pid_dir(path, 4242);
-        CHECK(fd >= 0);
-        CHECK_EQ_INT(proc_read_stat(fd, &s0), 0);
-        safe_close(fd);
-        xsprintf(path, "%s/t1/proc", fixtures);
-        CHECK_EQ_INT(proc_read_host_cpu(path, &c1), 0);
-        fd = proc_open_pid_dir(path, 4242);
-        CHECK(fd >= 0);
-        CHECK_EQ_INT(proc_read_stat(fd, &s1), 0);
-        safe_close(fd);
-
-        uint64_t busy0 = c0.user + c0.nice + c0.system + c0.irq + c0.softirq + c0.steal;
-        uint64_t busy1 = c1.user + c1.nice + c1.system + c1.irq + c1.softirq + c1.steal;
-        uint64_t run = (s1.utime_ticks + s1.stime_ticks) - (s0.utime_ticks + s0.stime_ticks);
-        CHECK_EQ_INT(run, 150);
-        CHECK_EQ_INT(busy1 - busy0, 600);
-        /* ticks -> ns at USER_HZ 100; the ratio is what matters */
-        CHECK(energy_cpu_share_j(15.0, run * 10000000, (busy1 - busy0) * 10000000, &j));
-        CHECK_NEAR(j, 3.75);
-}
-
-/* ---- trees built in a temporary directory ------------------------------- */
-
-static char tmp[PATH_MAX];
-
-static void mkdirs(const char *rel) {
-        char path[PATH_MAX];
-        xsprintf(path, "%s/%s", tmp, rel);
-        for (char *p = path + strlen(tmp) + 1; *p; p++)
-                if (*p == '/') {
-                        *p = 0;
-                        (void)mkdir(path, 0755);
-                        *p = '/';
-                }
-        (void)mkdir(path, 0755);
-}
-
-static void parent_dirs(const char *rel) {
-        char dir[PATH_MAX];
-        xsprintf(dir, "%s", rel);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-                *slash = 0;
-                mkdirs(dir);
-        }
-}
-
-static void put(const char *rel, const char *text) {
-        char path[PATH_MAX];
-        parent_dirs(rel);
-        xsprintf(path, "%s/%s", tmp, rel);
-        FILE *f = fopen(path, "we");
-        if (!f) {
-                fprintf(stderr, "cannot write %s: %m\n", path);
-                tap_failures++;
-                return;
-        }
-        fputs(text, f);
-        fclose(f);
-}
-
-static void putf(const char *rel, const char *fmt, ...) _printf_(2, 3);
-static void putf(const char *rel, const char *fmt, ...) {
-        char text[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(text, sizeof text, fmt, ap);
-        va_end(ap);
-        put(rel, text);
-}
-
-static void link_at(const char *rel, const char *target) {
-        char path[PATH_MAX];
-        parent_dirs(rel);
-        xsprintf(path, "%s/%s", tmp, rel);
-        (void)unlink(path);
-        if (symlink(target, path) < 0) {
-                fprintf(stderr, "cannot link %s: %m\n", path);
-                tap_failures++;
-        }
-}
-
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-        return remove(path) < 0 ? -1 : 0;
-}
-
-static void rm_rf(const char *rel) {
-        char path[PATH_MAX];
-        xsprintf(path, "%s/%s", tmp, rel);
-        (void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void do_rename(const char *from, const char *to) {
-        char a[PATH_MAX], b[PATH_MAX];
-        xsprintf(a, "%s/%s", tmp, from);
-        xsprintf(b, "%s/%s", tmp, to);
-        CHECK_EQ_INT(rename(a, b), 0);
 }
 
 #define DEV "sys/devices/pci0000:00/"
@@ -429,10 +257,8 @@ static struct gpudev_set *tmp_set(void) {
  * device id (NULL, a failure counted, when it is not there). */
 static const struct gpu_device *sample_find(struct gpudev_set *s, unsigned seconds, int n, const char *id) {
         int k = gpudev_sample(s, T(seconds));
-        if (k != n) {
-                fprintf(stderr, "sample at %u s: %d devices, expected %d\n", seconds, k, n);
-                tap_failures++;
-        }
+        if (k != n)
+                TAP_FAIL("sample at %u s: %d devices, expected %d", seconds, k, n);
         return must_find(s, id);
 }
 
@@ -494,10 +320,10 @@ static void test_hwmon_index_moves(void) {
         rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
         /* a decoy: another hwmon of the device with another name */
-        put(DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon1/power1_average", "999000000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon2/name", "amdgpu\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon2/power1_average", "100000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon1/power1_average", "999000000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon2/name", "amdgpu\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon2/power1_average", "100000000\n" });
         d = sample_find(s, 10, 1, "0000:03:00.0");
         CHECK(d && d->has_power);
         CHECK_NEAR(d ? d->power_w : -1, 100);
@@ -642,19 +468,19 @@ static void test_suspended_gpu(void) {
 
         rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card0", "xe", "0x8086");
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n");
-        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n");
-        put(DEV "0000:03:00.0/tile0/gt0/freq0/act_freq", "2000\n");
-        put(DEV "0000:03:00.0/tile0/gt0/freq0/max_freq", "2400\n"); /* no rp0_freq: the soft limit */
-        put(DEV "0000:03:00.0/hwmon/hwmon3/name", "xe\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "5000000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/temp2_input", "45000\n");
-        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
+        PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n" },
+                  { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/freq0/act_freq", "2000\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/freq0/max_freq", "2400\n" }, /* no rp0_freq: the soft limit */
+                  { DEV "0000:03:00.0/hwmon/hwmon3/name", "xe\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "5000000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/temp2_input", "45000\n" },
+                  { DEV "0000:03:00.0/power/runtime_status", "active\n" });
         CHECK_EQ_INT(gpudev_sample(s, T(40)), 1);
 
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n");
-        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n" },
+                  { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n" });
         d = sample_find(s, 41, 1, "0000:03:00.0");
         if (!d)
                 return;
@@ -684,9 +510,9 @@ static void test_suspended_gpu(void) {
         CHECK(d->has_energy); /* what was counted stays */
         CHECK_NEAR(d->energy_j, 100);
 
-        put(DEV "0000:03:00.0/power/runtime_status", "active\n");
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/power/runtime_status", "active\n" },
+                  { DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n" });
         d = sample_find(s, 43, 1, "0000:03:00.0");
         if (!d)
                 return;
@@ -715,14 +541,14 @@ static void test_i915_and_naming(void) {
         add_device("0000:03:00.0", "drm", "card0", "i915", "0x8086");
         link_at("sys/class/drm/renderD128", "../../devices/pci0000:00/0000:03:00.0/drm/renderD128");
         link_at(DEV "0000:03:00.0/drm/renderD128/device", "../../../0000:03:00.0");
-        put(DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10000\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_act_freq_mhz", "0\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_RP0_freq_mhz", "2400\n");
-        put(DEV "0000:03:00.0/drm/card0/gt_max_freq_mhz", "1800\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon5/name", "i915\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "0\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon6/name", "i915_gt0\n");
-        put(DEV "0000:03:00.0/hwmon/hwmon6/energy1_input", "77000000\n");
+        PUT_FILES({ DEV "0000:03:00.0/drm/card0/power/rc6_residency_ms", "10000\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_act_freq_mhz", "0\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_RP0_freq_mhz", "2400\n" },
+                  { DEV "0000:03:00.0/drm/card0/gt_max_freq_mhz", "1800\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon5/name", "i915\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon5/energy1_input", "0\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon6/name", "i915_gt0\n" },
+                  { DEV "0000:03:00.0/hwmon/hwmon6/energy1_input", "77000000\n" });
 
         /* a platform GPU: its device directory is no PCI address */
         mkdirs("sys/devices/platform/fd00000.gpu/drm/card1");
@@ -788,241 +614,26 @@ static void test_pci_address(void) {
                 { "123456789:03:00.0", false },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-                if (gpudev_is_pci_address(cases[i].s) != cases[i].ok) {
-                        fprintf(stderr, "gpudev_is_pci_address(\"%s\") != %d\n", cases[i].s, cases[i].ok);
-                        tap_failures++;
-                }
+                if (gpudev_is_pci_address(cases[i].s) != cases[i].ok)
+                        TAP_FAIL("gpudev_is_pci_address(\"%s\") != %d", cases[i].s, cases[i].ok);
         CHECK(!gpudev_is_pci_address(NULL));
 }
 
-/* ---- RAPL in a temporary tree ------------------------------------------- */
-
-#define RAPL_DIR "sys/devices/virtual/powercap/intel-rapl/"
-
-static void add_zone(const char *entry, const char *parent, const char *name, const char *max) {
-        char rel[PATH_MAX], target[PATH_MAX];
-        const char *sub = parent ? parent : "";
-
-        xsprintf(rel, RAPL_DIR "%s%s%s/name", sub, parent ? "/" : "", entry);
-        putf(rel, "%s\n", name);
-        xsprintf(rel, RAPL_DIR "%s%s%s/max_energy_range_uj", sub, parent ? "/" : "", entry);
-        putf(rel, "%s\n", max);
-        xsprintf(rel, "sys/class/powercap/%s", entry);
-        xsprintf(target, "../../devices/virtual/powercap/intel-rapl/%s%s%s", sub, parent ? "/" : "", entry);
-        link_at(rel, target);
-}
-
-static void set_energy(const char *entry, const char *parent, uint64_t uj) {
-        char rel[PATH_MAX];
-        xsprintf(rel, RAPL_DIR "%s%s%s/energy_uj", parent ? parent : "", parent ? "/" : "", entry);
-        putf(rel, "%" PRIu64 "\n", uj);
-}
-
-static const struct rapl_zone_info *zone_named(const struct rapl *r, const char *entry) {
-        for (size_t i = 0; i < rapl_zone_count(r); i++)
-                if (streq(rapl_zone(r, i)->entry, entry))
-                        return rapl_zone(r, i);
-        return NULL;
-}
-
-static void test_rapl_tmp(void) {
-        _cleanup_(rapl_freep) struct rapl *r = NULL;
-        const struct rapl_zone_info *z;
-        char root[PATH_MAX];
-        double j, w, total;
-        const uint64_t max = 262143328850ULL;
-
-        rm_rf("sys");
-        xsprintf(root, "%s/sys", tmp);
-        CHECK_EQ_INT(rapl_new(root, &r), 0);
-        CHECK(!rapl_sample(r, T(1), &j, &w)); /* no powercap at all */
-        CHECK(!rapl_sample(r, T(2), &j, &w));
-        CHECK_EQ_INT(rapl_zone_count(r), 0);
-
-        /* two packages, a dram sub-zone, psys, and mmio's copy of package-0 */
-        add_zone("intel-rapl:0", NULL, "package-0", "262143328850");
-        add_zone("intel-rapl:0:2", "intel-rapl:0", "dram", "65712999613");
-        add_zone("intel-rapl:1", NULL, "package-1", "262143328850");
-        add_zone("intel-rapl:2", NULL, "psys", "262143328850");
-        add_zone("intel-rapl-mmio:0", NULL, "package-0", "262143328850");
-        put("sys/class/powercap/intel-rapl-bogus", "");
-        set_energy("intel-rapl:0", NULL, 1000000);
-        set_energy("intel-rapl:0:2", "intel-rapl:0", 1000000);
-        set_energy("intel-rapl:1", NULL, max - 1000000);
-        set_energy("intel-rapl:2", NULL, 1000000);
-        set_energy("intel-rapl-mmio:0", NULL, 1000000);
-        CHECK(!rapl_sample(r, T(10), &j, &w));
-        CHECK_EQ_INT(rapl_zone_count(r), 5);
-
-        /* 100 J + 5 J (1 J to the wrap, 4 J after it) over 2 s */
-        set_energy("intel-rapl:0", NULL, 101000000);
-        set_energy("intel-rapl:0:2", "intel-rapl:0", 21000000);
-        set_energy("intel-rapl:1", NULL, 4000000);
-        set_energy("intel-rapl:2", NULL, 301000000);
-        set_energy("intel-rapl-mmio:0", NULL, 101000000);
-        CHECK(rapl_sample(r, T(12), &j, &w));
-        CHECK_NEAR(j, 105);
-        CHECK_NEAR(w, 52.5);
-        z = zone_named(r, "intel-rapl:0:2");
-        CHECK(z && !z->counted && z->has_delta);
-        CHECK_NEAR(z ? z->delta_j : -1, 20);
-        z = zone_named(r, "intel-rapl:2");
-        CHECK(z && !z->counted && streq(z->name, "psys"));
-        z = zone_named(r, "intel-rapl-mmio:0");
-        CHECK(z && !z->counted && streq(z->name, "package-0"));
-        z = zone_named(r, "intel-rapl:1");
-        CHECK(z && z->counted);
-        CHECK_NEAR(z ? z->delta_j : -1, 5);
-
-        /* package-1 went "back" by a little in 1 s: as a wrap that is 262 kJ,
-         * a reset or several wraps, not a plausible interval: dropped, and
-         * with it the sum (half the packages is no figure) */
-        set_energy("intel-rapl:0", NULL, 201000000);
-        set_energy("intel-rapl:1", NULL, 3000000);
-        j = w = -1;
-        CHECK(!rapl_sample(r, T(13), &j, &w));
-        CHECK(j == -1 && w == -1);
-        z = zone_named(r, "intel-rapl:1");
-        CHECK(z && !z->has_delta);
-        z = zone_named(r, "intel-rapl:0");
-        CHECK(z && z->has_delta);
-        /* from the new value on, it counts again */
-        set_energy("intel-rapl:0", NULL, 211000000);
-        set_energy("intel-rapl:1", NULL, 13000000);
-        CHECK(rapl_sample(r, T(14), &j, &w));
-        CHECK_NEAR(j, 20);
-        CHECK(rapl_energy_j(r, &total));
-        CHECK_NEAR(total, 125);
-
-        /* a gap long enough for the counter to wrap twice unseen at the
-         * bound (262143 J / 1000 W = 262 s): whatever it reads, dropped */
-        set_energy("intel-rapl:0", NULL, 221000000);
-        set_energy("intel-rapl:1", NULL, 23000000);
-        CHECK(!rapl_sample(r, T(14 + 300), &j, &w));
-        /* a plausible wrap right after */
-        set_energy("intel-rapl:0", NULL, max - 100);
-        set_energy("intel-rapl:1", NULL, 33000000);
-        CHECK(!rapl_sample(r, T(14 + 301), &j, &w)); /* 262 kJ in 1 s: no */
-        set_energy("intel-rapl:0", NULL, 999900);
-        set_energy("intel-rapl:1", NULL, 34000000);
-        CHECK(rapl_sample(r, T(14 + 302), &j, &w));
-        CHECK_NEAR(j, 1 + 1); /* 100 µJ + 999900 µJ, and 1 J */
-
-        /* the same instant twice: unknown, nothing moved */
-        CHECK(!rapl_sample(r, T(14 + 302), &j, &w));
-        set_energy("intel-rapl:0", NULL, 1999900);
-        set_energy("intel-rapl:1", NULL, 35000000);
-        CHECK(rapl_sample(r, T(14 + 303), &j, &w));
-        CHECK_NEAR(j, 2);
-
-        /* an unreadable package (a directory where energy_uj should be; as
-         * root, mode 0400 does not stop us): unknown, no crash */
-        rm_rf(RAPL_DIR "intel-rapl:1/energy_uj");
-        mkdirs(RAPL_DIR "intel-rapl:1/energy_uj");
-        CHECK(!rapl_sample(r, T(14 + 304), &j, &w));
-        /* garbage */
-        rm_rf(RAPL_DIR "intel-rapl:1/energy_uj");
-        put(RAPL_DIR "intel-rapl:1/energy_uj", "lots\n");
-        CHECK(!rapl_sample(r, T(14 + 305), &j, &w));
-        /* package-1 goes away (offline): package-0 alone from the next interval */
-        rm_rf("sys/class/powercap/intel-rapl:1");
-        set_energy("intel-rapl:0", NULL, 2999900);
-        CHECK(rapl_sample(r, T(14 + 306), &j, &w));
-        CHECK_NEAR(j, 1);
-        CHECK_EQ_INT(rapl_zone_count(r), 4);
-
-        /* not root: mode 0400 makes it unknown, with one log line */
-        if (geteuid() != 0) {
-                char path[PATH_MAX];
-                xsprintf(path, "%s/" RAPL_DIR "intel-rapl:0/energy_uj", tmp);
-                CHECK_EQ_INT(chmod(path, 0), 0);
-                CHECK(!rapl_sample(r, T(14 + 307), &j, &w));
-                CHECK(!rapl_sample(r, T(14 + 308), &j, &w));
-        }
-        rm_rf("sys");
-}
-
-static void test_counter_delta(void) {
-        static const struct {
-                uint64_t old, new, max;
-                bool ok;
-                uint64_t delta;
-        } cases[] = {
-                { 10, 20, 100, true, 10 },
-                { 10, 10, 100, true, 0 },
-                { 90, 5, 100, true, 15 },
-                { 100, 0, 100, true, 0 },
-                { 262140000000ULL, 11671150, 262143328850ULL, true, 15000000 },
-                { 150, 5, 100, false, 0 }, /* old beyond the range */
-                { 5, 150, 100, false, 0 }, /* new beyond the range */
-                { 90, 5, 0, false, 0 },    /* a wrap with no known range */
-                { 5, 10, 0, true, 5 },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                uint64_t d = 12345;
-                bool ok = rapl_counter_delta_uj(cases[i].old, cases[i].new, cases[i].max, &d);
-                if (ok != cases[i].ok || (ok && d != cases[i].delta) || (!ok && d != 12345)) {
-                        fprintf(stderr, "rapl_counter_delta_uj case %zu: %d %" PRIu64 "\n", i, ok, d);
-                        tap_failures++;
-                }
-        }
-}
-
-static void test_cpu_share(void) {
-        double j = -1;
-
-        CHECK(energy_cpu_share_j(15.0, 150, 600, &j));
-        CHECK_NEAR(j, 3.75);
-        CHECK(energy_cpu_share_j(15.0, 0, 600, &j));
-        CHECK_NEAR(j, 0);
-        CHECK(energy_cpu_share_j(15.0, 700, 600, &j)); /* read at slightly different instants */
-        CHECK_NEAR(j, 15.0);
-        j = -1;
-        CHECK(!energy_cpu_share_j(15.0, 150, 0, &j));
-        CHECK(!energy_cpu_share_j(NAN, 150, 600, &j));
-        CHECK(!energy_cpu_share_j(-1, 150, 600, &j));
-        CHECK(!energy_cpu_share_j(INFINITY, 150, 600, &j));
-        CHECK(j == -1);
-}
-
 int main(int argc, char **argv) {
-        char dir[] = "/tmp/test-gpudev-XXXXXX";
-        char probe[PATH_MAX];
-        bool have_fixture;
-
-        log_setup("test-gpudev");
-        fixtures = argc > 1 ? argv[1] : getenv("FIXTURES_DIR");
-        if (!fixtures)
-                fixtures = "tests/fixtures/gpu";
-        xsprintf(probe, "%s/t1/sys/class", fixtures);
-        have_fixture = access(probe, F_OK) == 0;
-
-        if (!mkdtemp(dir)) {
-                perror("mkdtemp");
+        int have_fixture = tree_setup(argc, argv, "test-gpudev", "t1/sys/class");
+        if (have_fixture < 0)
                 return 1;
-        }
-        xsprintf(tmp, "%s", dir);
 
         test_pci_address();
-        test_counter_delta();
-        test_cpu_share();
         test_appear_disappear();
         test_hwmon_index_moves();
         test_missing_files();
         test_garbage();
         test_suspended_gpu();
         test_i915_and_naming();
-        test_rapl_tmp();
         if (have_fixture) {
                 test_fixture_devices();
                 test_fixture_i915();
-                test_fixture_rapl();
-                test_fixture_cpu_share();
-        } else
-                fprintf(stderr, "no fixture tree at %s: its checks skipped\n", fixtures);
-
-        (void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        if (!have_fixture && tap_failures == 0)
-                return 77;
-        TEST_DONE();
+        }
+        return tree_finish(have_fixture);
 }

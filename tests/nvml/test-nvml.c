@@ -19,7 +19,7 @@
 
 #define GIB (1024ULL * 1024 * 1024)
 #define MIB (1024ULL * 1024)
-#define SEC 1000000000ULL
+#define SEC USEC_PER_SEC
 
 enum {
         NVML_ERROR_NOT_SUPPORTED = 3,
@@ -56,15 +56,13 @@ static bool standin_open(const char *path, struct standin *s) {
         };
         *s = (struct standin){ .dl = dlopen(path, RTLD_NOW | RTLD_LOCAL) };
         if (!s->dl) {
-                fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, dlerror());
-                tap_failures++;
+                TAP_FAIL("%s", dlerror());
                 return false;
         }
         for (size_t i = 0; i < ELEMENTSOF(fns); i++) {
                 void *f = dlsym(s->dl, fns[i].name);
                 if (!f) {
-                        fprintf(stderr, "%s:%d: %s: no %s\n", __FILE__, __LINE__, path, fns[i].name);
-                        tap_failures++;
+                        TAP_FAIL("%s: no %s", path, fns[i].name);
                         dlclose(s->dl);
                         return false;
                 }
@@ -140,10 +138,8 @@ static void check_open_fails(const char *path, int want, const char *what) {
         CHECK_EQ_INT(r, want);
         CHECK(n == NULL);
         CHECK(err[0] != 0 && !strchr(err, '\n'));
-        if (!strstr(err, what)) {
-                fprintf(stderr, "%s:%d: err \"%s\" does not name \"%s\"\n", __FILE__, __LINE__, err, what);
-                tap_failures++;
-        }
+        if (!strstr(err, what))
+                TAP_FAIL("%s:%d: err \"%s\" does not name \"%s\"", __FILE__, __LINE__, err, what);
         printf("  %s -> %d: %s\n", path ? path : "(default)", r, err);
 }
 
@@ -217,35 +213,29 @@ static void check_identity_full(const struct nvml_snapshot *s) {
         CHECK_STR(d1->name, "NVIDIA L4");
 }
 
-static void test_full(const char *path) {
-        struct standin st;
-        struct nvml_snapshot s;
+/* The newest versions of every call, and nothing older. */
+static void full_open_calls(struct standin *st, struct nvml *n) {
+        CHECK_EQ_INT(nvml_device_count(n), 2);
+        CHECK_EQ_INT(st->live(), 1);
+        /* newest versions only */
+        CHECK_EQ_INT(st->calls("nvmlInit_v2"), 1);
+        CHECK_EQ_INT(st->calls("nvmlInit"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetCount_v2"), 1);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetCount"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetHandleByIndex_v2"), 2);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetHandleByIndex"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetPciInfo_v3"), 2);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetPciInfo_v2") + st->calls("nvmlDeviceGetPciInfo"), 0);
+}
+
+/* The first tick: every counter, and the processes. */
+static void full_first_tick(struct standin *st, struct nvml *n, struct nvml_snapshot *s) {
         const struct nvml_proc *p;
 
-        if (!standin_open(path, &st))
-                return;
-        capture_begin();
-        struct nvml *n = open_ok(path);
-        CHECK_EQ_INT(capture_end(), 0);
-        if (!n)
-                goto out;
-        CHECK_EQ_INT(nvml_device_count(n), 2);
-        CHECK_EQ_INT(st.live(), 1);
-        /* newest versions only */
-        CHECK_EQ_INT(st.calls("nvmlInit_v2"), 1);
-        CHECK_EQ_INT(st.calls("nvmlInit"), 0);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetCount_v2"), 1);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetCount"), 0);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetHandleByIndex_v2"), 2);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetHandleByIndex"), 0);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetPciInfo_v3"), 2);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetPciInfo_v2") + st.calls("nvmlDeviceGetPciInfo"), 0);
-
-        /* first tick */
-        CHECK_EQ_INT(nvml_sample(n, 1 * SEC, &s), 0);
-        CHECK_EQ_INT(s.n_devices, 2);
-        check_identity_full(&s);
-        const struct gpu_device *d0 = &s.devices[0], *d1 = &s.devices[1];
+        CHECK_EQ_INT(nvml_sample(n, 1 * SEC, s), 0);
+        CHECK_EQ_INT(s->n_devices, 2);
+        check_identity_full(s);
+        const struct gpu_device *d0 = &s->devices[0], *d1 = &s->devices[1];
         CHECK(d0->has_busy && d0->busy_pct == 37);
         CHECK(d1->has_busy && d1->busy_pct == 0);                  /* idle is known, not unknown */
         CHECK(d0->has_mem_used && d0->mem_used_bytes == 10 * GIB); /* _v2: the reserve left out */
@@ -257,15 +247,15 @@ static void test_full(const char *path) {
         CHECK(d0->has_temp && d0->temp_c == 64 && d1->temp_c == 41);
         CHECK(d0->has_energy && d0->energy_j == 0 && d1->has_energy && d1->energy_j == 0);
         CHECK(!d0->has_gtt_used && !d0->has_freq && d0->n_gts == 0 && !d0->suspended);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetMemoryInfo_v2"), 2);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetMemoryInfo"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetMemoryInfo_v2"), 2);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetMemoryInfo"), 0);
 
         /* processes: 4242 in the compute and graphics lists once, 4343's only
          * samples out of range, 5555 sampled but in no list */
-        CHECK(s.procs_known[0] && s.procs_known[1]);
-        CHECK_EQ_INT(s.n_procs, 2);
-        p = find_proc(&s, 0, 4242);
-        CHECK(p && p == &s.procs[0]); /* sorted by pid */
+        CHECK(s->procs_known[0] && s->procs_known[1]);
+        CHECK_EQ_INT(s->n_procs, 2);
+        p = find_proc(s, 0, 4242);
+        CHECK(p && p == &s->procs[0]); /* sorted by pid */
         if (p) {
                 CHECK_STR(p->device_id, "0000:41:00.0");
                 CHECK(p->has_mem && p->mem_bytes == 1 * GIB);
@@ -274,136 +264,173 @@ static void test_full(const char *path) {
                 CHECK_NEAR(p->enc_util_pct, 3);
                 CHECK_NEAR(p->dec_util_pct, 1);
         }
-        p = find_proc(&s, 0, 4343);
+        p = find_proc(s, 0, 4343);
         CHECK(p != NULL);
         if (p) {
                 CHECK(p->has_mem && p->mem_bytes == 512 * MIB); /* the second graphics entry: 24-byte stride */
                 CHECK(!p->has_util);                            /* 250 % and 125 %: unknown, not 0 */
         }
-        CHECK(!find_proc(&s, 0, 5555));
+        CHECK(!find_proc(s, 0, 5555));
         /* the size query, the surprise INSUFFICIENT_SIZE, the retry; one size query on device 1 */
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetComputeRunningProcesses_v3"), 4);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetComputeRunningProcesses_v2"), 0);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetComputeRunningProcesses"), 0);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 3);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 2);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetProcessUtilization"), 2); /* not on device 1: no process */
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetComputeRunningProcesses_v3"), 4);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetComputeRunningProcesses_v2"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetComputeRunningProcesses"), 0);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetGraphicsRunningProcesses_v3"), 3);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetMPSComputeRunningProcesses_v3"), 2);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetProcessUtilization"), 2); /* not on device 1: no process */
+}
+
+/* Energy from the counter, across a freeze, a driver reload and a step in no time. */
+static void full_energy(struct standin *st, struct nvml *n, struct nvml_snapshot *s) {
+        const struct nvml_proc *p;
 
         /* energy from the counter's differences */
-        CHECK_EQ_INT(nvml_sample(n, 2 * SEC, &s), 0);
-        CHECK_NEAR(s.devices[0].energy_j, 2.150);
-        CHECK_NEAR(s.devices[1].energy_j, 0.720);
-        p = find_proc(&s, 0, 4242);
+        CHECK_EQ_INT(nvml_sample(n, 2 * SEC, s), 0);
+        CHECK_NEAR(s->devices[0].energy_j, 2.150);
+        CHECK_NEAR(s->devices[1].energy_j, 0.720);
+        p = find_proc(s, 0, 4242);
         CHECK(p && p->has_util && p->sm_util_pct == 55);
 
         /* no sample newer than the last taken: NOT_FOUND, 0 % for every listed process */
-        st.freeze(1);
-        CHECK_EQ_INT(nvml_sample(n, 3 * SEC, &s), 0);
-        p = find_proc(&s, 0, 4242);
+        st->freeze(1);
+        CHECK_EQ_INT(nvml_sample(n, 3 * SEC, s), 0);
+        p = find_proc(s, 0, 4242);
         CHECK(p && p->has_util && p->sm_util_pct == 0 && p->enc_util_pct == 0);
-        p = find_proc(&s, 0, 4343);
+        p = find_proc(s, 0, 4343);
         CHECK(p && p->has_util && p->sm_util_pct == 0);
-        CHECK_NEAR(s.devices[0].energy_j, 4.300);
-        st.freeze(0);
+        CHECK_NEAR(s->devices[0].energy_j, 4.300);
+        st->freeze(0);
 
         /* a driver reload: the counter goes back, the interval is left out, once said */
-        st.energy_reset(0);
+        st->energy_reset(0);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 4 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 4 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK(s.devices[0].has_energy);
-        CHECK_NEAR(s.devices[0].energy_j, 4.300);
-        CHECK_NEAR(s.devices[1].energy_j, 2.160);
-        CHECK_EQ_INT(nvml_sample(n, 5 * SEC, &s), 0);
-        CHECK_NEAR(s.devices[0].energy_j, 6.450);
+        CHECK(s->devices[0].has_energy);
+        CHECK_NEAR(s->devices[0].energy_j, 4.300);
+        CHECK_NEAR(s->devices[1].energy_j, 2.160);
+        CHECK_EQ_INT(nvml_sample(n, 5 * SEC, s), 0);
+        CHECK_NEAR(s->devices[0].energy_j, 6.450);
         /* a step in no time is implausible: left out; said at info only the
          * first time for a device (device 0 said the reload already) */
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 5 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 5 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK_NEAR(s.devices[0].energy_j, 6.450);
-        CHECK_NEAR(s.devices[1].energy_j, 2.880);
+        CHECK_NEAR(s->devices[0].energy_j, 6.450);
+        CHECK_NEAR(s->devices[1].energy_j, 2.880);
+}
+
+/* Device calls failing, and a lost GPU. */
+static void full_device_failures(struct standin *st, struct nvml *n, struct nvml_snapshot *s) {
+        const struct gpu_device *d1;
 
         /* one call failing: that value unknown, the rest intact, one line
          * while it lasts and one when it recovers */
-        st.fail("nvmlDeviceGetPowerUsage", 0, NVML_ERROR_UNKNOWN);
+        st->fail("nvmlDeviceGetPowerUsage", 0, NVML_ERROR_UNKNOWN);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 6 * SEC, &s), 0);
-        CHECK_EQ_INT(nvml_sample(n, 7 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 6 * SEC, s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 7 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK(!s.devices[0].has_power);
-        CHECK(s.devices[0].has_busy && s.devices[0].has_mem_used && s.devices[0].has_temp);
-        CHECK(s.devices[0].has_energy); /* the counter does not need the power */
-        CHECK(s.devices[1].has_power);
-        st.fail("nvmlDeviceGetPowerUsage", 0, 0);
+        CHECK(!s->devices[0].has_power);
+        CHECK(s->devices[0].has_busy && s->devices[0].has_mem_used && s->devices[0].has_temp);
+        CHECK(s->devices[0].has_energy); /* the counter does not need the power */
+        CHECK(s->devices[1].has_power);
+        st->fail("nvmlDeviceGetPowerUsage", 0, 0);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 8 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 8 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK(s.devices[0].has_power);
+        CHECK(s->devices[0].has_power);
 
         /* a lost GPU: everything about it unknown, its other calls not made, one line */
-        st.fail("nvmlDeviceGetUtilizationRates", 1, NVML_ERROR_GPU_IS_LOST);
-        unsigned power_calls = st.calls("nvmlDeviceGetPowerUsage");
+        st->fail("nvmlDeviceGetUtilizationRates", 1, NVML_ERROR_GPU_IS_LOST);
+        unsigned power_calls = st->calls("nvmlDeviceGetPowerUsage");
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 9 * SEC, &s), 0);
-        CHECK_EQ_INT(nvml_sample(n, 10 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 9 * SEC, s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 10 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        d1 = &s.devices[1];
+        d1 = &s->devices[1];
         CHECK(!d1->has_busy && !d1->has_mem_used && !d1->has_mem_total && !d1->has_power && !d1->has_temp &&
               !d1->has_energy);
-        CHECK(!s.procs_known[1] && s.procs_known[0]);
-        CHECK(s.devices[0].has_busy && s.devices[0].has_power);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetPowerUsage") - power_calls, 2); /* device 0's only */
-        st.fail("nvmlDeviceGetUtilizationRates", 1, 0);
+        CHECK(!s->procs_known[1] && s->procs_known[0]);
+        CHECK(s->devices[0].has_busy && s->devices[0].has_power);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetPowerUsage") - power_calls, 2); /* device 0's only */
+        st->fail("nvmlDeviceGetUtilizationRates", 1, 0);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 11 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 11 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK(s.devices[1].has_busy && s.devices[1].has_energy && s.procs_known[1]);
+        CHECK(s->devices[1].has_busy && s->devices[1].has_energy && s->procs_known[1]);
         /* steps at 6, 7, 8 and now: the counter's mark survives the gap */
-        CHECK_NEAR(s.devices[1].energy_j, 2.880 + 4 * 0.720);
+        CHECK_NEAR(s->devices[1].energy_j, 2.880 + 4 * 0.720);
+}
+
+/* Process lists and utilisation failing. */
+static void full_process_failures(struct standin *st, struct nvml *n, struct nvml_snapshot *s) {
+        const struct nvml_proc *p;
 
         /* a failing process list: the others still read, the list marked partial */
-        st.fail("nvmlDeviceGetComputeRunningProcesses_v3", 0, NVML_ERROR_UNKNOWN);
+        st->fail("nvmlDeviceGetComputeRunningProcesses_v3", 0, NVML_ERROR_UNKNOWN);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 12 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 12 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1);
-        CHECK(!s.procs_known[0] && s.procs_known[1]);
-        CHECK_EQ_INT(s.n_procs, 2);
-        p = find_proc(&s, 0, 4242); /* from the graphics list */
+        CHECK(!s->procs_known[0] && s->procs_known[1]);
+        CHECK_EQ_INT(s->n_procs, 2);
+        p = find_proc(s, 0, 4242); /* from the graphics list */
         CHECK(p && p->has_mem && p->mem_bytes == 1 * GIB && p->has_util && p->sm_util_pct == 55);
-        st.fail("nvmlDeviceGetComputeRunningProcesses_v3", 0, 0);
+        st->fail("nvmlDeviceGetComputeRunningProcesses_v3", 0, 0);
 
         /* failing process utilisation: unknown, not 0 */
-        st.fail("nvmlDeviceGetProcessUtilization", 0, NVML_ERROR_UNKNOWN);
+        st->fail("nvmlDeviceGetProcessUtilization", 0, NVML_ERROR_UNKNOWN);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 13 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 13 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 2); /* the compute list's recovery, this failure */
-        CHECK(s.procs_known[0]);
-        p = find_proc(&s, 0, 4242);
+        CHECK(s->procs_known[0]);
+        p = find_proc(s, 0, 4242);
         CHECK(p && !p->has_util && p->has_mem);
-        st.fail("nvmlDeviceGetProcessUtilization", 0, 0);
+        st->fail("nvmlDeviceGetProcessUtilization", 0, 0);
+}
 
+/* The fallbacks: plain memory info, energy integrated from the power. */
+static void full_fallbacks(struct standin *st, struct nvml *n, struct nvml_snapshot *s) {
         /* _v2 memory refused: the plain call from then on (used includes the reserve) */
-        st.fail("nvmlDeviceGetMemoryInfo_v2", 0, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        st->fail("nvmlDeviceGetMemoryInfo_v2", 0, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 14 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 14 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 1); /* process utilisation readable again; the fallback is debug */
-        CHECK(s.devices[0].has_mem_used && s.devices[0].mem_used_bytes == 11 * GIB);
-        CHECK(s.devices[1].has_mem_used && s.devices[1].mem_used_bytes == 0); /* device 1 still on _v2 */
-        st.fail("nvmlDeviceGetMemoryInfo_v2", 0, 0);
-        CHECK_EQ_INT(nvml_sample(n, 15 * SEC, &s), 0);
-        CHECK(s.devices[0].mem_used_bytes == 11 * GIB);
-        CHECK_EQ_INT(st.calls("nvmlDeviceGetMemoryInfo"), 2);
+        CHECK(s->devices[0].has_mem_used && s->devices[0].mem_used_bytes == 11 * GIB);
+        CHECK(s->devices[1].has_mem_used && s->devices[1].mem_used_bytes == 0); /* device 1 still on _v2 */
+        st->fail("nvmlDeviceGetMemoryInfo_v2", 0, 0);
+        CHECK_EQ_INT(nvml_sample(n, 15 * SEC, s), 0);
+        CHECK(s->devices[0].mem_used_bytes == 11 * GIB);
+        CHECK_EQ_INT(st->calls("nvmlDeviceGetMemoryInfo"), 2);
 
         /* no energy counter on device 1 (pre-Volta): the power integrated */
-        st.fail("nvmlDeviceGetTotalEnergyConsumption", 1, NVML_ERROR_NOT_SUPPORTED);
-        double e1 = s.devices[1].energy_j;
+        st->fail("nvmlDeviceGetTotalEnergyConsumption", 1, NVML_ERROR_NOT_SUPPORTED);
+        double e1 = s->devices[1].energy_j;
         capture_begin();
-        CHECK_EQ_INT(nvml_sample(n, 16 * SEC, &s), 0);
-        CHECK_EQ_INT(nvml_sample(n, 18 * SEC, &s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 16 * SEC, s), 0);
+        CHECK_EQ_INT(nvml_sample(n, 18 * SEC, s), 0);
         CHECK_EQ_INT(capture_end(), 0);
-        CHECK(s.devices[1].has_energy);
-        CHECK_NEAR(s.devices[1].energy_j, e1 + 72.0 * 2);
+        CHECK(s->devices[1].has_energy);
+        CHECK_NEAR(s->devices[1].energy_j, e1 + 72.0 * 2);
+}
+
+static void test_full(const char *path) {
+        struct standin st;
+        struct nvml_snapshot s;
+
+        if (!standin_open(path, &st))
+                return;
+        capture_begin();
+        struct nvml *n = open_ok(path);
+        CHECK_EQ_INT(capture_end(), 0);
+        if (!n)
+                goto out;
+        full_open_calls(&st, n);
+        full_first_tick(&st, n, &s);
+        full_energy(&st, n, &s);
+        full_device_failures(&st, n, &s);
+        full_process_failures(&st, n, &s);
+        full_fallbacks(&st, n, &s);
 
         unsigned shutdowns = st.calls("nvmlShutdown");
         nvml_close(n);

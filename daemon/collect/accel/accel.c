@@ -16,9 +16,9 @@
 #include "util.h"
 
 /* The DRM client side and the sysfs device set (filled in below). */
-static const struct gpu_device *accel_sysfs_devices(struct accel *a, uint64_t now_ns, size_t *ret_n);
-static void accel_sweep_begin(struct accel *a, uint64_t now_ns);
-static void accel_sweep_end(struct accel *a, uint64_t max_age_ns);
+static const struct gpu_device *accel_sysfs_devices(struct accel *a, usec_t now_usec, size_t *ret_n);
+static void accel_sweep_begin(struct accel *a, usec_t now_usec);
+static void accel_sweep_end(struct accel *a, usec_t max_age_usec);
 static void accel_drm_cache_free(struct drm_proc_cache *c);
 
 struct accel {
@@ -26,7 +26,7 @@ struct accel {
         char *proc_root, *sys_root;
         long clk_tck;
         unsigned fd_rescan_ticks;
-        uint64_t device_interval_ns, next_device_ns;
+        usec_t device_interval_usec, next_device_usec;
         bool devices_read; /* in this tick */
 
         struct drm_clients *drm;
@@ -76,7 +76,7 @@ int accel_new(const struct accel_options *c, struct accel **ret) {
         if (a->clk_tck <= 0)
                 a->clk_tck = 100;
         a->fd_rescan_ticks = c->fd_rescan_ticks;
-        a->device_interval_ns = c->device_interval_usec * 1000;
+        a->device_interval_usec = c->device_interval_usec;
 
         if (a->gpu_on && (drm_clients_new(&a->drm) < 0 || gpudev_set_new(a->sys_root, &a->gpudev) < 0)) {
                 accel_free(a);
@@ -160,15 +160,15 @@ static void read_host_busy(struct accel *a) {
 
 /* Reads every device source and rebuilds the list, keeping each device's
  * energy delta since the previous list. */
-static void read_devices(struct accel *a, uint64_t now_ns) {
+static void read_devices(struct accel *a, usec_t now_usec) {
         struct gpu_device *nd = NULL;
-        size_t n = 0, cap = 0;
+        size_t n = 0;
         const struct gpu_device *src[2] = { NULL, NULL };
         size_t nsrc[2] = { 0, 0 };
 
         if (a->gpu_on) {
-                src[0] = accel_sysfs_devices(a, now_ns, &nsrc[0]);
-                if (a->nvml && nvml_sample(a->nvml, now_ns, &a->nv) == 0) {
+                src[0] = accel_sysfs_devices(a, now_usec, &nsrc[0]);
+                if (a->nvml && nvml_sample(a->nvml, now_usec, &a->nv) == 0) {
                         a->has_nv = true;
                         src[1] = a->nv.devices;
                         nsrc[1] = a->nv.n_devices;
@@ -183,14 +183,8 @@ static void read_devices(struct accel *a, uint64_t now_ns) {
                                 nd[j] = src[k][i];
                                 continue;
                         }
-                        if (n == cap) {
-                                size_t ncap = cap ? cap * 2 : 8;
-                                struct gpu_device *x = realloc(nd, ncap * sizeof *nd);
-                                if (!x)
-                                        goto oom;
-                                nd = x;
-                                cap = ncap;
-                        }
+                        if (!GREEDY_REALLOC(nd, n + 1))
+                                goto oom;
                         nd[n++] = src[k][i];
                 }
         double *dj = calloc(n ? n : 1, sizeof *dj);
@@ -222,7 +216,7 @@ energy:
         a->has_pkg_delta = false;
         if (a->rapl) {
                 double pdj, pw;
-                if (rapl_sample(a->rapl, now_ns / 1000, &pdj, &pw)) {
+                if (rapl_sample(a->rapl, now_usec, &pdj, &pw)) {
                         a->has_pkg_delta = true;
                         a->pkg_delta_j = pdj;
                         a->package.has_power = true;
@@ -243,24 +237,24 @@ energy:
         a->devices_ts_ms = now_realtime_ms();
 }
 
-bool accel_tick_begin(struct accel *a, uint64_t now_mono_ns) {
+bool accel_tick_begin(struct accel *a, usec_t now_usec) {
         if (!a || (!a->gpu_on && !a->energy_on))
                 return false;
         a->devices_read = false;
-        accel_sweep_begin(a, now_mono_ns);
+        accel_sweep_begin(a, now_usec);
         /* a little slack: a device read due within 10 ms happens now */
-        if (now_mono_ns + 10000000ULL < a->next_device_ns)
+        if (now_usec + 10 * USEC_PER_MSEC < a->next_device_usec)
                 return false;
-        read_devices(a, now_mono_ns);
-        a->next_device_ns = (now_mono_ns / a->device_interval_ns + 1) * a->device_interval_ns;
+        read_devices(a, now_usec);
+        a->next_device_usec = (now_usec / a->device_interval_usec + 1) * a->device_interval_usec;
         a->devices_read = true;
         return true;
 }
 
-void accel_tick_end(struct accel *a, uint64_t max_age_ns) {
+void accel_tick_end(struct accel *a, usec_t max_age_usec) {
         if (!a || !a->gpu_on)
                 return;
-        accel_sweep_end(a, max_age_ns);
+        accel_sweep_end(a, max_age_usec);
 }
 
 void accel_run_energy(struct accel *a, struct accel_run *ar, uint64_t cpu_time_ns) {
@@ -307,34 +301,33 @@ void accel_run_done(struct accel_run *ar) {
 
 /* ---- DRM/accel clients and sysfs devices (drm.c, gpudev.c) ---- */
 
-static const struct gpu_device *accel_sysfs_devices(struct accel *a, uint64_t now_ns, size_t *ret_n) {
+static const struct gpu_device *accel_sysfs_devices(struct accel *a, usec_t now_usec, size_t *ret_n) {
         *ret_n = 0;
-        int n = gpudev_sample(a->gpudev, now_ns / 1000);
+        int n = gpudev_sample(a->gpudev, now_usec);
         if (n < 0)
                 log_debug_errno(n, "reading the GPU/NPU devices in sysfs: %m");
         size_t k = gpudev_count(a->gpudev);
-        struct gpu_device *v = realloc(a->sys_devices, (k ? k : 1) * sizeof *v);
+        struct gpu_device *v = GREEDY_REALLOC(a->sys_devices, k ? k : 1);
         if (!v)
                 return NULL;
-        a->sys_devices = v;
         for (size_t i = 0; i < k; i++)
                 v[i] = *gpudev_get(a->gpudev, i);
         *ret_n = k;
         return v;
 }
 
-static void accel_sweep_begin(struct accel *a, uint64_t now_ns) {
+static void accel_sweep_begin(struct accel *a, usec_t now_usec) {
         if (!a->gpu_on)
                 return;
-        drm_clients_begin(a->drm, now_ns);
+        drm_clients_begin(a->drm, now_usec);
         for (size_t i = 0; i < a->n_holders; i++) {
                 a->holders[i].prev = a->holders[i].cur;
                 a->holders[i].cur = 0;
         }
 }
 
-static void accel_sweep_end(struct accel *a, uint64_t max_age_ns) {
-        drm_clients_end(a->drm, max_age_ns);
+static void accel_sweep_end(struct accel *a, usec_t max_age_usec) {
+        drm_clients_end(a->drm, max_age_usec);
 }
 
 static void accel_drm_cache_free(struct drm_proc_cache *c) {
@@ -345,11 +338,9 @@ static struct holder_count *holder_count(struct accel *a, const char *node) {
         for (size_t i = 0; i < a->n_holders; i++)
                 if (streq(a->holders[i].node, node))
                         return &a->holders[i];
-        struct holder_count *x = realloc(a->holders, (a->n_holders + 1) * sizeof *x);
-        if (!x)
+        if (!GREEDY_REALLOC(a->holders, a->n_holders + 1))
                 return NULL;
-        a->holders = x;
-        x = &a->holders[a->n_holders++];
+        struct holder_count *x = &a->holders[a->n_holders++];
         *x = (struct holder_count){ 0 };
         size_t l = strnlen(node, sizeof x->node - 1);
         memcpy(x->node, node, l);
@@ -362,9 +353,8 @@ static struct holder_count *holder_count(struct accel *a, const char *node) {
  * each NPU it holds open: the device's busy time and memory split evenly
  * between the processes that held it at the previous sweep (an estimate;
  * the kernel has no per-client NPU counters). */
-static void collect_drm(struct accel *a, const int *pid_dirfds, struct accel_member *members, size_t n, uint64_t now_ns,
+static void collect_drm(struct accel *a, const int *pid_dirfds, struct accel_member *members, size_t n,
                         struct gpu_use *uses, size_t *n_uses, size_t max) {
-        (void)now_ns;
         _cleanup_free_ struct drm_proc *procs = calloc(n ? n : 1, sizeof *procs);
         if (!procs)
                 return;
@@ -465,23 +455,19 @@ static void summarize(struct gpu_use *uses, size_t n, bool known_zero, struct sa
 #define MAX_RUN_DEVICES 16
 
 void accel_collect_run(struct accel *a, struct accel_run *ar, const int *pid_dirfds, struct accel_member *members,
-                       size_t n, uint64_t now_mono_ns, struct sample *s) {
+                       size_t n, struct sample *s) {
         if (!accel_per_process(a)) {
                 ar->n_uses = 0;
                 return;
         }
         struct gpu_use uses[MAX_RUN_DEVICES];
         size_t nu = 0;
-        collect_drm(a, pid_dirfds, members, n, now_mono_ns, uses, &nu, MAX_RUN_DEVICES);
+        collect_drm(a, pid_dirfds, members, n, uses, &nu, MAX_RUN_DEVICES);
         bool complete = collect_nvml(a, members, n, uses, &nu, MAX_RUN_DEVICES);
         summarize(uses, nu, complete, s);
-        if (nu > ar->n_uses || !ar->uses) {
-                struct gpu_use *x = realloc(ar->uses, (nu ? nu : 1) * sizeof *x);
-                if (!x) {
-                        ar->n_uses = 0;
-                        return;
-                }
-                ar->uses = x;
+        if (!GREEDY_REALLOC(ar->uses, nu ? nu : 1)) {
+                ar->n_uses = 0;
+                return;
         }
         memcpy(ar->uses, uses, nu * sizeof *uses);
         ar->n_uses = nu;

@@ -55,18 +55,18 @@ bool accel_per_process(const struct accel *a);
 /* Start of a sampling tick. Reads the devices (sysfs, NVML, RAPL, host CPU)
  * when their period is due; returns true when it did (the caller then
  * stores them and calls accel_run_energy for every run). */
-bool accel_tick_begin(struct accel *a, uint64_t now_mono_ns);
-/* End of the tick: clients not seen for max_age_ns are forgotten (more
+bool accel_tick_begin(struct accel *a, usec_t now_usec);
+/* End of the tick: clients not seen for max_age_usec are forgotten (more
  * than the longest run interval: a run's clients are read only when it is
  * sampled). */
-void accel_tick_end(struct accel *a, uint64_t max_age_ns);
+void accel_tick_end(struct accel *a, usec_t max_age_usec);
 
 /* One run's use of the devices now, from its processes (pid_dirfds[i] is
  * /proc/PID of members[i]); fills ar->uses and the sample's gpu fields.
  * members persist across calls (the caller moves them with its members). */
 struct sample;
 void accel_collect_run(struct accel *a, struct accel_run *ar, const int *pid_dirfds, struct accel_member *members,
-                       size_t n, uint64_t now_mono_ns, struct sample *s);
+                       size_t n, struct sample *s);
 void accel_member_done(struct accel_member *m);
 void accel_run_done(struct accel_run *ar);
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "util.h"
@@ -12,7 +13,7 @@
 /* ---- parsing ---------------------------------------------------------------
  *
  * What the drivers print, after the generic pos/flags/mnt_id/ino lines
- * (amdgpu on 6.13, i915, xe, panthor; research/gpu-npu.md 1.8):
+ * (amdgpu on 6.13, i915, xe, panthor):
  *
  *   drm-driver:\tamdgpu
  *   drm-client-id:\t11
@@ -70,52 +71,54 @@ static int parse_number(const char *v, size_t n, const struct unit *units, size_
         return -EINVAL;
 }
 
-enum field { F_ENGINE_NS, F_CAPACITY, F_CYCLES, F_TOTAL_CYCLES, F_MAXFREQ, F_RESIDENT, F_MEMORY, F_TOTAL };
-
-/* Keys "<prefix><name>". The first match wins, so a prefix comes before
- * any shorter one it starts with: drm-engine-capacity-video is not engine
- * "capacity-video", drm-total-cycles-rcs not region "cycles-rcs". */
-static const struct {
+/* Keys "<prefix><name>": where the number goes (an engine's or a region's
+ * field, and its has_ flag), in which units. The first match wins, so a
+ * prefix comes before any shorter one it starts with:
+ * drm-engine-capacity-video is not engine "capacity-video",
+ * drm-total-cycles-rcs not region "cycles-rcs". */
+#define NO_FLAG SIZE_MAX
+#define ENGINE_KEY(prefix, units, value, flag)                                                    \
+        {                                                                                         \
+                prefix, false, units, ELEMENTSOF(units), offsetof(struct drm_engine_stat, value), \
+                        offsetof(struct drm_engine_stat, flag), false                             \
+        }
+#define REGION_KEY(prefix, value, flag)                                                                    \
+        {                                                                                                  \
+                prefix, true, size_units, ELEMENTSOF(size_units), offsetof(struct drm_region_stat, value), \
+                        offsetof(struct drm_region_stat, flag), false                                      \
+        }
+static const struct prefixed_key {
         const char *prefix;
-        enum field field;
+        bool region; /* a struct drm_region_stat field, else a struct drm_engine_stat one */
+        const struct unit *units;
+        size_t n_units;
+        size_t value, flag; /* offsets of the uint64_t and its bool */
+        bool nonzero;       /* 0 is not allowed */
 } prefixed_keys[] = {
-        { "drm-engine-capacity-", F_CAPACITY },
-        { "drm-engine-", F_ENGINE_NS },
-        { "drm-cycles-", F_CYCLES },
-        { "drm-total-cycles-", F_TOTAL_CYCLES },
-        { "drm-maxfreq-", F_MAXFREQ },
-        { "drm-resident-", F_RESIDENT },
-        { "drm-memory-", F_MEMORY },
-        { "drm-total-", F_TOTAL },
+        /* "0 is not allowed": the default 1 stays */
+        { "drm-engine-capacity-", false, no_unit, ELEMENTSOF(no_unit), offsetof(struct drm_engine_stat, capacity),
+          NO_FLAG, true },
+        ENGINE_KEY("drm-engine-", time_units, ns, has_ns),
+        ENGINE_KEY("drm-cycles-", no_unit, cycles, has_cycles),
+        ENGINE_KEY("drm-total-cycles-", no_unit, total_cycles, has_total_cycles),
+        ENGINE_KEY("drm-maxfreq-", freq_units, maxfreq_hz, has_maxfreq),
+        REGION_KEY("drm-resident-", resident_bytes, has_resident),
+        REGION_KEY("drm-memory-", memory_bytes, has_memory),
+        REGION_KEY("drm-total-", total_bytes, has_total),
 };
 
-static bool name_is(const char *name, const char *s, size_t n) {
-        return strncmp(name, s, n) == 0 && name[n] == 0;
-}
-
 static struct drm_engine_stat *engine_get(struct drm_fdinfo *fi, const char *name, size_t n) {
-        for (size_t i = 0; i < fi->n_engines; i++)
-                if (name_is(fi->engines[i].name, name, n))
-                        return &fi->engines[i];
-        if (fi->n_engines == GPU_MAX_ENGINES)
-                return NULL;
-        struct drm_engine_stat *e = &fi->engines[fi->n_engines++];
-        memcpy(e->name, name, n);
-        e->name[n] = 0;
-        e->capacity = 1;
+        bool added;
+        struct drm_engine_stat *e = gpu_named_get(fi->engines, &fi->n_engines, GPU_MAX_ENGINES, sizeof *e,
+                                                  sizeof e->name, name, n, &added);
+        if (added)
+                e->capacity = 1;
         return e;
 }
 
 static struct drm_region_stat *region_get(struct drm_fdinfo *fi, const char *name, size_t n) {
-        for (size_t i = 0; i < fi->n_regions; i++)
-                if (name_is(fi->regions[i].name, name, n))
-                        return &fi->regions[i];
-        if (fi->n_regions == GPU_MAX_REGIONS)
-                return NULL;
-        struct drm_region_stat *r = &fi->regions[fi->n_regions++];
-        memcpy(r->name, name, n);
-        r->name[n] = 0;
-        return r;
+        return gpu_named_get(fi->regions, &fi->n_regions, GPU_MAX_REGIONS, sizeof(struct drm_region_stat),
+                             sizeof fi->regions[0].name, name, n, NULL);
 }
 
 /* drm-driver and drm-pdev end up in JSON, labels and logs: printable ASCII
@@ -164,89 +167,27 @@ static int parse_key(struct drm_fdinfo *fi, const char *k, size_t kn, const char
                 return 0;
         }
 
-        const char *name = NULL;
-        size_t nn = 0;
-        enum field field = F_ENGINE_NS;
-        for (size_t i = 0; i < ELEMENTSOF(prefixed_keys); i++) {
+        const struct prefixed_key *pk = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(prefixed_keys) && !pk; i++) {
                 size_t pn = strlen(prefixed_keys[i].prefix);
-                if (kn > pn && memcmp(k, prefixed_keys[i].prefix, pn) == 0) {
-                        name = k + pn;
-                        nn = kn - pn;
-                        field = prefixed_keys[i].field;
-                        break;
-                }
+                if (kn > pn && memcmp(k, prefixed_keys[i].prefix, pn) == 0)
+                        pk = &prefixed_keys[i];
         }
-        if (!name)
+        if (!pk)
                 return 0; /* drm-shared-*, drm-active-*, drm-curfreq-*, amd-*, pasid ... */
 
-        const struct unit *units = no_unit;
-        size_t n_units = ELEMENTSOF(no_unit);
-        if (field == F_ENGINE_NS) {
-                units = time_units;
-                n_units = ELEMENTSOF(time_units);
-        } else if (field == F_MAXFREQ) {
-                units = freq_units;
-                n_units = ELEMENTSOF(freq_units);
-        } else if (field == F_RESIDENT || field == F_MEMORY || field == F_TOTAL) {
-                units = size_units;
-                n_units = ELEMENTSOF(size_units);
-        }
-        if (nn >= GPU_NAME_MAX || parse_number(v, vn, units, n_units, &x) < 0) {
+        size_t pn = strlen(pk->prefix), nn = kn - pn;
+        const char *name = k + pn;
+        void *stat = NULL;
+        if (nn < GPU_NAME_MAX && parse_number(v, vn, pk->units, pk->n_units, &x) == 0 && (x != 0 || !pk->nonzero))
+                stat = pk->region ? (void *)region_get(fi, name, nn) : (void *)engine_get(fi, name, nn);
+        if (!stat) {
                 fi->n_skipped++;
                 return 0;
         }
-
-        if (field == F_RESIDENT || field == F_MEMORY || field == F_TOTAL) {
-                struct drm_region_stat *reg = region_get(fi, name, nn);
-                if (!reg) {
-                        fi->n_skipped++;
-                        return 0;
-                }
-                if (field == F_RESIDENT) {
-                        reg->has_resident = true;
-                        reg->resident_bytes = x;
-                } else if (field == F_MEMORY) {
-                        reg->has_memory = true;
-                        reg->memory_bytes = x;
-                } else {
-                        reg->has_total = true;
-                        reg->total_bytes = x;
-                }
-                return 0;
-        }
-
-        if (field == F_CAPACITY && x == 0) { /* "0 is not allowed": keep the default 1 */
-                fi->n_skipped++;
-                return 0;
-        }
-        struct drm_engine_stat *e = engine_get(fi, name, nn);
-        if (!e) {
-                fi->n_skipped++;
-                return 0;
-        }
-        switch (field) {
-        case F_ENGINE_NS:
-                e->has_ns = true;
-                e->ns = x;
-                break;
-        case F_CAPACITY:
-                e->capacity = x;
-                break;
-        case F_CYCLES:
-                e->has_cycles = true;
-                e->cycles = x;
-                break;
-        case F_TOTAL_CYCLES:
-                e->has_total_cycles = true;
-                e->total_cycles = x;
-                break;
-        case F_MAXFREQ:
-                e->has_maxfreq = true;
-                e->maxfreq_hz = x;
-                break;
-        default:
-                break;
-        }
+        *(uint64_t *)((char *)stat + pk->value) = x;
+        if (pk->flag != NO_FLAG)
+                *(bool *)((char *)stat + pk->flag) = true;
         return 0;
 }
 
@@ -353,7 +294,7 @@ struct client {
         uint64_t id;
         int pid, fd; /* part of the key only without a client id */
 
-        uint64_t seen_ns; /* the latest counted reading */
+        usec_t seen_usec; /* the latest counted reading */
         uint64_t sweep;   /* ... and its sweep */
         int owner_pid;    /* ... and who made it */
         struct client_engine engines[GPU_MAX_ENGINES];
@@ -372,10 +313,11 @@ struct client_key {
  * expiry compacts the array and rebuilds the index. */
 struct drm_clients {
         struct client *v;
-        size_t n, cap;
+        size_t n;
         uint32_t *slots;
         size_t n_slots; /* a power of two */
-        uint64_t sweep, now_ns;
+        uint64_t sweep;
+        usec_t now_usec;
 };
 
 static uint64_t mix(uint64_t h, uint64_t x) {
@@ -434,14 +376,8 @@ static struct client *client_find(struct drm_clients *t, const struct client_key
 static int client_add(struct drm_clients *t, const struct client_key *k, struct client **ret) {
         if (t->n >= DRM_MAX_CLIENTS)
                 return -ENOSPC;
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 16;
-                struct client *v = realloc(t->v, cap * sizeof *v);
-                if (!v)
-                        return -ENOMEM;
-                t->v = v;
-                t->cap = cap;
-        }
+        if (!GREEDY_REALLOC(t->v, t->n + 1))
+                return -ENOMEM;
         if ((t->n + 1) * 2 > t->n_slots) {
                 int r = index_rebuild(t, t->n_slots ? t->n_slots * 2 : 64);
                 if (r < 0)
@@ -475,19 +411,19 @@ struct drm_clients *drm_clients_free(struct drm_clients *t) {
         return NULL;
 }
 
-void drm_clients_begin(struct drm_clients *t, uint64_t now_ns) {
+void drm_clients_begin(struct drm_clients *t, usec_t now_usec) {
         t->sweep++;
-        t->now_ns = now_ns;
+        t->now_usec = now_usec;
 }
 
-void drm_clients_end(struct drm_clients *t, uint64_t max_age_ns) {
-        (void)drm_clients_expire(t, t->now_ns, max_age_ns);
+void drm_clients_end(struct drm_clients *t, usec_t max_age_usec) {
+        (void)drm_clients_expire(t, t->now_usec, max_age_usec);
 }
 
-size_t drm_clients_expire(struct drm_clients *t, uint64_t now_ns, uint64_t max_age_ns) {
+size_t drm_clients_expire(struct drm_clients *t, usec_t now_usec, usec_t max_age_usec) {
         size_t kept = 0, n = t->n;
         for (size_t i = 0; i < n; i++) {
-                if (sat_sub_u64(now_ns, t->v[i].seen_ns) > max_age_ns)
+                if (sat_sub_u64(now_usec, t->v[i].seen_usec) > max_age_usec)
                         continue;
                 if (kept != i)
                         t->v[kept] = t->v[i];
@@ -512,15 +448,8 @@ size_t drm_clients_count(const struct drm_clients *t) {
 }
 
 static struct client_engine *client_engine_get(struct client *c, const char *name) {
-        for (size_t i = 0; i < c->n_engines; i++)
-                if (streq(c->engines[i].name, name))
-                        return &c->engines[i];
-        if (c->n_engines == GPU_MAX_ENGINES)
-                return NULL;
-        struct client_engine *e = &c->engines[c->n_engines++];
-        *e = (struct client_engine){};
-        snprintf(e->name, sizeof e->name, "%s", name);
-        return e;
+        return gpu_named_get(c->engines, &c->n_engines, GPU_MAX_ENGINES, sizeof c->engines[0],
+                             sizeof c->engines[0].name, name, strlen(name), NULL);
 }
 
 int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int fd, const struct drm_fdinfo *info,
@@ -546,7 +475,7 @@ int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int 
                         return r;
         }
         /* 0 for a new client: every engine then has nothing held: unknown */
-        uint64_t dt_ns = sat_sub_u64(t->now_ns, c->seen_ns);
+        uint64_t dt_ns = sat_sub_u64(t->now_usec, c->seen_usec) * 1000;
         for (size_t i = 0; i < info->n_engines && i < GPU_MAX_ENGINES; i++) {
                 struct gpu_engine *out = &ret_engines[i];
                 *out = (struct gpu_engine){};
@@ -555,7 +484,7 @@ int drm_clients_observe(struct drm_clients *t, const char *device, int pid, int 
                 if (e && drm_engine_util(&e->held, &info->engines[i], dt_ns, &out->util_pct))
                         out->has_util = true;
         }
-        c->seen_ns = t->now_ns;
+        c->seen_usec = t->now_usec;
         c->sweep = t->sweep;
         c->owner_pid = pid;
         return 1;
@@ -676,16 +605,10 @@ static int cache_list(int piddir, struct drm_proc_cache *c) {
                         c->dropped++;
                         continue;
                 }
-                if (c->n_fds == c->cap) {
-                        size_t cap = c->cap ? c->cap * 2 : 4;
-                        struct drm_fd *v = realloc(c->fds, cap * sizeof *v);
-                        if (!v) {
-                                closedir(d);
-                                c->n_fds = 0;
-                                return -ENOMEM;
-                        }
-                        c->fds = v;
-                        c->cap = cap;
+                if (!GREEDY_REALLOC(c->fds, c->n_fds + 1)) {
+                        closedir(d);
+                        c->n_fds = 0;
+                        return -ENOMEM;
                 }
                 struct drm_fd *f = &c->fds[c->n_fds];
                 if (kind != DRM_FD_NVIDIA) {

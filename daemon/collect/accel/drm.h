@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* DRM and accel clients of processes, from /proc/PID/fdinfo/FD
- * (Documentation/gpu/drm-usage-stats.rst; research/gpu-npu.md section 1).
+/* DRM and accel clients of processes, from the usage stats ("drm-*" keys)
+ * that DRM drivers print in /proc/PID/fdinfo/FD.
  *
  * Layers, each usable (and tested) alone:
  *   drm_fdinfo_parse()    fdinfo text -> struct drm_fdinfo               pure
@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "collect/accel/gpu.h"
+#include "util.h"
 
 /* ---- fdinfo text -> struct ------------------------------------------------ */
 
@@ -139,14 +140,14 @@ struct drm_clients;
 int drm_clients_new(struct drm_clients **ret);
 struct drm_clients *drm_clients_free(struct drm_clients *t); /* NULL-safe; returns NULL */
 
-/* Brackets one sweep at monotonic time now_ns (the same for every reading
- * of the sweep). end drops the clients not seen for more than max_age_ns:
- * runs have their own intervals, so max_age_ns must exceed the longest
- * (the daemon: twice the longest run interval). */
-void drm_clients_begin(struct drm_clients *t, uint64_t now_ns);
-void drm_clients_end(struct drm_clients *t, uint64_t max_age_ns);
+/* Brackets one sweep at monotonic time now_usec (the same for every
+ * reading of the sweep). end drops the clients not seen for more than
+ * max_age_usec: runs have their own intervals, so max_age_usec must exceed
+ * the longest (the daemon: twice the longest run interval). */
+void drm_clients_begin(struct drm_clients *t, usec_t now_usec);
+void drm_clients_end(struct drm_clients *t, usec_t max_age_usec);
 /* The same drop at any time; returns how many were dropped. */
-size_t drm_clients_expire(struct drm_clients *t, uint64_t now_ns, uint64_t max_age_ns);
+size_t drm_clients_expire(struct drm_clients *t, usec_t now_usec, usec_t max_age_usec);
 size_t drm_clients_count(const struct drm_clients *t);
 
 /* One reading of a client by process pid through its fd fd, in the current
@@ -190,7 +191,7 @@ struct drm_fd {
  * drm_proc_cache_free() when the process leaves. */
 struct drm_proc_cache {
         struct drm_fd *fds; /* sorted by fd; one holder per node */
-        size_t n_fds, cap;
+        size_t n_fds;
         uint64_t calls;     /* drm_proc_scan() calls */
         uint64_t listed_at; /* calls at the latest listing */
         uint64_t lists;     /* listings so far */

@@ -79,6 +79,11 @@ struct gpu_device {
 };
 
 /* Building a run's uses, shared by the collectors. */
+/* The element of v[0 .. *n) (each size bytes, starting with a NUL-terminated
+ * char name[name_size]) named [name, name + len); else one appended, zeroed,
+ * with that name (cut to fit), *ret_added set; NULL when max are there. */
+void *gpu_named_get(void *v, size_t *n, size_t max, size_t size, size_t name_size, const char *name, size_t len,
+                    bool *ret_added);
 /* The use of device in uses[0..*n), added (zeroed, named) if new; NULL when
  * max are in use. */
 struct gpu_use *gpu_use_get(struct gpu_use *uses, size_t *n, size_t max, const char *device);

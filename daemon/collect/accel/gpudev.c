@@ -22,54 +22,7 @@
 #include <string.h>
 
 #include "collect/accel/gpudev.h"
-
-/* ---- sysfs attribute text ----------------------------------------------- */
-
-int sysfs_read_str_at(int dirfd, const char *path, char *buf, size_t size) {
-        _cleanup_close_ int fd = -1;
-        char text[256]; /* sysfs values we read are numbers and short names */
-        ssize_t k;
-
-        if (size < 2)
-                return -EINVAL;
-        if (size > sizeof text)
-                size = sizeof text;
-        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        k = pread_text(fd, text, size);
-        if (k < 0)
-                return (int)k;
-        if ((size_t)k >= size - 1)
-                return -EFBIG;
-        if (k > 0 && text[k - 1] == '\n')
-                text[--k] = 0;
-        if (k == 0)
-                return -EINVAL;
-        memcpy(buf, text, (size_t)k + 1);
-        return 0;
-}
-
-int sysfs_read_u64_at(int dirfd, const char *path, uint64_t *ret) {
-        char buf[32]; /* UINT64_MAX has 20 digits */
-        int r = sysfs_read_str_at(dirfd, path, buf, sizeof buf);
-        return r < 0 ? r : safe_atou64(buf, ret);
-}
-
-int sysfs_read_i64_at(int dirfd, const char *path, int64_t *ret) {
-        char buf[32];
-        int r = sysfs_read_str_at(dirfd, path, buf, sizeof buf);
-        return r < 0 ? r : safe_atoi64(buf, ret);
-}
-
-int sysfs_root_set(char **root, const char *sys_root) {
-        char *copy = strdup(sys_root && *sys_root ? sys_root : "/sys");
-        if (!copy)
-                return -ENOMEM;
-        free(*root);
-        *root = copy;
-        return 0;
-}
+#include "collect/accel/sysfs.h"
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -239,9 +192,9 @@ struct node_entry {
 struct gpudev_set {
         char *root;
         struct gpudev **devs;
-        size_t n_devs, cap_devs;
+        size_t n_devs;
         struct node_entry *nodes;
-        size_t n_nodes, cap_nodes;
+        size_t n_nodes;
 };
 
 /* The device-level hwmon directory under DEV/hwmon/ named `want`. Its index
@@ -711,14 +664,8 @@ static struct gpudev *find_by_devname(const struct gpudev_set *s, const char *de
 }
 
 static int node_add(struct gpudev_set *s, const char *node, const char *devname) {
-        if (s->n_nodes == s->cap_nodes) {
-                size_t cap = s->cap_nodes ? s->cap_nodes * 2 : 8;
-                struct node_entry *n = reallocarray(s->nodes, cap, sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                s->nodes = n;
-                s->cap_nodes = cap;
-        }
+        if (!GREEDY_REALLOC(s->nodes, s->n_nodes + 1))
+                return -ENOMEM;
         struct node_entry *e = &s->nodes[s->n_nodes++];
         copy_str(e->node, sizeof e->node, node);
         copy_str(e->devname, sizeof e->devname, devname);
@@ -729,14 +676,8 @@ static int node_add(struct gpudev_set *s, const char *node, const char *devname)
 static struct gpudev *device_add(struct gpudev_set *s, const char *devname, const char *node, const char *kind) {
         struct gpudev *g;
 
-        if (s->n_devs == s->cap_devs) {
-                size_t cap = s->cap_devs ? s->cap_devs * 2 : 4;
-                struct gpudev **n = reallocarray(s->devs, cap, sizeof *n);
-                if (!n)
-                        return NULL;
-                s->devs = n;
-                s->cap_devs = cap;
-        }
+        if (!GREEDY_REALLOC(s->devs, s->n_devs + 1))
+                return NULL;
         g = calloc(1, sizeof *g);
         if (!g)
                 return NULL;

@@ -68,16 +68,3 @@ const char *gpudev_id_for_node(const struct gpudev_set *s, const char *node);
 /* Parses a PCI address as sysfs and drm-pdev write it, "0000:03:00.0"
  * (domain:bus:device.function, lower-case hex). Pure. */
 bool gpudev_is_pci_address(const char *s);
-
-/* ---- sysfs helpers, shared with rapl.c ----------------------------------- */
-
-/* *root = a copy of sys_root, or of "/sys" for NULL or "". */
-int sysfs_root_set(char **root, const char *sys_root);
-
-/* One attribute holding one value and a newline ("58\n"): the text without
- * the newline into buf. -errno; -EFBIG when it may not fit (a cut number
- * would parse as another one); -EINVAL when empty. */
-int sysfs_read_str_at(int dirfd, const char *path, char *buf, size_t size);
-/* The same, parsed whole as decimal: -EINVAL for anything else. */
-int sysfs_read_u64_at(int dirfd, const char *path, uint64_t *ret);
-int sysfs_read_i64_at(int dirfd, const char *path, int64_t *ret);

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "collect/procfs-text.h"
+
 /* ---- the NVML ABI ---------------------------------------------------------
  * Declared here rather than taken from NVIDIA's nvml.h, which is not on a
  * build machine without CUDA (and some copies of it, DCGM's, carry a 32-byte
@@ -213,10 +215,11 @@ struct nvml_dev {
         bool integrate;   /* no energy counter: energy from the power readings */
         bool energy_said; /* a counter step was left out and said so (info once, then debug) */
         bool has_energy_mark;
-        uint64_t energy_mark_mj, energy_mark_ns;
+        uint64_t energy_mark_mj;
+        usec_t energy_mark_usec;
         bool has_power_mark;
         double power_mark_w;
-        uint64_t power_mark_ns;
+        usec_t power_mark_usec;
         double energy_j;
         unsigned long long util_seen_usec; /* newest process-utilisation sample taken */
         nvmlReturn_t failing[N_CALLS];     /* the code a call was last logged failing with; 0 = works */
@@ -233,7 +236,7 @@ struct nvml {
         bool *procs_known;
         size_t n_devices;
         struct nvml_proc *procs;
-        size_t n_procs, procs_cap;
+        size_t n_procs;
         void *buf; /* scratch for the sized queries */
         size_t buf_size;
 };
@@ -258,27 +261,13 @@ _printf_(4, 5) static int fail(char *err, size_t errlen, int r, const char *fmt,
 }
 
 static bool hex_field(const char **p, size_t min_digits, size_t max_digits, unsigned *ret) {
-        unsigned v = 0;
-        size_t k = 0;
-        for (;; k++) {
-                char c = (*p)[k];
-                unsigned d;
-                if (c >= '0' && c <= '9')
-                        d = (unsigned)(c - '0');
-                else if (c >= 'a' && c <= 'f')
-                        d = (unsigned)(c - 'a' + 10);
-                else if (c >= 'A' && c <= 'F')
-                        d = (unsigned)(c - 'A' + 10);
-                else
-                        break;
-                if (k == max_digits)
-                        return false;
-                v = v << 4 | d;
-        }
-        if (k < min_digits)
+        size_t k = strspn(*p, "0123456789abcdefABCDEF");
+        uint64_t v;
+
+        if (k < min_digits || k > max_digits || word_to_hex(*p, k, &v) < 0)
                 return false;
         *p += k;
-        *ret = v;
+        *ret = (unsigned)v;
         return true;
 }
 
@@ -334,14 +323,8 @@ static int grow_buf(struct nvml *n, size_t bytes) {
 }
 
 static int reserve_procs(struct nvml *n, size_t more) {
-        if (n->n_procs + more <= n->procs_cap)
-                return 0;
-        size_t cap = n->n_procs + more + 16;
-        struct nvml_proc *p = reallocarray(n->procs, cap, sizeof *p);
-        if (!p)
+        if (more > SIZE_MAX - n->n_procs || !GREEDY_REALLOC(n->procs, n->n_procs + more))
                 return -ENOMEM;
-        n->procs = p;
-        n->procs_cap = cap;
         return 0;
 }
 
@@ -598,12 +581,13 @@ static void energy_step_skipped(struct nvml_dev *d, const struct gpu_device *g, 
         d->energy_said = true;
 }
 
-static void energy_from_counter(struct nvml_dev *d, struct gpu_device *g, uint64_t mj, uint64_t now_ns) {
+static void energy_from_counter(struct nvml_dev *d, struct gpu_device *g, uint64_t mj, usec_t now_usec) {
         if (d->has_energy_mark && mj < d->energy_mark_mj)
                 energy_step_skipped(d, g, "went back (driver reloaded)");
         else if (d->has_energy_mark) {
                 double step_j = (double)(mj - d->energy_mark_mj) / 1000.0;
-                double dt_s = now_ns > d->energy_mark_ns ? (double)(now_ns - d->energy_mark_ns) / 1e9 : 0;
+                double dt_s = now_usec > d->energy_mark_usec ? (double)(now_usec - d->energy_mark_usec) / USEC_PER_SEC
+                                                             : 0;
                 if (step_j > NVML_DEVICE_MAX_W * dt_s)
                         energy_step_skipped(d, g, "jumped implausibly");
                 else
@@ -611,44 +595,45 @@ static void energy_from_counter(struct nvml_dev *d, struct gpu_device *g, uint64
         }
         d->has_energy_mark = true;
         d->energy_mark_mj = mj;
-        d->energy_mark_ns = now_ns;
+        d->energy_mark_usec = now_usec;
         g->has_energy = true;
         g->energy_j = d->energy_j;
 }
 
 /* Trapezoid rule over consecutive power readings; an interval with an
  * unknown end is left out rather than guessed. */
-static void energy_from_power(struct nvml_dev *d, struct gpu_device *g, uint64_t now_ns) {
+static void energy_from_power(struct nvml_dev *d, struct gpu_device *g, usec_t now_usec) {
         if (!g->has_power) {
                 d->has_power_mark = false;
                 return;
         }
-        if (d->has_power_mark && now_ns > d->power_mark_ns)
-                d->energy_j += (d->power_mark_w + g->power_w) / 2.0 * (double)(now_ns - d->power_mark_ns) / 1e9;
+        if (d->has_power_mark && now_usec > d->power_mark_usec)
+                d->energy_j += (d->power_mark_w + g->power_w) / 2.0 * (double)(now_usec - d->power_mark_usec) /
+                               USEC_PER_SEC;
         d->has_power_mark = true;
         d->power_mark_w = g->power_w;
-        d->power_mark_ns = now_ns;
+        d->power_mark_usec = now_usec;
         g->has_energy = true;
         g->energy_j = d->energy_j;
 }
 
-static void read_energy(struct nvml *n, struct nvml_dev *d, struct gpu_device *g, uint64_t now_ns) {
+static void read_energy(struct nvml *n, struct nvml_dev *d, struct gpu_device *g, usec_t now_usec) {
         if (!d->integrate) {
                 unsigned long long mj = 0;
                 nvmlReturn_t r = n->api.get_energy(d->handle, &mj);
                 if (r != NVML_ERROR_NOT_SUPPORTED) {
                         if (call_ok(n, d, g, CALL_ENERGY, r))
-                                energy_from_counter(d, g, mj, now_ns);
+                                energy_from_counter(d, g, mj, now_usec);
                         return;
                 }
                 /* before Volta: no counter */
                 log_debug("nvml: %s: no energy counter, integrating the power", g->id);
                 d->integrate = true;
         }
-        energy_from_power(d, g, now_ns);
+        energy_from_power(d, g, now_usec);
 }
 
-static void read_device(struct nvml *n, struct nvml_dev *d, struct gpu_device *g, uint64_t now_ns) {
+static void read_device(struct nvml *n, struct nvml_dev *d, struct gpu_device *g, usec_t now_usec) {
         nvmlUtilization_t u;
         unsigned int mw, temp;
 
@@ -672,7 +657,7 @@ static void read_device(struct nvml *n, struct nvml_dev *d, struct gpu_device *g
         if (d->lost)
                 d->has_power_mark = false; /* the next power interval has an unknown start */
         else
-                read_energy(n, d, g, now_ns);
+                read_energy(n, d, g, now_usec);
 }
 
 /* ---- processes ------------------------------------------------------------------ */
@@ -833,10 +818,10 @@ static int read_procs(struct nvml *n, size_t i) {
         return read_proc_util(n, d, &n->out[i], n->procs + start, n->n_procs - start);
 }
 
-int nvml_sample(struct nvml *n, uint64_t now_ns, struct nvml_snapshot *ret) {
+int nvml_sample(struct nvml *n, usec_t now_usec, struct nvml_snapshot *ret) {
         n->n_procs = 0;
         for (size_t i = 0; i < n->n_devices; i++) {
-                read_device(n, &n->devs[i], &n->out[i], now_ns);
+                read_device(n, &n->devs[i], &n->out[i], now_usec);
                 int k = read_procs(n, i);
                 if (k < 0)
                         return k;

@@ -11,7 +11,7 @@
  *           log_info("NVIDIA GPUs off: %s", err);   <- the one line
  *   ...
  *   struct nvml_snapshot s;
- *   if (nvml_sample(n, now_mono_ns, &s) >= 0)
+ *   if (nvml_sample(n, now_usec, &s) >= 0)
  *           use s.devices[0 .. s.n_devices), s.procs[0 .. s.n_procs)
  *   ...
  *   nvml_close(n);
@@ -90,7 +90,7 @@ static inline void nvml_closep(struct nvml **n) {
 /* The device count fixed at nvml_open(); devices are not re-enumerated. */
 size_t nvml_device_count(const struct nvml *n);
 
-/* Reads every device now. now_ns: CLOCK_MONOTONIC, for integrating power
+/* Reads every device now. now_usec: CLOCK_MONOTONIC, for integrating power
  * into energy where the driver has no energy counter.
  *
  * A call that fails on one device leaves that value unknown (has_* false,
@@ -102,7 +102,7 @@ size_t nvml_device_count(const struct nvml *n);
  * over consecutive readings of the power.
  *
  * Returns 0 and fills *ret, or -ENOMEM (*ret untouched). */
-int nvml_sample(struct nvml *n, uint64_t now_ns, struct nvml_snapshot *ret);
+int nvml_sample(struct nvml *n, usec_t now_usec, struct nvml_snapshot *ret);
 
 /* An NVML bus id, "0000:41:00.0" (busIdLegacy) or "00000000:C1:00.0"
  * (busId), in the form sysfs and drm-pdev use: lowercase hex, a domain of

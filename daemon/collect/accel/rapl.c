@@ -14,8 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "collect/accel/gpudev.h" /* sysfs_read_*_at(), sysfs_root_set() */
 #include "collect/accel/rapl.h"
+#include "collect/accel/sysfs.h"
 
 struct zone {
         struct rapl_zone_info info;
@@ -30,7 +30,7 @@ struct zone {
 struct rapl {
         char *root;
         struct zone *zones;
-        size_t n, cap;
+        size_t n;
         bool has_last; /* the previous sample's time */
         usec_t last_usec;
         bool has_energy;
@@ -122,14 +122,8 @@ static int zone_add(struct rapl *r, int class_fd, const char *entry, bool top) {
         struct zone *z;
         char path[64];
 
-        if (r->n == r->cap) {
-                size_t cap = r->cap ? r->cap * 2 : 8;
-                struct zone *n = reallocarray(r->zones, cap, sizeof *n);
-                if (!n)
-                        return -ENOMEM;
-                r->zones = n;
-                r->cap = cap;
-        }
+        if (!GREEDY_REALLOC(r->zones, r->n + 1))
+                return -ENOMEM;
         z = &r->zones[r->n++];
         *z = (struct zone){ .top = top, .seen = true };
         snprintf(z->info.entry, sizeof z->info.entry, "%s", entry);

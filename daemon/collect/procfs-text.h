@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to collect/ (the procfs parsers, sysfs.c, nvml.c): tokenizing a
+ * NUL-terminated kernel text and reading files whole without accepting a
+ * truncated text. Words are [start, start + n) ranges, not NUL-terminated. */
+#pragma once
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* Files whose size is bounded by a few hundred bytes go through a stack
+ * buffer; status (Groups: can list 65536 gids), net/dev (one line per
+ * interface), meminfo and /proc/stat (one line per CPU plus the intr line)
+ * are read whole, up to this cap. */
+#define PROC_BIG_MAX (1024u * 1024u)
+
+/* Next run of non-blank bytes in [*p, end): stores its start in *ret and
+ * returns its length, 0 when only blanks are left. */
+size_t next_word(const char **p, const char *end, const char **ret);
+/* Next line of a NUL-terminated text: returns its start and stores its end
+ * (the '\n' or the NUL) in *ret_end; NULL when the text is exhausted. */
+const char *next_line(const char **p, const char **ret_end);
+bool word_is(const char *w, size_t n, const char *lit);
+
+/* Whole-word numbers: -EINVAL for junk or an empty word, -ERANGE on overflow. */
+int word_to_u64(const char *w, size_t n, uint64_t *ret);
+int word_to_i64(const char *w, size_t n, int64_t *ret);
+int word_to_uint(const char *w, size_t n, unsigned *ret);
+int word_to_pid(const char *w, size_t n, int *ret); /* 0..INT_MAX */
+/* Hexadecimal digits only, at most 16 of them. */
+int word_to_hex(const char *w, size_t n, uint64_t *ret);
+
+/* Next word of [*p, end) as a number; -EINVAL when there is none. */
+int next_u64(const char **p, const char *end, uint64_t *ret);
+/* The first n whitespace-separated numbers of text. */
+int parse_u64_fields(const char *text, uint64_t *v, size_t n);
+/* The whole of [s, end) is one unsigned number. */
+int value_u64(const char *s, const char *end, uint64_t *ret);
+/* The whole of [s, end) is "N kB"; returns N * 1024. */
+int value_kb(const char *s, const char *end, uint64_t *ret);
+/* Splits "Key: value" into the key [line, colon) and the value after the
+ * colon. Returns false for a line without a colon. */
+bool split_key(const char *line, const char *end, size_t *ret_keylen, const char **ret_value);
+
+/* "Key: value" files where each known key holds one number: io, meminfo.
+ * Unknown keys are ignored (a later kernel may add some); a known key seen
+ * twice is -EINVAL. Stores in *ret_seen bit i for each keys[i] found. */
+struct proc_key_u64 {
+        const char *key;
+        uint64_t *value;
+};
+int parse_key_values(const char *text, const struct proc_key_u64 *keys, size_t n_keys,
+                     int (*value)(const char *s, const char *end, uint64_t *ret), unsigned *ret_seen);
+
+/* "<prefix>:[N]", the target of a /proc magic link ("net:[4026531840]",
+ * "socket:[123456]"). */
+int parse_link_inode(const char *s, size_t len, const char *prefix, uint64_t *ret);
+
+/* One pread() of a small file into buf. A full buffer may mean the text was
+ * cut short, which would parse as different numbers: refused with -EFBIG. */
+int read_small_at(int dirfd, const char *path, char *buf, size_t size);
+/* read_small_at() of a one-line file: the trailing newline dropped, -EINVAL
+ * when nothing is left. */
+int read_line_at(int dirfd, const char *path, char *buf, size_t size);
+/* read_file_at() of at most max bytes with the same refusal of a possibly
+ * truncated text. */
+int read_big_at(int dirfd, const char *path, size_t max, char **ret);
+/* A directory below dirfd for readdir(), or -errno. */
+int opendir_at(int dirfd, const char *path, DIR **ret);
+/* "<proc_root>/<path>" into buf, or -ENAMETOOLONG. */
+int proc_root_path(const char *proc_root, const char *path, char buf[static PATH_MAX]);
