@@ -42,6 +42,91 @@ static bool valid_name(const char *s) {
         return l > 0 && l <= 128 && utf8_is_valid(s, l);
 }
 
+/* What the caller may register: what ptrace_may_access(PTRACE_MODE_READ)
+ * would allow the caller itself (same real, effective, saved and fs uid,
+ * and dumpable), within its quota, and not a process registered already
+ * (*ret_id: that run). */
+static int check_may_register(struct manager *m, const struct proc_identity *id, int pid, bool caller_is_root,
+                              uid_t caller_uid, int64_t *ret_id, char *err, size_t errlen) {
+        if (!caller_is_root) {
+                if (id->uid_real != caller_uid || id->uid_effective != caller_uid || id->uid_saved != caller_uid ||
+                    id->uid_fs != caller_uid || !id->dumpable) {
+                        snprintf(err, errlen, "process %d is not yours to monitor (uid %u, %sdumpable)", pid,
+                                 (unsigned)id->uid_real, id->dumpable ? "" : "not ");
+                        return -EPERM;
+                }
+                unsigned mine = 0;
+                for (size_t i = 0; i < m->n_runs; i++)
+                        if (m->runs[i]->info.has_uid && m->runs[i]->info.uid == caller_uid)
+                                mine++;
+                if (mine >= m->config.max_runs_per_uid) {
+                        snprintf(err, errlen, "too many runs for uid %u (max_runs_per_uid = %u)", (unsigned)caller_uid,
+                                 m->config.max_runs_per_uid);
+                        return -EUSERS;
+                }
+        }
+        for (size_t i = 0; i < m->n_runs; i++)
+                if (m->runs[i]->info.pid == pid && m->runs[i]->info.start_time_ticks == id->start_ticks) {
+                        snprintf(err, errlen, "process %d is already registered as run %lld", pid,
+                                 (long long)m->runs[i]->info.id);
+                        *ret_id = m->runs[i]->info.id;
+                        return -EEXIST;
+                }
+        return 0;
+}
+
+/* Fills the new run's identity, takes its baseline reading (counters
+ * from here on are the run's own) and stores it; *ret_interval: its
+ * sampling interval. On failure the caller frees r. */
+static int run_begin(struct manager *m, struct run *r, const struct register_request *req,
+                     const struct proc_identity *id, usec_t now, usec_t *ret_interval, char *err, size_t errlen) {
+        int q;
+        struct run_info *ri = &r->info;
+        char *cmd = NULL;
+        proc_read_cmdline(r->dirfd, 4096, &cmd);
+        ri->cmdline = cmd;
+        ri->comm = strdup(id->comm);
+        ri->name = req->name ? strdup(req->name) : NULL;
+        ri->tags_json = strdup(req->tags_json ? req->tags_json : "{}");
+        if (!ri->comm || !ri->tags_json || (req->name && !ri->name))
+                return -ENOMEM;
+        memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
+        usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
+        ri->interval_ms = (int64_t)(interval / USEC_PER_MSEC);
+        ri->children = req->children;
+        ri->state = RUN_RUNNING;
+        ri->registered_ts_ms = now_realtime_ms();
+
+        struct sample s;
+        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, false, &s);
+        if (q < 0) {
+                snprintf(err, errlen, "no such process: %d", req->pid);
+                return -ESRCH;
+        }
+        run_totals_add(&ri->totals, &s);
+        r->identity_changed = false; /* the row is written with the current comm below */
+        if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        manager_leak_step(m, r, &s);
+        q = store_begin(m->store);
+        if (q == 0) {
+                if (store_insert_run(m->store, ri) < 0 || manager_store_sample(m, r, &s) < 0 ||
+                    store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
+                        store_rollback(m->store);
+                        q = -EIO;
+                } else
+                        q = store_commit(m->store);
+        }
+        if (q < 0) {
+                snprintf(err, errlen, "cannot store the run: database error");
+                return -EIO;
+        }
+        *ret_interval = interval;
+        return 0;
+}
+
 int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
                      int64_t *ret_id, char *err, size_t errlen) {
         struct run *r = NULL;
@@ -76,85 +161,15 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 run_free(r);
                 return -EINVAL;
         }
-        /* What ptrace_may_access(PTRACE_MODE_READ) would allow the caller
-         * itself: same real, effective, saved and fs uid, and dumpable. */
-        if (!caller_is_root) {
-                if (id.uid_real != caller_uid || id.uid_effective != caller_uid || id.uid_saved != caller_uid ||
-                    id.uid_fs != caller_uid || !id.dumpable) {
-                        snprintf(err, errlen, "process %d is not yours to monitor (uid %u, %sdumpable)", req->pid,
-                                 (unsigned)id.uid_real, id.dumpable ? "" : "not ");
-                        run_free(r);
-                        return -EPERM;
-                }
-                unsigned mine = 0;
-                for (size_t i = 0; i < m->n_runs; i++)
-                        if (m->runs[i]->info.has_uid && m->runs[i]->info.uid == caller_uid)
-                                mine++;
-                if (mine >= m->config.max_runs_per_uid) {
-                        snprintf(err, errlen, "too many runs for uid %u (max_runs_per_uid = %u)", (unsigned)caller_uid,
-                                 m->config.max_runs_per_uid);
-                        run_free(r);
-                        return -EUSERS;
-                }
+        q = check_may_register(m, &id, req->pid, caller_is_root, caller_uid, ret_id, err, errlen);
+        usec_t now = now_usec(CLOCK_MONOTONIC), interval = 0;
+        if (q == 0)
+                q = run_begin(m, r, req, &id, now, &interval, err, errlen);
+        if (q < 0) {
+                run_free(r);
+                return q;
         }
-        for (size_t i = 0; i < m->n_runs; i++)
-                if (m->runs[i]->info.pid == req->pid && m->runs[i]->info.start_time_ticks == id.start_ticks) {
-                        snprintf(err, errlen, "process %d is already registered as run %lld", req->pid,
-                                 (long long)m->runs[i]->info.id);
-                        *ret_id = m->runs[i]->info.id;
-                        run_free(r);
-                        return -EEXIST;
-                }
-
         struct run_info *ri = &r->info;
-        char *cmd = NULL;
-        proc_read_cmdline(r->dirfd, 4096, &cmd);
-        ri->cmdline = cmd;
-        ri->comm = strdup(id.comm);
-        ri->name = req->name ? strdup(req->name) : NULL;
-        ri->tags_json = strdup(req->tags_json ? req->tags_json : "{}");
-        if (!ri->comm || !ri->tags_json || (req->name && !ri->name)) {
-                run_free(r);
-                return -ENOMEM;
-        }
-        memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
-        usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
-        ri->interval_ms = (int64_t)(interval / USEC_PER_MSEC);
-        ri->children = req->children;
-        ri->state = RUN_RUNNING;
-        ri->registered_ts_ms = now_realtime_ms();
-
-        /* The baseline reading: counters from here on are the run's own. */
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        struct sample s;
-        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, false, &s);
-        if (q < 0) {
-                snprintf(err, errlen, "no such process: %d", req->pid);
-                run_free(r);
-                return -ESRCH;
-        }
-        run_totals_add(&ri->totals, &s);
-        r->identity_changed = false; /* the row is written with the current comm below */
-        if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
-                run_free(r);
-                snprintf(err, errlen, "out of memory");
-                return -ENOMEM;
-        }
-        manager_leak_step(m, r, &s);
-        q = store_begin(m->store);
-        if (q == 0) {
-                if (store_insert_run(m->store, ri) < 0 || manager_store_sample(m, r, &s) < 0 ||
-                    store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
-                        store_rollback(m->store);
-                        q = -EIO;
-                } else
-                        q = store_commit(m->store);
-        }
-        if (q < 0) {
-                snprintf(err, errlen, "cannot store the run: database error");
-                run_free(r);
-                return -EIO;
-        }
         /* the first grid point at least half an interval away, so the first
          * rate is over a reasonable span */
         r->next_due_usec = grid_next(now + interval / 2, interval);

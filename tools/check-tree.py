@@ -55,14 +55,24 @@ def includes(text):
 
 
 def functions(lines):
-    """(name, first line, length) of each top-level function body."""
+    """(name, first line, length) of each top-level function: a signature
+    starting in column 0 (maybe over several lines), a body ending with a
+    '}' in column 0."""
     start = name = None
+    in_sig = False
     for i, line in enumerate(lines):
-        if start is None and re.match(r"^[A-Za-z_].*\)\s*\{\s*$", line) and not line.startswith(
-                ("struct", "enum", "union", "typedef", "static const", "const")):
-            m = re.search(r"(\w+)\s*\(", line)
-            start, name = i, m.group(1) if m else "?"
-        elif start is not None and line.startswith("}"):
+        if start is None:
+            if re.match(r"^[A-Za-z_][\w\s\*]*\b\w+\s*\(", line) and not line.rstrip().endswith(";") and not line.startswith(
+                    ("struct", "enum", "union", "typedef", "static const", "const", "return")):
+                m = re.search(r"(\w+)\s*\(", line)
+                start, name = i, m.group(1)
+                in_sig = not line.rstrip().endswith("{")
+        elif in_sig:
+            if line.rstrip().endswith(";"):
+                start = None  # a prototype over several lines
+            elif line.rstrip().endswith("{"):
+                in_sig = False
+        elif line.startswith("}"):
             yield name, start + 1, i - start + 1
             start = None
 
