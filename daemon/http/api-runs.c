@@ -158,31 +158,13 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 }
                 root = cred.uid == 0;
         }
-        char err[256];
+        char err[256] = "";
         int64_t id = 0;
         int r = api_of(rq)->manager.ops->register_run(api_of(rq)->manager.userdata, &req,
                                                       &(struct caller){ .is_root = root, .uid = cred.uid }, &id, err,
                                                       sizeof err);
-        switch (r) {
-        case 0:
-                break;
-        case -ESRCH:
-                respond_error(rq, 404, "not_found", "%s", err);
-                return;
-        case -EPERM:
-                respond_error(rq, 403, "forbidden", "%s", err);
-                return;
-        case -EEXIST:
-                respond_error(rq, 409, "conflict", "%s", err);
-                return;
-        case -EUSERS:
-                respond_error(rq, 429, "too_many_runs", "%s", err);
-                return;
-        case -EINVAL:
-                respond_error(rq, 400, "bad_request", "%s", err);
-                return;
-        default:
-                respond_error(rq, 500, "internal", "%s", err);
+        if (r < 0) {
+                respond_errno(rq, r, err);
                 return;
         }
         struct run_info ri;
@@ -206,22 +188,14 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_error(rq, 403, "forbidden", "cannot identify the caller");
                 return;
         }
-        char err[256];
+        char err[256] = "";
         int r = api_of(rq)->manager.ops->unregister_run(api_of(rq)->manager.userdata, ri.id,
                                                         &(struct caller){ .is_root = cred.uid == 0, .uid = cred.uid },
                                                         err, sizeof err);
         int64_t id = ri.id;
         run_info_done(&ri);
-        if (r == -EALREADY) {
-                respond_error(rq, 409, "conflict", "%s", err);
-                return;
-        }
-        if (r == -EPERM) {
-                respond_error(rq, 403, "forbidden", "%s", err);
-                return;
-        }
         if (r < 0) {
-                respond_error(rq, 500, "internal", "%s", err);
+                respond_errno(rq, r, err);
                 return;
         }
         struct query_limits lim = limits(rq);

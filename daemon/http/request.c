@@ -24,6 +24,29 @@ void respond_error(struct request *rq, unsigned status, const char *code, const 
         respond_json(rq, status, json_error_new(code, msg));
 }
 
+void respond_errno(struct request *rq, int r, const char *message) {
+        char fallback[128];
+        if (!message || !*message) {
+                errorf(fallback, sizeof fallback, r, "%m");
+                message = fallback;
+        }
+        static const struct {
+                int r;
+                unsigned status;
+                const char *code;
+        } map[] = {
+                { -ESRCH, 404, "not_found" },    { -ENOENT, 404, "not_found" },  { -EPERM, 403, "forbidden" },
+                { -EEXIST, 409, "conflict" },    { -EALREADY, 409, "conflict" }, { -EUSERS, 429, "too_many_runs" },
+                { -EINVAL, 400, "bad_request" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                if (map[i].r == r) {
+                        respond_error(rq, map[i].status, map[i].code, "%s", message);
+                        return;
+                }
+        respond_error(rq, 500, "internal", "%s", message);
+}
+
 void respond_method_not_allowed(struct request *rq, const char *allow) {
         rq->allow = allow;
         respond_error(rq, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", rq->method, allow);

@@ -56,6 +56,10 @@ void respond_json(struct request *rq, unsigned status, json_object *j);
 /* {"error":{"code":code,"message":...}} with the given status. */
 void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
 void respond_method_not_allowed(struct request *rq, const char *allow);
+/* The answer to a failed operation of the manager (manager-ops.h) with its
+ * message: -ESRCH/-ENOENT 404, -EPERM 403, -EEXIST/-EALREADY 409,
+ * -EUSERS 429, -EINVAL 400, anything else 500. */
+void respond_errno(struct request *rq, int r, const char *message);
 
 /* ---- what was asked ------------------------------------------------------ */
 
