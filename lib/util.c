@@ -48,6 +48,14 @@ int log_internal(int prio, int error, const char *fmt, ...) {
         return e ? -e : -EIO;
 }
 
+void unlink_and_free(char **path) {
+        if (!*path)
+                return;
+        unlink(*path);
+        free(*path);
+        *path = NULL;
+}
+
 int errorf(char *buf, size_t size, int error, const char *fmt, ...) {
         int e = error < 0 ? -error : error, saved = errno;
         va_list ap;

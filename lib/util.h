@@ -149,6 +149,10 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
 /* pread(fd, 0) into buf (size includes the NUL). Returns length or -errno. */
 ssize_t pread_text(int fd, char *buf, size_t size);
 
+/* Removes the file at *path (a unix socket this process bound) and frees
+ * and clears the path. NULL is fine. */
+void unlink_and_free(char **path);
+
 /* "HOST:PORT" -> parts; "[::1]:9477" accepted. -EINVAL. */
 int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
 /* An address setting that switches its listener off: unset, "" or "none". */

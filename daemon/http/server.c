@@ -499,10 +499,7 @@ static void listener_stop(struct listener *l) {
         if (l->mhd)
                 MHD_stop_daemon(l->mhd);
         l->mhd = NULL;
-        if (l->unlink_path)
-                unlink(l->unlink_path);
-        free(l->unlink_path);
-        l->unlink_path = NULL;
+        unlink_and_free(&l->unlink_path);
 }
 
 void server_free(struct server *a) {

@@ -323,10 +323,7 @@ int ingest_new(const struct ingest_options *o, struct ingest **ret, char *err, s
 static void listener_done(struct listener *l) {
         l->source = sd_event_source_disable_unref(l->source);
         l->fd = safe_close(l->fd);
-        if (l->unlink_path)
-                unlink(l->unlink_path);
-        free(l->unlink_path);
-        l->unlink_path = NULL;
+        unlink_and_free(&l->unlink_path);
 }
 
 void ingest_free(struct ingest *g) {
