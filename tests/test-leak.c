@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "analyze/leak.h"
+#include "analyze/leakwatch.h"
 #include "tap.h"
 #include "util.h"
 
@@ -172,71 +173,59 @@ struct outcome {
         double first_judged_t; /* first evaluated verdict */
 };
 
-/* 0: the detector sees every sample and judges at every sample. > 0: it sees
- * one floor (minimum) per floor_res seconds, at the floor's middle, and
- * judges whenever a floor completes -- as the daemon feeds it
- * (daemon/analyze/leakwatch.c, floor_res = shortest window / LEAK_BUCKETS). */
-static double floor_res;
+/* false: the detector sees every sample and judges at every sample. true:
+ * it is fed as the daemon feeds it (leakwatch_feed(): one floor per
+ * shortest window / LEAK_BUCKETS) and judges whenever a floor completes. */
+static bool as_daemon;
 
-/* Turns samples into such floors, in place; end[k]: when floor k completed
- * (the time of the sample that started the next one). */
-static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
-        size_t m = 0;
-        double b0 = NAN, mn = 0;
-        for (size_t i = 0; i < n; i++) {
-                double b = floor(pts[i].t_s / floor_res);
-                if (b != b0) {
-                        if (!isnan(b0)) {
-                                end[m] = pts[i].t_s;
-                                pts[m++] = (struct leak_point){ (b0 + 0.5) * floor_res, mn };
-                        }
-                        b0 = b;
-                        mn = pts[i].bytes;
-                } else if (pts[i].bytes < mn)
-                        mn = pts[i].bytes;
+/* The verdict at time t (or the error r) into the outcome. */
+static void tally(struct outcome *o, double t, int r, const struct leak_verdict *v) {
+        o->evals++;
+        if (r < 0) {
+                o->einval++;
+                return;
         }
-        return m;
+        if (v->evaluated && isnan(o->first_judged_t))
+                o->first_judged_t = t;
+        if (v->suspected) {
+                if (!o->suspected) {
+                        o->first_t = t;
+                        o->first = *v;
+                }
+                o->suspected++;
+                o->last_suspected = *v;
+        }
+        if (o->suspected)
+                o->after_first++;
+        o->last = *v;
 }
 
 static void judge(const struct spec *sp, const struct leak_params *p, struct outcome *o) {
         size_t cap = (size_t)(sp->duration / sp->dt) + 2;
         struct leak_point *pts = malloc(cap * sizeof *pts);
-        double *when = malloc(cap * sizeof *when);
-        if (!pts || !when)
+        struct leakwatch w;
+        if (!pts || (as_daemon && leakwatch_init(&w, p) < 0))
                 abort();
         size_t n = generate(sp, pts, cap);
-        if (floor_res > 0)
-                n = to_floors(pts, n, when);
-        else
-                for (size_t i = 0; i < n; i++)
-                        when[i] = pts[i].t_s;
         *o = (struct outcome){ .first_t = NAN, .first_judged_t = NAN };
         for (size_t i = 0; i < n; i++) {
-                double t = when[i];
+                double t = pts[i].t_s;
                 double grace_from = sp->mark_at > 0 && t >= sp->mark_at ? sp->mark_at : 0;
                 struct leak_verdict v;
-                int r = leak_evaluate(pts, i + 1, grace_from, p, &v);
-                o->evals++;
-                if (r < 0) {
-                        o->einval++;
+                int r;
+                if (!as_daemon)
+                        r = leak_evaluate(pts, i + 1, grace_from, p, &v);
+                else if (!leakwatch_feed(&w, t, pts[i].bytes))
                         continue;
+                else {
+                        leakwatch_mark(&w, grace_from);
+                        r = leakwatch_evaluate(&w, p, &v);
                 }
-                if (v.evaluated && isnan(o->first_judged_t))
-                        o->first_judged_t = t;
-                if (v.suspected) {
-                        if (!o->suspected) {
-                                o->first_t = t;
-                                o->first = v;
-                        }
-                        o->suspected++;
-                        o->last_suspected = v;
-                }
-                if (o->suspected)
-                        o->after_first++;
-                o->last = v;
+                tally(o, t, r, &v);
         }
+        if (as_daemon)
+                leakwatch_done(&w);
         free(pts);
-        free(when);
 }
 
 /* A found leak's reported slope must be within 20% of the true rate: at the
@@ -267,8 +256,8 @@ static void check_row(const struct spec *sp, const struct leak_params *p) {
         } else
                 ok &= o.suspected == 0;
         if (verbose || !ok) {
-                printf("%-4s %-58s dt %5.2f%s: %s", ok ? "ok" : "FAIL", sp->name, sp->dt,
-                       floor_res > 0 ? " floors" : "", o.suspected ? "suspected" : "quiet");
+                printf("%-4s %-58s dt %5.2f%s: %s", ok ? "ok" : "FAIL", sp->name, sp->dt, as_daemon ? " floors" : "",
+                       o.suspected ? "suspected" : "quiet");
                 if (o.suspected)
                         printf(" after %.1f s (goal %.0f), slope %+.0f%%/%+.0f%%, held %.0f%%", delay, sp->goal,
                                100 * err_first, 100 * err_last, 100 * held);
@@ -1265,13 +1254,13 @@ int main(int argc, char *argv[]) {
         table_regressions(&p);
 
         /* again, fed as the daemon feeds it: one floor per 2.5 s */
-        floor_res = p.windows_s[0] / LEAK_BUCKETS;
+        as_daemon = true;
         table_linear(&p);
         table_quiet(&p);
         table_sawtooth(&p);
         table_walk(&p);
         table_gaps(&p);
-        floor_res = 0;
+        as_daemon = false;
 
         test_fuzz_target();
         TEST_DONE();
