@@ -32,6 +32,8 @@ PREFILL=60
 KEEP=0
 STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 
 while getopts "r:d:c:t:R:P:m:kSh" o; do
@@ -42,28 +44,16 @@ while getopts "r:d:c:t:R:P:m:kSh" o; do
         t) THREADS=$OPTARG ;;
         R) RATE=$OPTARG ;;
         P) PREFILL=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "http_latency.sh: $*" >&2; exit 2; }
 for v in REPS DUR CONNS THREADS RATE PREFILL; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
-if [[ -z $MLMOND ]]; then
-        for c in "$SRCDIR/build-t3/daemon/mlmond" "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
-                [[ -x $c ]] && { MLMOND=$c; break; }
-        done
-fi
-[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+find_mlmond build-t3 build-bench build
 command -v wrk >/dev/null || die "wrk is needed (apt-get install -y wrk)"
 for t in gcc curl pkg-config; do command -v $t >/dev/null || die "$t is needed"; done
 pkg-config --exists libmicrohttpd || die "libmicrohttpd-dev is needed"
 PY=/usr/bin/python3
-# shellcheck source=tests/bench/lib.sh
-. "$SRCDIR/tests/bench/lib.sh"
 
 TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
 MLMOND_PID=

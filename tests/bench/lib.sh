@@ -7,24 +7,42 @@ ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # start_mlmond CONFIG_TEXT: mlmond on a free loopback port (PORT), its unix socket and StatsD socket
-# in TMP, log in TMP/mlmond.log; returns once /v1/health answers. Sets PORT and MLMOND_PID.
+# in TMP, log in TMP/mlmond.log; returns once /v1/health answers (else exits 1 with the log: mlmond
+# misbehaved). Sets PORT and MLMOND_PID.
 start_mlmond() {
         PORT=$(free_port)
         printf '%s' "$1" >"$TMP/mlmond.conf"
         "$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
                 --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
         MLMOND_PID=$!
-        for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
-        ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+        for _ in $(seq 300); do
+                ucurl http://x/v1/health >/dev/null 2>&1 && return 0
+                kill -0 "$MLMOND_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        ucurl http://x/v1/health >/dev/null 2>&1 && return 0
+        echo "${0##*/}: mlmond did not come up; its log:" >&2
+        cat "$TMP/mlmond.log" >&2
+        exit 1
 }
 
-# stop_mlmond: SIGTERM, up to 15 s for a clean exit, then SIGKILL (for the cleanup traps).
+# stop_mlmond: SIGTERM, up to 15 s for a clean exit, then SIGKILL (also for the cleanup traps).
+# Sets STOP_STATUS to mlmond's exit status ("timeout" when it had to be killed) and clears
+# MLMOND_PID.
 stop_mlmond() {
-        [[ -n ${MLMOND_PID:-} ]] && kill -0 "$MLMOND_PID" 2>/dev/null || return 0
-        kill -TERM "$MLMOND_PID"
+        local rc
+        STOP_STATUS=
+        [[ -n ${MLMOND_PID:-} ]] || return 0
+        kill -TERM "$MLMOND_PID" 2>/dev/null
         for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$MLMOND_PID" 2>/dev/null
+        if kill -0 "$MLMOND_PID" 2>/dev/null; then
+                STOP_STATUS=timeout
+                kill -KILL "$MLMOND_PID" 2>/dev/null
+        fi
         wait "$MLMOND_PID" 2>/dev/null
+        rc=$?
+        [[ $STOP_STATUS == timeout ]] || STOP_STATUS=$rc
+        MLMOND_PID=
 }
 
 # mlmond_log_clean: false (and the lines on stderr) if mlmond logged an error or a sanitizer report.

@@ -43,6 +43,8 @@ RATE=0
 KEEP=0
 STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 BUILDDIR=$SRCDIR/build-bench-metrics
 
@@ -55,16 +57,11 @@ while getopts "n:o:r:d:c:t:R:m:B:kSh" o; do
         c) CONNS=$OPTARG ;;
         t) THREADS=$OPTARG ;;
         R) RATE=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
         B) BUILDDIR=$OPTARG ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "metrics.sh: $*" >&2; exit 2; }
 for v in RUNS OPS REPS DUR CONNS THREADS RATE; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
 ((RUNS >= 1)) || die "at least one run"
 missing=()
@@ -78,8 +75,6 @@ fi
 ((RATE == 0)) || command -v gcc >/dev/null || missing+=(gcc)
 ((${#missing[@]} == 0)) || die "needs: ${missing[*]} (apt-get install -y ${missing[*]})"
 PY=/usr/bin/python3
-# shellcheck source=tests/bench/lib.sh
-. "$SRCDIR/tests/bench/lib.sh"
 
 if [[ -z $MLMOND ]]; then
         if [[ ! -d $BUILDDIR ]]; then
