@@ -407,7 +407,8 @@ static void test_merge(void) {
 
 /* ---- extremes and rejected values ---------------------------------------- */
 
-static void test_extremes(void) {
+/* The empty histogram; rejected values leave it alone. */
+static void test_empty_and_rejected(void) {
         struct hist h;
         hist_init(&h);
 
@@ -427,6 +428,13 @@ static void test_extremes(void) {
         CHECK(h.sum == 0 && h.min == 0 && h.max == 0);
         CHECK_EQ_INT(hist_add(&h, 5.0, 0), 0); /* weight 0: nothing */
         CHECK_EQ_INT(h.count, 0);
+        hist_done(&h);
+}
+
+/* 0, sub-nanosecond values and -0.0: the zero bucket. */
+static void test_zero_bucket(void) {
+        struct hist h;
+        hist_init(&h);
 
         /* 0 and sub-nanosecond: zero bucket, quantile clamped to min */
         CHECK_EQ_INT(hist_add(&h, 1e-7, 1), 0);
@@ -450,9 +458,15 @@ static void test_extremes(void) {
         CHECK_EQ_INT(hist_add(&h, -0.0, 1), 0);
         CHECK(h.min == 0 && !signbit(h.min) && !signbit(h.max) && !signbit(h.sum));
         CHECK(hist_quantile(&h, 0.5) == 0);
+        hist_done(&h);
+}
+
+/* From a microsecond to beyond HIST_MAX_VALUE_MS. */
+static void test_value_range(void) {
+        struct hist h;
+        hist_init(&h);
 
         /* a microsecond and an hour */
-        hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, 1e-3, 1), 0);
         CHECK_EQ_INT(hist_add(&h, 1e-3, 1), 0);
         CHECK_EQ_INT(hist_add(&h, 3.6e6, 1), 0);
@@ -480,9 +494,15 @@ static void test_extremes(void) {
         CHECK(top >= HIST_MAX_VALUE_MS * (1 - HIST_RELATIVE_ACCURACY) &&
               top <= HIST_MAX_VALUE_MS * (1 + HIST_RELATIVE_ACCURACY) * (1 + HIST_RELATIVE_ACCURACY));
         CHECK(hist_quantile(&h, 0) == 1.0);
+        hist_done(&h);
+}
+
+/* Weights, a single value, quantiles out of range. */
+static void test_weights(void) {
+        struct hist h;
+        hist_init(&h);
 
         /* weights */
-        hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, 5.0, 1000), 0);
         CHECK_EQ_INT(hist_add(&h, 10.0, 1), 0);
         CHECK_EQ_INT(h.count, 1001);
@@ -506,9 +526,15 @@ static void test_extremes(void) {
         CHECK(isnan(hist_quantile(&h, -0.1)));
         CHECK(isnan(hist_quantile(&h, 1.1)));
         CHECK(isnan(hist_quantile(&h, NAN)));
+        hist_done(&h);
+}
+
+/* Overflows refused; reset keeps the allocation. */
+static void test_overflow(void) {
+        struct hist h;
+        hist_init(&h);
 
         /* count overflow and non-finite sums: -ERANGE, nothing changed */
-        hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, 1.0, UINT64_MAX), 0);
         CHECK_EQ_INT(hist_add(&h, 1.0, 1), -ERANGE);
         CHECK(h.count == UINT64_MAX);
@@ -532,7 +558,6 @@ static void test_extremes(void) {
         CHECK_EQ_INT(hist_add(&h, 1e150, 1), 0);
         CHECK(h.counts == kept);
         CHECK(hist_quantile(&h, 0.5) == 1e150);
-
         hist_done(&h2);
         hist_done(&h);
         CHECK(h.counts == NULL && h.n == 0 && h.count == 0);
@@ -585,28 +610,32 @@ static int decode_bytes(struct hist *h, const struct wbuf *w) {
         return hist_decode(h, w->b, w->n);
 }
 
-static void test_encoding_crafted(void) {
+/* A good encoding by hand: 3 values, 1 zero, buckets 100 (x1) and 103 (x1). */
+static void good_encoding(struct wbuf *w, double *ret_v100, double *ret_v103) {
+        double v100 = exp(99.5 * log_gamma_exact()), v103 = exp(102.5 * log_gamma_exact());
+        w->n = 0;
+        w_u8(w, 1);
+        w_varint(w, 3);
+        w_varint(w, 1);
+        w_zigzag(w, 100);
+        w_varint(w, 2);
+        w_varint(w, 0);
+        w_varint(w, 1);
+        w_varint(w, 3);
+        w_varint(w, 1);
+        w_doubles(w, v100 + v103, v100 * v100 + v103 * v103, 0, v103);
+        if (ret_v100)
+                *ret_v100 = v100;
+        if (ret_v103)
+                *ret_v103 = v103;
+}
+
+static void test_encoding_good(void) {
         struct hist h;
         hist_init(&h);
         struct wbuf w;
-
-        /* a good one by hand: 3 values, 1 zero, buckets 100 (x1) and 103 (x1) */
-        double v100 = exp(99.5 * log_gamma_exact()), v103 = exp(102.5 * log_gamma_exact());
-#define GOOD(w)                                                                   \
-        do {                                                                      \
-                (w).n = 0;                                                        \
-                w_u8(&(w), 1);                                                    \
-                w_varint(&(w), 3);                                                \
-                w_varint(&(w), 1);                                                \
-                w_zigzag(&(w), 100);                                              \
-                w_varint(&(w), 2);                                                \
-                w_varint(&(w), 0);                                                \
-                w_varint(&(w), 1);                                                \
-                w_varint(&(w), 3);                                                \
-                w_varint(&(w), 1);                                                \
-                w_doubles(&(w), v100 + v103, v100 * v100 + v103 * v103, 0, v103); \
-        } while (0)
-        GOOD(w);
+        double v100, v103;
+        good_encoding(&w, &v100, &v103);
         CHECK_EQ_INT(decode_bytes(&h, &w), 0);
         CHECK_EQ_INT(h.count, 3);
         CHECK_EQ_INT(h.zero_count, 1);
@@ -637,13 +666,18 @@ static void test_encoding_crafted(void) {
         check_empty_valid(&h);
         CHECK_EQ_INT(w.n, 37);
 
-        /* bad inputs, each decoded over a good histogram */
-        struct bad_case {
-                const char *label;
-                uint8_t b[128];
-                size_t n;
-        };
-        struct bad_case cases[64];
+        hist_done(&h);
+}
+
+/* Inputs hist_decode() must refuse. */
+struct bad_case {
+        const char *label;
+        uint8_t b[128];
+        size_t n;
+};
+
+static size_t bad_cases(struct bad_case *cases) {
+        struct wbuf w;
         size_t ncases = 0;
 #define ADD_CASE(lbl, ...)                         \
         do {                                       \
@@ -702,8 +736,21 @@ static void test_encoding_crafted(void) {
         ADD_CASE("nothing", (void)0);
         ADD_CASE("version only", w_u8(&w, 1));
 
+#undef ADD_CASE
+#undef HDR
+#undef DBL_OK
+        return ncases;
+}
+
+/* Each bad input decoded over a good histogram leaves it empty and usable. */
+static void test_encoding_crafted(void) {
+        struct hist h;
+        hist_init(&h);
+        struct wbuf w;
+        struct bad_case cases[64];
+        size_t ncases = bad_cases(cases);
         for (size_t c = 0; c < ncases; c++) {
-                GOOD(w);
+                good_encoding(&w, NULL, NULL);
                 CHECK_EQ_INT(decode_bytes(&h, &w), 0);
                 CHECK_EQ_INT(h.count, 3);
                 int r = hist_decode(&h, cases[c].b, cases[c].n);
@@ -865,7 +912,12 @@ int main(int argc, char *argv[]) {
         test_buckets();
         test_growth();
         test_merge();
-        test_extremes();
+        test_empty_and_rejected();
+        test_zero_bucket();
+        test_value_range();
+        test_weights();
+        test_overflow();
+        test_encoding_good();
         test_encoding_crafted();
         test_encoding_damage();
         TEST_DONE();
