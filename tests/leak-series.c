@@ -7,6 +7,7 @@
 
 #include "analyze/leakwatch.h"
 #include "tap.h"
+#include "xorshift.h"
 
 int verbose;
 
@@ -20,11 +21,8 @@ void rng_seed(uint64_t s) {
                 rng_state = 1;
 }
 
-uint64_t rng_next(void) { /* xorshift64* */
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545f4914f6cdd1dull;
+uint64_t rng_next(void) {
+        return xorshift64s(&rng_state);
 }
 
 double rng_unit(void) {
@@ -155,7 +153,6 @@ void judge(const struct spec *sp, const struct leak_params *p, struct outcome *o
                 leakwatch_done(&w);
         free(pts);
 }
-
 
 void check_row(const struct spec *sp, const struct leak_params *p) {
         struct outcome o;
