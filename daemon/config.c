@@ -263,28 +263,32 @@ int config_init_defaults(struct config *c) {
         return 0;
 }
 
+/* The i-th key's field in c when it is a string, else NULL. */
+static char **string_field(struct config *c, size_t i) {
+        return keys[i].type == KEY_STRING ? (char **)((char *)c + keys[i].offset) : NULL;
+}
+
 void config_done(struct config *c) {
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-                if (keys[i].type == KEY_STRING) {
-                        char **p = (char **)((char *)c + keys[i].offset);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                char **p = string_field(c, i);
+                if (p) {
                         free(*p);
                         *p = NULL;
                 }
+        }
 }
 
 int config_copy(struct config *dst, const struct config *src) {
         *dst = *src;
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-                if (keys[i].type == KEY_STRING) {
-                        char **d = (char **)((char *)dst + keys[i].offset);
-                        if (*d && !(*d = strdup(*d))) {
-                                /* unwind the ones already duplicated */
-                                for (size_t j = 0; j < i; j++)
-                                        if (keys[j].type == KEY_STRING)
-                                                free(*(char **)((char *)dst + keys[j].offset));
-                                return -ENOMEM;
-                        }
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                char **d = string_field(dst, i);
+                if (d && *d && !(*d = strdup(*d))) {
+                        for (size_t j = 0; j < i; j++) /* unwind the ones already duplicated */
+                                if (string_field(dst, j))
+                                        free(*string_field(dst, j));
+                        return -ENOMEM;
                 }
+        }
         return 0;
 }
 

@@ -7,9 +7,16 @@
 
 #include "analyze/leakwatch.h"
 #include "tap.h"
+#include "util.h"
 #include "xorshift.h"
 
 int verbose;
+
+void parse_verbose(int argc, char *argv[]) {
+        for (int i = 1; i < argc; i++)
+                if (streq(argv[i], "-v") || streq(argv[i], "-vv"))
+                        verbose += streq(argv[i], "-vv") ? 2 : 1;
+}
 
 /* ---- fixed-seed random numbers ------------------------------------------ */
 

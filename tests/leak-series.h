@@ -16,6 +16,7 @@
 
 /* -v: print every row's outcome; -vv: and its reasons. */
 extern int verbose;
+void parse_verbose(int argc, char *argv[]);
 /* false: the detector sees every sample and judges at every sample. true:
  * it is fed as the daemon feeds it (leakwatch_feed(): one floor per
  * shortest window / LEAK_BUCKETS) and judges whenever a floor completes. */

@@ -592,13 +592,6 @@ static void table_regressions(const struct leak_params *p) {
 
 /* Generated inputs through the fuzz target (its checks abort on failure). */
 
-/* -v, -vv */
-static void parse_verbose(int argc, char *argv[]) {
-        for (int i = 1; i < argc; i++)
-                if (streq(argv[i], "-v") || streq(argv[i], "-vv"))
-                        verbose += streq(argv[i], "-vv") ? 2 : 1;
-}
-
 int main(int argc, char *argv[]) {
         struct leak_params p;
         parse_verbose(argc, argv);

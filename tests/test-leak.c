@@ -397,13 +397,6 @@ static void test_fuzz_target(void) {
         }
 }
 
-/* -v, -vv */
-static void parse_verbose(int argc, char *argv[]) {
-        for (int i = 1; i < argc; i++)
-                if (streq(argv[i], "-v") || streq(argv[i], "-vv"))
-                        verbose += streq(argv[i], "-vv") ? 2 : 1;
-}
-
 int main(int argc, char *argv[]) {
         struct leak_params p;
         parse_verbose(argc, argv);
