@@ -4,7 +4,7 @@
  * sampling intervals people use (250 ms, 500 ms, 1 s, 5 s, 10 s):
  *  - leaks: linear growth at 0.5, 2 and 10 MiB/s and a slow 50 MiB/h, noise
  *    0, 1% and 5% of the base, rare +-200 MiB outliers, a late start; each
- *    must be found within its goal (the issue's 60 s for 2 MiB/s on 300 MiB
+ *    must be found within its goal (60 s for 2 MiB/s on 300 MiB
  *    at 500 ms; else the first window that can see it, see linear_goal()),
  *    with the slope within 20% of the true rate (see check_row());
  *  - quiet shapes, never suspected at any sample: flat, one big allocation,
@@ -55,7 +55,7 @@ static void table_linear(const struct leak_params *p) {
                                 };
                                 check_row(&sp, p);
                         }
-        /* the issue's goal, spelled out: 2 MiB/s on 300 MiB at 500 ms within
+        /* the headline goal, spelled out: 2 MiB/s on 300 MiB at 500 ms within
          * 60 s of registration, grace included */
         for (int seed = 1; seed <= 20; seed++) {
                 struct spec sp = { .name = "goal: 2 MiB/s on 300 MiB, noise 1%, outliers",

@@ -14,7 +14,7 @@
 # mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
 # would refuse half of wrk's 32 connections from 127.0.0.1.
 #
-# Goal (issue 3): mlmond >= 75% of the minimal server's req/s.
+# Goal: mlmond >= 75% of the minimal server's req/s.
 #
 # usage: tests/bench/http_latency.sh [-r REPS] [-d SECONDS] [-c CONNS] [-t THREADS] [-R RATE]
 #                                    [-P PREFILL] [-m MLMOND] [-k] [-S]

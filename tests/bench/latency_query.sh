@@ -10,7 +10,7 @@
 # while the run is running (stored slices + the ones in memory), and after
 # it ended (stored slices only).
 #
-# Goal (issue 3): <= 1 ms per request.
+# Goal: <= 1 ms per request.
 #
 # usage: tests/bench/latency_query.sh [-n TIMINGS] [-L LOAD_SECONDS] [-o OPS] [-q REQUESTS]
 #                                     [-m MLMOND] [-t TMPBASE] [-k] [-S]

@@ -20,7 +20,7 @@
 # mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
 # would refuse half of wrk's 32 connections from 127.0.0.1.
 #
-# Goal (issue 6): mlmond >= 10x node_exporter's req/s.
+# Goal: mlmond >= 10x node_exporter's req/s.
 #
 # Needs (installs nothing): wrk, prometheus-node-exporter, curl, meson, ninja, gcc.
 #

@@ -3,10 +3,9 @@
 #
 # Sampling cost benchmark: mlmond's own CPU per pid-sample and its RSS, with
 # N idle processes registered at a 1 s interval, against `pidstat -u -r -d`
-# sampling the same pids in the same window (the method of
-# research/perf-baselines.md §2).
+# sampling the same pids in the same window.
 #
-# Goals (issue): <= 10 us of mlmond CPU per pid-sample (everything included:
+# Goals: <= 10 us of mlmond CPU per pid-sample (everything included:
 # /proc reads, parsing, SQLite), i.e. <= 0.3x pidstat's CPU; peak RSS <= 10 MiB.
 #
 # usage: tests/bench/sampling.sh [-n N] [-d SECONDS] [-s SETTLE] [-m MLMOND] [-t TMPBASE]
