@@ -111,31 +111,7 @@ echo "mlmond answer: $(curl -sf "$LURL" | wc -c) bytes, $(count) timings in the 
         "minimal answer: $(curl -sf "$MURL" | wc -c) bytes"
 
 
-printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' rep "minimal r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
-rc=0
-: >"$TMP/results"
-for ((i = 1; i <= REPS; i++)); do
-        read -r m_rps m_p50 m_p99 m_err < <(wrk_run "$MURL")
-        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
-        ratio=$("$PY" -c "print(f'{$l_rps / $m_rps * 100:.1f}%')")
-        printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' "$i" "$m_rps" "$m_p50" "$m_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
-        [[ $m_err != - ]] && echo "  minimal: $m_err"
-        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
-        echo "$m_rps $l_rps" >>"$TMP/results"
-        kill -0 $MLMOND_PID 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
-done
+wrk_compare minimal "$MURL" "$LURL" 0.75 %
+rc=$?
 echo "after: $(count) timings in the window"
-"$PY" - "$TMP/results" <<'EOF'
-import statistics, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
-m = statistics.median(r[0] for r in rows)
-l = statistics.median(r[1] for r in rows)
-print(f"median: minimal {m:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / m * 100:.1f}%")
-print(f"goal >= 75%: {'met' if l / m >= 0.75 else 'MISSED'}")
-open(sys.argv[1] + ".ratio", "w").write(f"{l / m}")
-EOF
-mlmond_log_clean || rc=1
-if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 0.75)"; then
-        rc=3
-fi
 exit $rc

@@ -71,3 +71,42 @@ non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
 print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad.strip().replace(chr(32), chr(95)) or chr(45)}")' <<<"$out"
 }
+
+# wrk_compare NAME URL MLMOND_URL GOAL UNIT: REPS rounds of wrk_run, interleaved, against another
+# server (NAME at URL) and mlmond; a row per round, then the medians and whether mlmond's req/s
+# reach GOAL x the other's (UNIT %: the ratio shown as a percentage, x: as a factor). Returns 0,
+# 1 if mlmond answered with errors or logged some, 3 if the goal was missed with STRICT; exits 1 if
+# mlmond exited.
+wrk_compare() {
+        local name=$1 url=$2 lurl=$3 goal=$4 unit=$5 rc=0 scale=1 i ratio
+        local o_rps o_p50 o_p99 o_err l_rps l_p50 l_p99 l_err
+        [[ $unit == % ]] && scale=100
+        printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "$name r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" \
+                "p99 ms" ratio
+        : >"$TMP/results"
+        for ((i = 1; i <= REPS; i++)); do
+                read -r o_rps o_p50 o_p99 o_err < <(wrk_run "$url")
+                read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$lurl")
+                ratio=$("$PY" -c "print(f'{$l_rps / max($o_rps, 1) * $scale:.1f}$unit')")
+                printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' "$i" "$o_rps" "$o_p50" "$o_p99" "$l_rps" "$l_p50" \
+                        "$l_p99" "$ratio"
+                [[ $o_err != - ]] && echo "  $name: $o_err"
+                if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
+                echo "$o_rps $l_rps" >>"$TMP/results"
+                kill -0 "$MLMOND_PID" 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
+        done
+        "$PY" - "$TMP/results" "$name" "$goal" "$scale" "$unit" <<'PYEOF'
+import statistics, sys
+path, name, goal, scale, unit = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+rows = [tuple(map(float, l.split())) for l in open(path)]
+o = statistics.median(r[0] for r in rows)
+l = statistics.median(r[1] for r in rows)
+print(f"median: {name} {o:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / max(o, 1) * scale:.1f}{unit}")
+print(f"goal >= {goal * scale:g}{unit}: {'met' if l >= goal * o else 'MISSED'}")
+sys.exit(l < goal * o)
+PYEOF
+        local missed=$?
+        mlmond_log_clean || rc=1
+        ((STRICT && rc == 0 && missed)) && rc=3
+        return $rc
+}

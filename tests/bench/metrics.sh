@@ -190,30 +190,4 @@ print(f"one scrape (python urllib, new connection): {statistics.median(rendered)
 EOF
 
 
-printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "node_exp r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
-rc=0
-: >"$TMP/results"
-for ((i = 1; i <= REPS; i++)); do
-        read -r n_rps n_p50 n_p99 n_err < <(wrk_run "$NURL")
-        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
-        ratio=$("$PY" -c "print(f'{$l_rps / max($n_rps, 1):.1f}x')")
-        printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' "$i" "$n_rps" "$n_p50" "$n_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
-        [[ $n_err != - ]] && echo "  node_exporter: $n_err"
-        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
-        echo "$n_rps $l_rps" >>"$TMP/results"
-        kill -0 "$MLMOND_PID" 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
-done
-"$PY" - "$TMP/results" <<'EOF'
-import statistics, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
-n = statistics.median(r[0] for r in rows)
-l = statistics.median(r[1] for r in rows)
-print(f"median: node_exporter {n:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / max(n, 1):.1f}x")
-print(f"goal >= 10x: {'met' if l >= 10 * n else 'MISSED'}")
-open(sys.argv[1] + ".ratio", "w").write(f"{l / max(n, 1)}")
-EOF
-mlmond_log_clean || rc=1
-if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 10)"; then
-        rc=3
-fi
-exit $rc
+wrk_compare node_exporter "$NURL" "$LURL" 10 x
