@@ -4,18 +4,28 @@
 #include "analyze/leak.h"
 
 #include <ini.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-enum key_type { KEY_STRING, KEY_DURATION, KEY_UINT, KEY_DOUBLE };
+enum key_type {
+        KEY_STRING,     /* char * */
+        KEY_DURATION,   /* usec_t */
+        KEY_SECONDS,    /* a duration, stored as double seconds */
+        KEY_UINT,       /* unsigned */
+        KEY_SIZE,       /* a whole number, stored as size_t */
+        KEY_MIB,        /* a whole number of MiB, stored as double bytes */
+        KEY_DOUBLE,     /* double */
+        KEY_DOUBLE_MIB, /* a number of MiB, stored as double bytes */
+};
 
 struct config_key {
         const char *section;
         const char *name;
         enum key_type type;
         size_t offset;
-        const char *def;
-        /* bounds: microseconds for durations, plain for uints */
+        const char *def; /* NULL: the value leak_params_default() gives (the [leak] keys) */
+        /* bounds: microseconds for durations, plain (MiB) for numbers */
         uint64_t min, max;
         const char *choices; /* for strings: '|'-separated allowed values, or NULL */
 };
@@ -51,28 +61,29 @@ static const struct config_key keys[] = {
         { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC,
           USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
-        /* the leak detector (daemon/analyze/leak.h); etc/mlmond.conf says why each default */
-        { "leak", "windows", KEY_STRING, OFF(leak_windows), "30s,1m,2m,5m,15m", 0, 0, NULL },
-        { "leak", "grace", KEY_DURATION, OFF(leak_grace_usec), "30s", 0, USEC_PER_DAY, NULL },
-        { "leak", "min_growth_mib", KEY_UINT, OFF(leak_min_growth_mib), "16", 1, 1048576, NULL },
-        { "leak", "min_growth_pct", KEY_DOUBLE, OFF(leak_min_growth_pct), "5", 0, 1000, NULL },
-        { "leak", "min_z", KEY_DOUBLE, OFF(leak_min_z), "3", 1, 10, NULL },
+        /* The leak detector: the rows write into struct leak_params, whose
+         * defaults leak_params_default() sets and etc/mlmond.conf explains.
+         * The ranges here are wide; leak_params_valid() has the exact ones. */
+        { "leak", "windows", KEY_STRING, OFF(leak_windows), NULL, 0, 0, NULL },
+        { "leak", "grace", KEY_SECONDS, OFF(leak.grace_s), NULL, 0, USEC_PER_DAY, NULL },
+        { "leak", "min_growth_mib", KEY_MIB, OFF(leak.min_growth_bytes), NULL, 1, 1048576, NULL },
+        { "leak", "min_growth_pct", KEY_DOUBLE, OFF(leak.min_growth_pct), NULL, 0, 1000, NULL },
+        { "leak", "min_z", KEY_DOUBLE, OFF(leak.min_z), NULL, 1, 10, NULL },
         { "leak", "clear_after", KEY_DURATION, OFF(leak_clear_after_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
-        /* finer settings: the ranges here are wide; leak_params_valid() has the exact ones */
-        { "leak", "min_growth_se", KEY_DOUBLE, OFF(leak_min_growth_se), "8", 0, 1000, NULL },
-        { "leak", "growth_bound_z", KEY_DOUBLE, OFF(leak_growth_bound_z), "2", 0, 100, NULL },
-        { "leak", "min_coverage", KEY_DOUBLE, OFF(leak_min_coverage), "0.8", 0, 1, NULL },
-        { "leak", "max_gap_frac", KEY_DOUBLE, OFF(leak_max_gap_frac), "0.25", 0, 1, NULL },
-        { "leak", "min_floors", KEY_UINT, OFF(leak_min_floors), "8", 3, 12, NULL },
-        { "leak", "min_part_ratio", KEY_DOUBLE, OFF(leak_min_part_ratio), "0.5", 0, 100, NULL },
-        { "leak", "min_end_ratio", KEY_DOUBLE, OFF(leak_min_end_ratio), "0.5", 0, 100, NULL },
-        { "leak", "max_step_fit", KEY_DOUBLE, OFF(leak_max_step_fit), "2", 0, 1000, NULL },
-        { "leak", "min_new_high", KEY_DOUBLE, OFF(leak_min_new_high), "0.5", 0, 100, NULL },
-        { "leak", "drop_min_mib", KEY_DOUBLE, OFF(leak_drop_min_mib), "8", 0, 1048576, NULL },
-        { "leak", "drop_noise_k", KEY_DOUBLE, OFF(leak_drop_noise_k), "6", 0, 1000, NULL },
-        { "leak", "outlier_noise_k", KEY_DOUBLE, OFF(leak_outlier_noise_k), "4", 0, 1000, NULL },
-        { "leak", "sawtooth_stop_factor", KEY_DOUBLE, OFF(leak_sawtooth_stop_factor), "2", 1, 1000, NULL },
-        { "leak", "restart_frac", KEY_DOUBLE, OFF(leak_restart_frac), "0.25", 0, 1, NULL },
+        { "leak", "min_growth_se", KEY_DOUBLE, OFF(leak.min_growth_se), NULL, 0, 1000, NULL },
+        { "leak", "growth_bound_z", KEY_DOUBLE, OFF(leak.growth_bound_z), NULL, 0, 100, NULL },
+        { "leak", "min_coverage", KEY_DOUBLE, OFF(leak.min_coverage), NULL, 0, 1, NULL },
+        { "leak", "max_gap_frac", KEY_DOUBLE, OFF(leak.max_gap_frac), NULL, 0, 1, NULL },
+        { "leak", "min_floors", KEY_SIZE, OFF(leak.min_floors), NULL, 3, LEAK_BUCKETS, NULL },
+        { "leak", "min_part_ratio", KEY_DOUBLE, OFF(leak.min_part_ratio), NULL, 0, 100, NULL },
+        { "leak", "min_end_ratio", KEY_DOUBLE, OFF(leak.min_end_ratio), NULL, 0, 100, NULL },
+        { "leak", "max_step_fit", KEY_DOUBLE, OFF(leak.max_step_fit), NULL, 0, 1000, NULL },
+        { "leak", "min_new_high", KEY_DOUBLE, OFF(leak.min_new_high), NULL, 0, 100, NULL },
+        { "leak", "drop_min_mib", KEY_DOUBLE_MIB, OFF(leak.drop_min_bytes), NULL, 0, 1048576, NULL },
+        { "leak", "drop_noise_k", KEY_DOUBLE, OFF(leak.drop_noise_k), NULL, 0, 1000, NULL },
+        { "leak", "outlier_noise_k", KEY_DOUBLE, OFF(leak.outlier_noise_k), NULL, 0, 1000, NULL },
+        { "leak", "sawtooth_stop_factor", KEY_DOUBLE, OFF(leak.sawtooth_stop_factor), NULL, 1, 1000, NULL },
+        { "leak", "restart_frac", KEY_DOUBLE, OFF(leak.restart_frac), NULL, 0, 1, NULL },
         /* accelerators (daemon/collect/accel/drm.c, gpudev.c, nvml.c) and energy (rapl.c) */
         { "gpu", "collect", KEY_STRING, OFF(gpu), "auto", 0, 0, "auto|off" },
         { "gpu", "nvml_library", KEY_STRING, OFF(nvml_library), "libnvidia-ml.so.1", 0, 0, NULL },
@@ -83,80 +94,134 @@ static const struct config_key keys[] = {
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
 };
 
-static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
-        void *field = (char *)c + k->offset;
-        char buf[32];
+#define MIB 1048576.0
 
-        switch (k->type) {
-        case KEY_STRING: {
-                if (k->choices) {
-                        bool ok = false;
-                        const char *p = k->choices;
-                        size_t vl = strlen(value);
-                        while (*p) {
-                                const char *bar = strchr(p, '|');
-                                size_t l = bar ? (size_t)(bar - p) : strlen(p);
-                                if (l == vl && strncmp(p, value, l) == 0)
-                                        ok = true;
-                                p += l + (bar ? 1 : 0);
-                        }
-                        if (!ok) {
-                                snprintf(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->choices);
-                                return -EINVAL;
-                        }
-                }
-                char *s = strdup(value);
-                if (!s)
-                        return -ENOMEM;
-                free(*(char **)field);
-                *(char **)field = s;
-                return 0;
+static size_t key_size(enum key_type t) {
+        switch (t) {
+        case KEY_STRING:
+                return sizeof(char *);
+        case KEY_DURATION:
+                return sizeof(usec_t);
+        case KEY_UINT:
+                return sizeof(unsigned);
+        case KEY_SIZE:
+                return sizeof(size_t);
+        case KEY_SECONDS:
+        case KEY_MIB:
+        case KEY_DOUBLE:
+        case KEY_DOUBLE_MIB:
+                return sizeof(double);
         }
-        case KEY_DURATION: {
-                usec_t u;
-                if (parse_duration(value, &u) < 0) {
-                        snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 10s, 5m, 2h, 7d)", k->name,
-                                 value);
+        return 0;
+}
+
+static bool is_choice(const struct config_key *k, const char *value) {
+        size_t vl = strlen(value);
+        for (const char *p = k->choices; *p;) {
+                const char *bar = strchr(p, '|');
+                size_t l = bar ? (size_t)(bar - p) : strlen(p);
+                if (l == vl && strncmp(p, value, l) == 0)
+                        return true;
+                p += l + (bar ? 1 : 0);
+        }
+        return false;
+}
+
+static int set_string(const struct config_key *k, char **field, const char *value, char *err, size_t errlen) {
+        if (k->choices && !is_choice(k, value)) {
+                snprintf(err, errlen, "%s: '%s' is not one of %s", k->name, value, k->choices);
+                return -EINVAL;
+        }
+        char *s = strdup(value);
+        if (!s)
+                return -ENOMEM;
+        free(*field);
+        *field = s;
+        return 0;
+}
+
+static int parse_usec(const struct config_key *k, const char *value, usec_t *ret, char *err, size_t errlen) {
+        usec_t u;
+        if (parse_duration(value, &u) < 0) {
+                snprintf(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 10s, 5m, 2h, 7d)", k->name, value);
+                return -EINVAL;
+        }
+        if (u < k->min || u > k->max) {
+                char lo[32], hi[32];
+                format_duration(k->min, lo, sizeof lo);
+                format_duration(k->max, hi, sizeof hi);
+                snprintf(err, errlen, "%s: '%s' is out of range [%s, %s]", k->name, value, lo, hi);
+                return -ERANGE;
+        }
+        *ret = u;
+        return 0;
+}
+
+/* A number, whole or not as the key's type says, within the key's bounds. */
+static int parse_number(const struct config_key *k, const char *value, double *ret, char *err, size_t errlen) {
+        bool whole = k->type == KEY_UINT || k->type == KEY_SIZE || k->type == KEY_MIB;
+        char v_str[32];
+        double v;
+        if (whole) {
+                unsigned u;
+                if (safe_atou(value, &u) < 0) {
+                        snprintf(err, errlen, "%s: '%s' is not a whole number", k->name, value);
                         return -EINVAL;
                 }
-                if (u < k->min || u > k->max) {
-                        char lo[32];
-                        format_duration(k->min, lo, sizeof lo);
-                        format_duration(k->max, buf, sizeof buf);
-                        snprintf(err, errlen, "%s: '%s' is out of range [%s, %s]", k->name, value, lo, buf);
-                        return -ERANGE;
-                }
-                *(usec_t *)field = u;
-                return 0;
-        }
-        case KEY_DOUBLE: {
-                double v;
+                snprintf(v_str, sizeof v_str, "%u", u);
+                v = u;
+        } else {
                 if (safe_atod(value, &v) < 0) {
                         snprintf(err, errlen, "%s: '%s' is not a number", k->name, value);
                         return -EINVAL;
                 }
-                if (v < (double)k->min || v > (double)k->max) {
-                        snprintf(err, errlen, "%s: %g is out of range [%llu, %llu]", k->name, v,
-                                 (unsigned long long)k->min, (unsigned long long)k->max);
-                        return -ERANGE;
-                }
-                *(double *)field = v;
-                return 0;
+                snprintf(v_str, sizeof v_str, "%g", v);
         }
-        case KEY_UINT: {
-                unsigned v;
-                if (safe_atou(value, &v) < 0) {
-                        snprintf(err, errlen, "%s: '%s' is not a whole number", k->name, value);
-                        return -EINVAL;
-                }
-                if (v < k->min || v > k->max) {
-                        snprintf(err, errlen, "%s: %u is out of range [%llu, %llu]", k->name, v,
-                                 (unsigned long long)k->min, (unsigned long long)k->max);
-                        return -ERANGE;
-                }
-                *(unsigned *)field = v;
-                return 0;
+        if (v < (double)k->min || v > (double)k->max) {
+                snprintf(err, errlen, "%s: %s is out of range [%llu, %llu]", k->name, v_str, (unsigned long long)k->min,
+                         (unsigned long long)k->max);
+                return -ERANGE;
         }
+        *ret = v;
+        return 0;
+}
+
+static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
+        void *field = (char *)c + k->offset;
+        usec_t u;
+        double v;
+        int r;
+
+        switch (k->type) {
+        case KEY_STRING:
+                return set_string(k, field, value, err, errlen);
+        case KEY_DURATION:
+        case KEY_SECONDS:
+                r = parse_usec(k, value, &u, err, errlen);
+                if (r < 0)
+                        return r;
+                if (k->type == KEY_DURATION)
+                        *(usec_t *)field = u;
+                else
+                        *(double *)field = (double)u / USEC_PER_SEC;
+                return 0;
+        case KEY_UINT:
+        case KEY_SIZE:
+        case KEY_MIB:
+        case KEY_DOUBLE:
+        case KEY_DOUBLE_MIB:
+                r = parse_number(k, value, &v, err, errlen);
+                if (r < 0)
+                        return r;
+                if (k->type == KEY_UINT)
+                        *(unsigned *)field = (unsigned)v;
+                else if (k->type == KEY_SIZE)
+                        *(size_t *)field = (size_t)v;
+                else if (k->type == KEY_MIB || k->type == KEY_DOUBLE_MIB)
+                        *(double *)field = v * MIB;
+                else
+                        *(double *)field = v;
+                return 0;
         }
         return -EINVAL;
 }
@@ -168,10 +233,29 @@ static const struct config_key *find_key(const char *section, const char *name) 
         return NULL;
 }
 
+/* The windows as the table writes them: "30s,1m,2m,5m,15m". */
+static char *format_windows(const struct leak_params *p) {
+        char buf[LEAK_MAX_WINDOWS * 24] = "";
+        for (size_t i = 0; i < p->n_windows; i++) {
+                char d[20];
+                format_duration((usec_t)llround(p->windows_s[i] * USEC_PER_SEC), d, sizeof d);
+                if (i > 0)
+                        strcat(buf, ",");
+                strcat(buf, d);
+        }
+        return strdup(buf);
+}
+
 int config_init_defaults(struct config *c) {
         char err[256];
         memset(c, 0, sizeof *c);
+        leak_params_default(&c->leak);
+        c->leak_windows = format_windows(&c->leak);
+        if (!c->leak_windows)
+                return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                if (!keys[i].def)
+                        continue;
                 int r = set_key(c, &keys[i], keys[i].def, err, sizeof err);
                 if (r < 0)
                         return r;
@@ -179,28 +263,32 @@ int config_init_defaults(struct config *c) {
         return 0;
 }
 
+/* The i-th key's field in c when it is a string, else NULL. */
+static char **string_field(struct config *c, size_t i) {
+        return keys[i].type == KEY_STRING ? (char **)((char *)c + keys[i].offset) : NULL;
+}
+
 void config_done(struct config *c) {
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-                if (keys[i].type == KEY_STRING) {
-                        char **p = (char **)((char *)c + keys[i].offset);
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                char **p = string_field(c, i);
+                if (p) {
                         free(*p);
                         *p = NULL;
                 }
+        }
 }
 
 int config_copy(struct config *dst, const struct config *src) {
         *dst = *src;
-        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-                if (keys[i].type == KEY_STRING) {
-                        char **d = (char **)((char *)dst + keys[i].offset);
-                        if (*d && !(*d = strdup(*d))) {
-                                /* unwind the ones already duplicated */
-                                for (size_t j = 0; j < i; j++)
-                                        if (keys[j].type == KEY_STRING)
-                                                free(*(char **)((char *)dst + keys[j].offset));
-                                return -ENOMEM;
-                        }
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                char **d = string_field(dst, i);
+                if (d && *d && !(*d = strdup(*d))) {
+                        for (size_t j = 0; j < i; j++) /* unwind the ones already duplicated */
+                                if (string_field(dst, j))
+                                        free(*string_field(dst, j));
+                        return -ENOMEM;
                 }
+        }
         return 0;
 }
 
@@ -334,15 +422,15 @@ bool config_synchronous_full(const struct config *c) {
         return streq(c->synchronous, "full");
 }
 
-int config_leak_params(const struct config *c, struct leak_params *p) {
-        leak_params_default(p);
-        p->n_windows = 0;
+/* "30s,2m,5m": 1 to LEAK_MAX_WINDOWS ascending durations between 10 s and 1 d. */
+static int parse_windows(const char *s, struct leak_params *p) {
         char buf[256];
-        if (!c->leak_windows || strlen(c->leak_windows) >= sizeof buf)
+        if (!s || strlen(s) >= sizeof buf)
                 return -EINVAL;
-        snprintf(buf, sizeof buf, "%s", c->leak_windows);
+        snprintf(buf, sizeof buf, "%s", s);
         char *save = NULL;
         double prev = 0;
+        p->n_windows = 0;
         for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
                 usec_t u;
                 if (p->n_windows == LEAK_MAX_WINDOWS || parse_duration(w, &u) < 0 || u < 10 * USEC_PER_SEC ||
@@ -351,25 +439,41 @@ int config_leak_params(const struct config *c, struct leak_params *p) {
                 prev = (double)u / 1e6;
                 p->windows_s[p->n_windows++] = prev;
         }
-        if (p->n_windows == 0)
+        return p->n_windows > 0 ? 0 : -EINVAL;
+}
+
+int config_leak_params(const struct config *c, struct leak_params *ret) {
+        struct leak_params p = c->leak;
+        int r = parse_windows(c->leak_windows, &p);
+        if (r < 0)
+                return r;
+        if (!leak_params_valid(&p))
+                return -ERANGE;
+        *ret = p;
+        return 0;
+}
+
+bool config_key_at(size_t i, const char **ret_section, const char **ret_name) {
+        if (i >= ELEMENTSOF(keys))
+                return false;
+        *ret_section = keys[i].section;
+        *ret_name = keys[i].name;
+        return true;
+}
+
+int config_key_equals(const struct config *c, const char *section, const char *name, const char *value) {
+        const struct config_key *k = find_key(section, name);
+        if (!k)
                 return -EINVAL;
-        p->grace_s = (double)c->leak_grace_usec / 1e6;
-        p->min_growth_bytes = (double)c->leak_min_growth_mib * 1048576.0;
-        p->min_growth_pct = c->leak_min_growth_pct;
-        p->min_z = c->leak_min_z;
-        p->min_growth_se = c->leak_min_growth_se;
-        p->growth_bound_z = c->leak_growth_bound_z;
-        p->min_coverage = c->leak_min_coverage;
-        p->max_gap_frac = c->leak_max_gap_frac;
-        p->min_floors = c->leak_min_floors;
-        p->min_part_ratio = c->leak_min_part_ratio;
-        p->min_end_ratio = c->leak_min_end_ratio;
-        p->max_step_fit = c->leak_max_step_fit;
-        p->min_new_high = c->leak_min_new_high;
-        p->drop_min_bytes = c->leak_drop_min_mib * 1048576.0;
-        p->drop_noise_k = c->leak_drop_noise_k;
-        p->outlier_noise_k = c->leak_outlier_noise_k;
-        p->sawtooth_stop_factor = c->leak_sawtooth_stop_factor;
-        p->restart_frac = c->leak_restart_frac;
-        return leak_params_valid(p) ? 0 : -ERANGE;
+        struct config parsed = {};
+        char err[256];
+        int r = set_key(&parsed, k, value, err, sizeof err);
+        if (r < 0)
+                return r;
+        const void *have = (const char *)c + k->offset, *want = (const char *)&parsed + k->offset;
+        if (k->type != KEY_STRING)
+                return memcmp(have, want, key_size(k->type)) == 0;
+        const char *s = *(char *const *)have;
+        _cleanup_free_ char *t = *(char *const *)want;
+        return s && streq(s, t);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze/leak.h"
 #include "util.h"
 
 enum synchronous_mode { SYNC_NORMAL, SYNC_FULL };
@@ -37,18 +38,9 @@ struct config {
         usec_t http_query_timeout_usec;
         unsigned http_max_rows;
         /* [leak] */
-        char *leak_windows; /* "30s,1m,2m,5m,15m" */
-        usec_t leak_grace_usec;
-        unsigned leak_min_growth_mib;
-        double leak_min_growth_pct;
-        double leak_min_z;
+        char *leak_windows; /* "30s,1m,2m,5m,15m"; config_leak_params() parses it into leak.windows_s */
         usec_t leak_clear_after_usec;
-        /* the finer settings (leak_params in daemon/analyze/leak.h) */
-        double leak_min_growth_se, leak_growth_bound_z, leak_min_coverage, leak_max_gap_frac;
-        unsigned leak_min_floors;
-        double leak_min_part_ratio, leak_min_end_ratio, leak_max_step_fit, leak_min_new_high;
-        double leak_drop_min_mib, leak_drop_noise_k, leak_outlier_noise_k, leak_sawtooth_stop_factor;
-        double leak_restart_frac;
+        struct leak_params leak; /* every other [leak] key, written straight into the detector's parameters */
         /* [gpu] */
         char *gpu;          /* "auto" | "off" */
         char *nvml_library; /* dlopen name or path; "" = NVML off */
@@ -59,8 +51,9 @@ struct config {
         double grid_g_per_kwh;
 };
 
-struct leak_params;
-/* The [leak] keys as the detector's parameters. */
+/* The [leak] keys as the detector's parameters: c->leak with the windows
+ * parsed. -EINVAL for bad windows, -ERANGE for a value leak_params_valid()
+ * refuses. */
 int config_leak_params(const struct config *c, struct leak_params *ret);
 
 #define MIN_INTERVAL_USEC (100 * USEC_PER_MSEC)
@@ -88,3 +81,9 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen);
 int config_copy(struct config *dst, const struct config *src);
 
 bool config_synchronous_full(const struct config *c);
+
+/* The table, for tests: the i-th key's section and name; false past the end. */
+bool config_key_at(size_t i, const char **ret_section, const char **ret_name);
+/* Whether value, parsed as the key [section] name, equals that key's value
+ * in c: 1 or 0, or -EINVAL (unknown key) or the parser's error. */
+int config_key_equals(const struct config *c, const char *section, const char *name, const char *value);

@@ -83,7 +83,7 @@ static void test_validate_and_set(void) {
         CHECK(config_set(&c, "leak.min_z", "0.5", err, sizeof err) < 0);
         CHECK(config_set(&c, "leak.min_growth_pct", "nan", err, sizeof err) < 0);
         CHECK_EQ_INT(config_set(&c, "leak.min_growth_pct", "2.5", err, sizeof err), 0);
-        CHECK(c.leak_min_growth_pct == 2.5);
+        CHECK(c.leak.min_growth_pct == 2.5);
         struct config d;
         CHECK_EQ_INT(config_copy(&d, &c), 0);
         CHECK(d.listen != c.listen && strcmp(d.listen, c.listen) == 0);
@@ -100,44 +100,93 @@ static void test_validate_and_set(void) {
         CHECK(parse_host_port("[::1", host, sizeof host, &port) < 0);
 }
 
-/* etc/mlmond.conf is the documentation of every key: uncommenting every
- * "#key = value" line must parse and give exactly the defaults. */
+/* A "key = value" or commented "#key = value" / "# key = value" line: its
+ * key and value, trimmed; false for anything else (prose, sections). */
+static bool conf_line(char *line, char **ret_key, char **ret_value) {
+        char *p = line;
+        if (*p == '#')
+                p++;
+        if (*p == ' ' && p != line)
+                p++;
+        size_t kl = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (kl == 0 || strncmp(p + kl, " = ", 3) != 0)
+                return false;
+        p[kl] = 0;
+        char *v = p + kl + 3;
+        v[strcspn(v, "\n")] = 0;
+        *ret_key = p;
+        *ret_value = v;
+        return true;
+}
+
+/* etc/mlmond.conf documents every key: each key of the table appears in its
+ * section with the table's default, and each key there is in the table. */
 static void test_shipped_file(const char *path) {
-        FILE *f = fopen(path, "re");
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
         CHECK(f != NULL);
         if (!f)
                 return;
-        char line[512], text[16384] = "";
-        unsigned keys = 0;
+        struct config def;
+        CHECK_EQ_INT(config_init_defaults(&def), 0);
+        bool seen[128] = {};
+        char line[512], section[32] = "";
         while (fgets(line, sizeof line, f)) {
-                const char *p = line;
-                if (p[0] == '#' && p[1] != ' ' && p[1] != '#' && p[1] != '\n' && strchr(p, '=')) {
-                        p++;
-                        keys++;
+                char *key, *value;
+                if (line[0] == '[') {
+                        snprintf(section, sizeof section, "%.*s", (int)strcspn(line + 1, "]"), line + 1);
+                        continue;
                 }
-                if (p[0] == '[' || (p[0] != '#' && strchr(p, '=')))
-                        strncat(text, p, sizeof text - strlen(text) - 1);
+                if (!conf_line(line, &key, &value))
+                        continue;
+                int r = config_key_equals(&def, section, key, value);
+                if (r != 1)
+                        fprintf(stderr, "%s: [%s] %s = %s: %s\n", path, section, key, value,
+                                r == 0 ? "not the default" : "not a key of the table");
+                CHECK_EQ_INT(r, 1);
+                const char *s, *n;
+                for (size_t i = 0; config_key_at(i, &s, &n) && i < ELEMENTSOF(seen); i++)
+                        if (streq(s, section) && streq(n, key))
+                                seen[i] = true;
         }
-        fclose(f);
-        struct config c, def;
-        char err[256] = "";
-        config_init_defaults(&c);
-        config_init_defaults(&def);
-        int r = config_load_string(&c, text, path, err, sizeof err);
-        if (r < 0)
-                fprintf(stderr, "%s\n", err);
-        CHECK_EQ_INT(r, 0);
-        CHECK_EQ_INT(keys, 46);
-        CHECK(strcmp(c.db_path, def.db_path) == 0 && c.interval_usec == def.interval_usec &&
-              c.retention_raw_usec == def.retention_raw_usec && c.http_max_rows == def.http_max_rows);
-        config_done(&c);
+        const char *s, *n;
+        size_t i;
+        for (i = 0; config_key_at(i, &s, &n) && i < ELEMENTSOF(seen); i++) {
+                if (!seen[i])
+                        fprintf(stderr, "%s: [%s] %s is not documented\n", path, s, n);
+                CHECK(seen[i]);
+        }
+        CHECK_EQ_INT(i, 46);
         config_done(&def);
+}
+
+/* The [leak] keys land in the detector's parameters, in its units. */
+static void test_leak_params(void) {
+        struct config c;
+        struct leak_params p, d;
+        char err[256];
+        leak_params_default(&d);
+        CHECK_EQ_INT(config_init_defaults(&c), 0);
+        CHECK_EQ_INT(config_leak_params(&c, &p), 0);
+        CHECK(memcmp(&p, &d, sizeof p) == 0);
+        CHECK(strcmp(c.leak_windows, "30s,1m,2m,5m,15m") == 0);
+        CHECK_EQ_INT(config_load_string(&c,
+                                        "[leak]\ngrace = 2m\nmin_growth_mib = 32\ndrop_min_mib = 1.5\n"
+                                        "min_floors = 10\nwindows = 20s,10m\n",
+                                        "test.conf", err, sizeof err),
+                     0);
+        CHECK_EQ_INT(config_leak_params(&c, &p), 0);
+        CHECK(p.grace_s == 120 && p.min_growth_bytes == 32 * 1048576.0 && p.drop_min_bytes == 1.5 * 1048576.0);
+        CHECK(p.min_floors == 10 && p.n_windows == 2 && p.windows_s[0] == 20 && p.windows_s[1] == 600);
+        CHECK(config_set(&c, "leak.min_growth_mib", "1.5", err, sizeof err) < 0);
+        CHECK(config_set(&c, "leak.min_floors", "13", err, sizeof err) < 0);
+        config_done(&c);
 }
 
 int main(int argc, char **argv) {
         test_defaults();
         test_parse();
         test_validate_and_set();
+        test_leak_params();
         test_shipped_file(argc > 1 ? argv[1] : "etc/mlmond.conf");
         TEST_DONE();
 }

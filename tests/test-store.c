@@ -121,11 +121,17 @@ static int64_t add_run(struct store *s, int pid) {
         return ri.id;
 }
 
-static void test_retention_and_rollup(void) {
+/* The store in tmpdir/name, opened (checked); NULL if it failed. */
+static struct store *open_db(const char *name) {
         char path[512], err[256];
-        snprintf(path, sizeof path, "%s/ret.db", tmpdir);
         struct store *s = NULL;
+        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
         CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        return s;
+}
+
+static void test_retention_and_rollup(void) {
+        struct store *s = open_db("ret.db");
         if (!s)
                 return;
         sqlite3 *db = store_writer(s);
@@ -235,8 +241,7 @@ static void test_unclean_stop(void) {
         waitpid(pid, &status, 0);
         CHECK(WIFSIGNALED(status));
 
-        struct store *s = NULL;
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = open_db("crash.db");
         if (!s)
                 return;
         sqlite3 *db = store_writer(s);
@@ -252,10 +257,7 @@ static void test_unclean_stop(void) {
 /* Totals are written every few ticks; after a crash the samples written
  * since are folded back in. */
 static void test_catch_up_totals(void) {
-        char path[512], err[256];
-        snprintf(path, sizeof path, "%s/catchup.db", tmpdir);
-        struct store *s = NULL;
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = open_db("catchup.db");
         if (!s)
                 return;
         CHECK_EQ_INT(store_begin(s), 0);
@@ -298,10 +300,7 @@ static void test_catch_up_totals(void) {
 /* Op slices: stored with their histograms, merged per minute by the rollup
  * (counts add, histograms merge), dropped by retention with the samples. */
 static void test_op_slices(void) {
-        char path[512], err[256];
-        snprintf(path, sizeof path, "%s/ops.db", tmpdir);
-        struct store *s = NULL;
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = open_db("ops.db");
         if (!s)
                 return;
         sqlite3 *db = store_writer(s);

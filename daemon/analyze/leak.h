@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The leak verdict: a pure function over a series of (time, bytes) that
  * says whether memory grows steadily, and why it decided. No I/O, no state,
- * no globals: safe to call from any thread. daemon/analyze/leak.c explains every
- * step and every default; tests/test-leak.c and tests/bench/leak-sim.c
- * measure them.
+ * no globals: safe to call from any thread. etc/mlmond.conf [leak] says why
+ * each default; tests/test-leak*.c and tests/bench/leak-sim.c measure them.
  *
  * Method, per window of the look-back (windows_s: 30s,1m,2m,5m,15m):
  *  - Judged only on samples after the warm-up grace (grace_s after the
@@ -79,11 +78,7 @@ struct leak_params {
         double restart_frac;         /* a fall to below this fraction of the level is a restart, [0,1) */
 };
 
-/* Defaults: windows 30s,1m,2m,5m,15m; grace 30 s; 16 MiB; 5%; Z 3.0; 8
- * standard errors; bound at 2 standard errors; coverage 0.8; gap 0.25; 8
- * floors; halves 0.5; last third 0.5; step fit 2.0; new high 0.5; drops
- * >= 8 MiB and >= 6 x noise; outliers 4 x noise; sawtooth stopped after 2 x
- * its longest cycle; restart below 0.25 of the level. */
+/* The defaults (etc/mlmond.conf [leak] lists them, and why). */
 void leak_params_default(struct leak_params *p);
 /* Every parameter within its documented range (leak_evaluate refuses others). */
 bool leak_params_valid(const struct leak_params *p);

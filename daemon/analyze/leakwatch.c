@@ -38,32 +38,39 @@ static void push(struct leakwatch *w, double t, double v) {
         w->pts[i] = (struct leak_point){ .t_s = t, .bytes = v };
 }
 
-enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
-                                    double bytes, int64_t clear_after_ms) {
+bool leakwatch_feed(struct leakwatch *w, double t_s, double bytes) {
         if (!w->pts || !isfinite(bytes) || !isfinite(t_s))
-                return LEAKWATCH_NONE;
+                return false;
         if (!w->cur_valid) {
                 w->cur_t0 = floor(t_s / w->res_s) * w->res_s;
                 w->cur_min = bytes;
                 w->cur_valid = true;
-                return LEAKWATCH_NONE;
+                return false;
         }
         if (t_s < w->cur_t0 + w->res_s) {
                 if (bytes < w->cur_min)
                         w->cur_min = bytes;
-                return LEAKWATCH_NONE;
+                return false;
         }
         /* a floor is complete: keep it (at its bucket's middle), start the next */
         push(w, w->cur_t0 + w->res_s / 2, w->cur_min);
         w->cur_t0 = floor(t_s / w->res_s) * w->res_s;
         w->cur_min = bytes;
+        return true;
+}
 
+int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct leak_verdict *ret) {
         /* the ring, oldest first, as the detector's series */
         struct leak_point *series = w->pts + w->cap;
         for (size_t i = 0; i < w->n; i++)
                 series[i] = w->pts[(w->head + i) % w->cap];
+        return leak_evaluate(series, w->n, w->grace_from_t, p, ret);
+}
+
+enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
+                                    double bytes, int64_t clear_after_ms) {
         struct leak_verdict v;
-        if (leak_evaluate(series, w->n, w->grace_from_t, p, &v) < 0)
+        if (!leakwatch_feed(w, t_s, bytes) || leakwatch_evaluate(w, p, &v) < 0)
                 return LEAKWATCH_NONE;
         /* while suspected, the verdict shown stays the one that found growth
          * until the verdict clears */

@@ -38,5 +38,11 @@ void leakwatch_done(struct leakwatch *w);
  * verdict clears only after that long without any window finding growth. */
 enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
                                     double bytes, int64_t clear_after_ms);
+/* The two steps of leakwatch_add(), for tests and benchmarks that judge
+ * every floor: a sample into the floor being built (true when it completed
+ * one, the moment the detector runs), and the detector's verdict on the
+ * floors kept, without the verdict's state over time. */
+bool leakwatch_feed(struct leakwatch *w, double t_s, double bytes);
+int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct leak_verdict *ret);
 /* A mark restarts the warm-up grace. */
 void leakwatch_mark(struct leakwatch *w, double t_s);

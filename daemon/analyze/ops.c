@@ -26,14 +26,23 @@ static struct op_slice *find_open(struct op_table *t, const char *op, size_t len
         return NULL;
 }
 
+/* Room for element n of an array of at most max: 0, -ENOSPC (counted as
+ * dropped) or -ENOMEM. */
+static int make_room(struct op_table *t, void **array, size_t n, size_t max, size_t size) {
+        if (n >= max) {
+                t->dropped++;
+                return -ENOSPC;
+        }
+        return greedy_realloc(array, n + 1, size) ? 0 : -ENOMEM;
+}
+#define MAKE_ROOM(t, array, n, max) make_room((t), (void **)&(array), (n), (max), sizeof((array)[0]))
+
 /* Moves an open slice with data to the done list and empties it. */
 static int close_slice(struct op_table *t, struct op_slice *s) {
         if (s->count <= 0 && s->h.count == 0)
                 return 0;
-        struct op_slice *nd = realloc(t->done, (t->n_done + 1) * sizeof *nd);
-        if (!nd)
+        if (!GREEDY_REALLOC(t->done, t->n_done + 1))
                 return -ENOMEM;
-        t->done = nd;
         struct op_slice *d = &t->done[t->n_done];
         d->op = strdup(s->op);
         d->category = s->category ? strdup(s->category) : NULL;
@@ -61,14 +70,9 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                         if (strncmp(t->gauge_last[i].name, op, op_len) == 0 && t->gauge_last[i].name[op_len] == 0)
                                 last = &t->gauge_last[i];
                 if (!last) {
-                        if (t->n_gauge_last >= OPS_MAX_PER_RUN) {
-                                t->dropped++;
-                                return -ENOSPC;
-                        }
-                        struct gauge_value *nl = realloc(t->gauge_last, (t->n_gauge_last + 1) * sizeof *nl);
-                        if (!nl)
-                                return -ENOMEM;
-                        t->gauge_last = nl;
+                        int r = MAKE_ROOM(t, t->gauge_last, t->n_gauge_last, OPS_MAX_PER_RUN);
+                        if (r < 0)
+                                return r;
                         last = &t->gauge_last[t->n_gauge_last];
                         *last = (struct gauge_value){ .name = strndup(op, op_len) };
                         if (!last->name)
@@ -80,14 +84,9 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                         return -EINVAL;
                 last->value = value;
                 last->ts = now_ms;
-                if (t->n_gauges >= OPS_MAX_PENDING_GAUGES) {
-                        t->dropped++;
-                        return -ENOSPC;
-                }
-                struct gauge_value *ng = realloc(t->gauges, (t->n_gauges + 1) * sizeof *ng);
-                if (!ng)
-                        return -ENOMEM;
-                t->gauges = ng;
+                int r = MAKE_ROOM(t, t->gauges, t->n_gauges, OPS_MAX_PENDING_GAUGES);
+                if (r < 0)
+                        return r;
                 char *name = strndup(op, op_len);
                 if (!name)
                         return -ENOMEM;
@@ -100,14 +99,9 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
         int64_t slice = ops_slice_of(now_ms);
         struct op_slice *s = find_open(t, op, op_len);
         if (!s) {
-                if (t->n_open >= OPS_MAX_PER_RUN) {
-                        t->dropped++;
-                        return -ENOSPC;
-                }
-                struct op_slice *no = realloc(t->open, (t->n_open + 1) * sizeof *no);
-                if (!no)
-                        return -ENOMEM;
-                t->open = no;
+                int r = MAKE_ROOM(t, t->open, t->n_open, OPS_MAX_PER_RUN);
+                if (r < 0)
+                        return r;
                 s = &t->open[t->n_open];
                 memset(s, 0, sizeof *s);
                 s->op = strndup(op, op_len);
@@ -183,10 +177,8 @@ int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double 
                 if (streq(a->v[i].op, op))
                         g = &a->v[i];
         if (!g) {
-                struct op_agg *nv = realloc(a->v, (a->n + 1) * sizeof *nv);
-                if (!nv)
+                if (!GREEDY_REALLOC(a->v, a->n + 1))
                         return -ENOMEM;
-                a->v = nv;
                 g = &a->v[a->n];
                 memset(g, 0, sizeof *g);
                 g->op = strdup(op);

@@ -33,24 +33,85 @@ static int step_error(sqlite3 *db, int rc) {
         return -EIO;
 }
 
+/* Prepares sql on the reader: 0 or -EIO. */
+static int prepare(struct store *s, sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
+        return store_reader_prepare(s, sql, ret) == SQLITE_OK ? 0 : step_error(db, SQLITE_ERROR);
+}
+
+/* Steps st once: 1 with a row, 0 without, or -ETIMEDOUT / -EIO. */
+static int step_one(sqlite3 *db, sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+                return 1;
+        return rc == SQLITE_DONE ? 0 : step_error(db, rc);
+}
+
+/* Reads row i of st; 0, or a negative errno that stops the reading. */
+typedef int (*row_fn)(sqlite3_stmt *st, size_t i, void *userdata);
+
+/* The one row reader: steps st to its end under the reader's time budget,
+ * calling row() on each row. max_rows > 0: a row beyond them stops the
+ * reading and sets *ret_truncated (when not NULL). *ret_n: the rows row()
+ * took, also on error (for the caller to free). Returns 0, row()'s error,
+ * -ETIMEDOUT or -EIO. */
+static int read_rows(sqlite3 *db, sqlite3_stmt *st, size_t max_rows, row_fn row, void *userdata, size_t *ret_n,
+                     bool *ret_truncated) {
+        size_t n = 0;
+        int rc, r = 0;
+        if (ret_truncated)
+                *ret_truncated = false;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (max_rows > 0 && n == max_rows) {
+                        if (ret_truncated)
+                                *ret_truncated = true;
+                        break;
+                }
+                r = row(st, n, userdata);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        *ret_n = n;
+        if (r < 0)
+                return r;
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : step_error(db, rc);
+}
+
+/* read_rows() into a growing array of elements of `size` bytes: fill()
+ * reads the row into its element. */
+struct array_rows {
+        void *array;
+        size_t size;
+        int (*fill)(sqlite3_stmt *st, void *elem, void *userdata);
+        void *userdata;
+};
+
+static int array_row(sqlite3_stmt *st, size_t i, void *userdata) {
+        struct array_rows *a = userdata;
+        if (!greedy_realloc(&a->array, i + 1, a->size))
+                return -ENOMEM;
+        return a->fill(st, (char *)a->array + i * a->size, a->userdata);
+}
+
+static int read_array(sqlite3 *db, sqlite3_stmt *st, size_t max_rows, void **array, size_t size,
+                      int (*fill)(sqlite3_stmt *st, void *elem, void *userdata), void *userdata, size_t *ret_n,
+                      bool *ret_truncated) {
+        struct array_rows a = { *array, size, fill, userdata };
+        int r = read_rows(db, st, max_rows, array_row, &a, ret_n, ret_truncated);
+        *array = a.array;
+        return r;
+}
+
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r;
-        if (store_reader_prepare(s, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, id);
+                r = step_one(db, st);
+                r = r == 1 ? store_row_to_run_info(st, ret) : r == 0 ? -ENOENT : r;
         }
-        sqlite3_bind_int64(st, 1, id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                r = -ENOENT;
-        else if (rc == SQLITE_ROW)
-                r = store_row_to_run_info(st, ret);
-        else
-                r = step_error(db, rc);
-out:
         reader_end(s);
         return r;
 }
@@ -61,6 +122,10 @@ void run_infos_free(struct run_info *v, size_t n) {
         free(v);
 }
 
+static int fill_run_info(sqlite3_stmt *st, void *elem, void *userdata) {
+        return store_row_to_run_info(st, elem);
+}
+
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated) {
         struct budget b;
@@ -68,50 +133,28 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct run_info *v = NULL;
         size_t n = 0;
-        int r = 0, rc;
-        bool truncated = false;
-
-        if (store_reader_prepare(s,
-                                 "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                                 "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
-                                 &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db,
+                        "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
+                        "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
+                        &st);
+        if (r == 0) {
+                if (f->state >= 0)
+                        sqlite3_bind_text(st, 1, run_state_to_string((enum run_state)f->state), -1, SQLITE_STATIC);
+                if (f->name)
+                        sqlite3_bind_text(st, 2, f->name, -1, SQLITE_STATIC);
+                if (f->pid > 0)
+                        sqlite3_bind_int(st, 3, f->pid);
+                sqlite3_bind_int64(st, 4, (int64_t)l->max_rows + 1);
+                r = read_array(db, st, l->max_rows, (void **)&v, sizeof *v, fill_run_info, NULL, &n, ret_truncated);
         }
-        if (f->state >= 0)
-                sqlite3_bind_text(st, 1, run_state_to_string((enum run_state)f->state), -1, SQLITE_STATIC);
-        if (f->name)
-                sqlite3_bind_text(st, 2, f->name, -1, SQLITE_STATIC);
-        if (f->pid > 0)
-                sqlite3_bind_int(st, 3, f->pid);
-        sqlite3_bind_int64(st, 4, (int64_t)l->max_rows + 1);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == l->max_rows) {
-                        truncated = true;
-                        break;
-                }
-                struct run_info *nv = realloc(v, (n + 1) * sizeof *v);
-                if (!nv) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                v = nv;
-                if ((r = store_row_to_run_info(st, &v[n])) < 0)
-                        goto out;
-                n++;
-        }
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-                r = step_error(db, rc);
-                goto out;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        *ret_truncated = truncated;
-out:
-        if (v)
-                run_infos_free(v, n);
         reader_end(s);
-        return r;
+        if (r < 0) {
+                run_infos_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
 }
 
 static char *col_text_dup(sqlite3_stmt *st, int i) {
@@ -130,23 +173,19 @@ int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_i
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r;
-        if (store_reader_prepare(s, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st) !=
-            SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, ts);
+                sqlite3_bind_int64(st, 2, run_id);
+                r = step_one(db, st);
         }
-        sqlite3_bind_int64(st, 1, ts);
-        sqlite3_bind_int64(st, 2, run_id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
+        if (r == 1) {
                 store_row_to_sample(st, 0, ret);
                 if (ret_gpu_json)
                         *ret_gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
                 r = 0;
-        } else
-                r = rc == SQLITE_DONE ? -ENOENT : step_error(db, rc);
-out:
+        } else if (r == 0)
+                r = -ENOENT;
         reader_end(s);
         return r;
 }
@@ -162,18 +201,30 @@ out:
         "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "    \
         "avg(gpu_util_pct), max(energy_j), NULL"
 
+struct sample_rows {
+        struct sample *v;
+        char **gpu_json; /* when asked for: one per sample */
+        bool want_gpu;
+};
+
+static int sample_row(sqlite3_stmt *st, size_t i, void *userdata) {
+        struct sample_rows *rows = userdata;
+        if (!GREEDY_REALLOC(rows->v, i + 1) || (rows->want_gpu && !GREEDY_REALLOC(rows->gpu_json, i + 1)))
+                return -ENOMEM;
+        if (rows->want_gpu)
+                rows->gpu_json[i] = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+        store_row_to_sample(st, 0, &rows->v[i]);
+        return 0;
+}
+
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                   unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
                   char ***ret_gpu_json) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ struct sample *v = NULL;
-        char **gv = NULL;
+        struct sample_rows rows = { .want_gpu = ret_gpu_json != NULL };
         size_t n = 0;
-        int r = 0, rc;
-        bool truncated = false;
-
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
         const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
@@ -181,64 +232,27 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                                       : "SELECT " STORE_SAMPLE_COLUMNS
                                         ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
-        if (store_reader_prepare(s, sql, &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db, sql, &st);
+        if (r == 0) {
+                if (step_ms > 0)
+                        sqlite3_bind_int64(st, 1, step_ms);
+                sqlite3_bind_int64(st, 2, run_id);
+                sqlite3_bind_int64(st, 3, from);
+                sqlite3_bind_int64(st, 4, until);
+                sqlite3_bind_int64(st, 5, (int64_t)limit + 1);
+                r = read_rows(db, st, limit, sample_row, &rows, &n, ret_truncated);
         }
-        if (step_ms > 0)
-                sqlite3_bind_int64(st, 1, step_ms);
-        sqlite3_bind_int64(st, 2, run_id);
-        sqlite3_bind_int64(st, 3, from);
-        sqlite3_bind_int64(st, 4, until);
-        sqlite3_bind_int64(st, 5, (int64_t)limit + 1);
-        v = calloc(limit < 64 ? limit : 64, sizeof *v);
-        size_t cap = limit < 64 ? limit : 64;
-        if (ret_gpu_json)
-                gv = calloc(cap, sizeof *gv);
-        if (!v || (ret_gpu_json && !gv)) {
-                r = -ENOMEM;
-                goto out;
-        }
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == limit) {
-                        truncated = true;
-                        break;
-                }
-                if (n == cap) {
-                        size_t ncap = cap * 2 > limit ? limit : cap * 2;
-                        struct sample *nv = realloc(v, ncap * sizeof *v);
-                        if (!nv) {
-                                r = -ENOMEM;
-                                goto out;
-                        }
-                        v = nv;
-                        if (gv) {
-                                char **ng = realloc(gv, ncap * sizeof *gv);
-                                if (!ng) {
-                                        r = -ENOMEM;
-                                        goto out;
-                                }
-                                gv = ng;
-                        }
-                        cap = ncap;
-                }
-                if (gv)
-                        gv[n] = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
-                store_row_to_sample(st, 0, &v[n++]);
-        }
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-                r = step_error(db, rc);
-                goto out;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        *ret_truncated = truncated;
-        if (ret_gpu_json)
-                *ret_gpu_json = TAKE_PTR(gv);
-out:
-        strv_free_n(gv, n);
         reader_end(s);
-        return r;
+        if (r < 0) {
+                free(rows.v);
+                strv_free_n(rows.gpu_json, n);
+                return r;
+        }
+        *ret = rows.v;
+        *ret_n = n;
+        if (ret_gpu_json)
+                *ret_gpu_json = rows.gpu_json;
+        return 0;
 }
 
 void window_rates_from(const struct sample *a, const struct sample *z, struct window_rates *w) {
@@ -269,16 +283,15 @@ static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t fro
                                  "ORDER BY ts DESC LIMIT 1"
                                : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
                                  "ORDER BY ts ASC LIMIT 1";
-        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
-                return step_error(db, SQLITE_ERROR);
+        int r = prepare(s, db, sql, &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_int64(st, 1, run_id);
         sqlite3_bind_int64(st, 2, from);
         sqlite3_bind_int64(st, 3, until);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return step_error(db, rc);
+        r = step_one(db, st);
+        if (r <= 0)
+                return r == 0 ? -ENOENT : r;
         store_row_to_sample(st, 0, ret);
         return 0;
 }
@@ -301,15 +314,16 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
                         sqlite3_bind_int64(st, 1, run_id);
                         sqlite3_bind_int64(st, 2, from);
                         sqlite3_bind_int64(st, 3, until);
-                        int rc = sqlite3_step(st);
-                        if (rc == SQLITE_ROW) {
+                        r = step_one(db, st);
+                        if (r == 1) {
                                 w.samples = (uint64_t)sqlite3_column_int64(st, 0);
                                 if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
                                         w.has_gpu = true;
                                         w.gpu_util_pct = sqlite3_column_double(st, 1);
                                 }
-                        } else
-                                r = step_error(db, rc);
+                                r = 0;
+                        } else if (r == 0)
+                                r = step_error(db, SQLITE_DONE);
                 }
         } else if (r == -ENOENT)
                 r = 0; /* no samples in the window: every rate unknown */
@@ -319,39 +333,45 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
         return r;
 }
 
+/* Per op slice row: into the aggregates. */
+struct slice_rows {
+        struct op_aggs *a;
+        struct hist h;
+};
+
+static int slice_row(sqlite3_stmt *st, size_t i, void *userdata) {
+        struct slice_rows *x = userdata;
+        const char *op = (const char *)sqlite3_column_text(st, 0);
+        const char *cat = (const char *)sqlite3_column_text(st, 1);
+        const void *blob = sqlite3_column_blob(st, 3);
+        int blen = sqlite3_column_bytes(st, 3);
+        /* a blob that does not decode is skipped, not fatal: the count
+         * still stands */
+        bool has_h = blob && hist_decode(&x->h, blob, (size_t)blen) == 0;
+        return op ? op_aggs_add(x->a, op, cat, sqlite3_column_double(st, 2), has_h ? &x->h : NULL) : 0;
+}
+
 static int merge_slices(struct store *s, sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
                         const char *op_filter, struct op_aggs *a) {
         static const char raw[] = "SELECT op, category, count, hist FROM op_slices WHERE ts >= ?1 AND ts < ?2 "
                                   "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
         static const char rollup[] = "SELECT op, category, count, hist FROM op_slices_1m WHERE ts >= ?1 AND ts < ?2 "
                                      "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
-        const char *sql = streq(table, "op_slices") ? raw : rollup;
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        if (store_reader_prepare(s, sql, &st) != SQLITE_OK)
-                return step_error(db, SQLITE_ERROR);
+        int r = prepare(s, db, streq(table, "op_slices") ? raw : rollup, &st);
+        if (r < 0)
+                return r;
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, until);
         sqlite3_bind_int64(st, 3, run_id);
         if (op_filter)
                 sqlite3_bind_text(st, 4, op_filter, -1, SQLITE_STATIC);
-        struct hist h;
-        hist_init(&h);
-        int rc, r = 0;
-        while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-                const char *op = (const char *)sqlite3_column_text(st, 0);
-                const char *cat = (const char *)sqlite3_column_text(st, 1);
-                const void *blob = sqlite3_column_blob(st, 3);
-                int blen = sqlite3_column_bytes(st, 3);
-                /* a blob that does not decode is skipped, not fatal: the
-                 * count still stands */
-                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
-                if (op)
-                        r = op_aggs_add(a, op, cat, sqlite3_column_double(st, 2), has_h ? &h : NULL);
-        }
-        hist_done(&h);
-        if (r < 0)
-                return r;
-        return rc == SQLITE_DONE ? 0 : step_error(db, rc);
+        struct slice_rows x = { .a = a };
+        size_t n;
+        hist_init(&x.h);
+        r = read_rows(db, st, 0, slice_row, &x, &n, NULL);
+        hist_done(&x.h);
+        return r;
 }
 
 int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
@@ -375,69 +395,53 @@ void marks_free(struct mark *v, size_t n) {
         free(v);
 }
 
+static int fill_mark(sqlite3_stmt *st, void *elem, void *userdata) {
+        struct mark *m = elem;
+        m->ts_ms = sqlite3_column_int64(st, 0);
+        m->label = strdup((const char *)sqlite3_column_text(st, 1));
+        return m->label ? 0 : -ENOMEM;
+}
+
 int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct mark *v = NULL;
         size_t n = 0;
-        int r = 0, rc;
-        if (store_reader_prepare(s, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st) !=
-            SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, run_id);
+                sqlite3_bind_int64(st, 2, l->max_rows);
+                r = read_array(db, st, 0, (void **)&v, sizeof *v, fill_mark, NULL, &n, NULL);
         }
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, l->max_rows);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct mark *nv = realloc(v, (n + 1) * sizeof *nv);
-                if (!nv) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                v = nv;
-                v[n].ts_ms = sqlite3_column_int64(st, 0);
-                v[n].label = strdup((const char *)sqlite3_column_text(st, 1));
-                if (!v[n].label) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                n++;
-        }
-        if (rc != SQLITE_DONE) {
-                r = step_error(db, rc);
-                goto out;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-out:
-        if (v)
-                marks_free(v, n);
         reader_end(s);
-        return r;
+        if (r < 0) {
+                marks_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
 }
 
 int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r;
-        if (store_reader_prepare(s, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, run_id);
+                sqlite3_bind_text(st, 2, label, -1, SQLITE_STATIC);
+                r = step_one(db, st);
         }
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_text(st, 2, label, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                r = step_error(db, rc);
-        else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+        if (r == 0) /* an aggregate always has a row */
+                r = step_error(db, SQLITE_DONE);
+        else if (r == 1 && sqlite3_column_type(st, 0) == SQLITE_NULL)
                 r = -ENOENT;
-        else {
+        else if (r == 1) {
                 *ret_ts = sqlite3_column_int64(st, 0);
                 r = 0;
         }
-out:
         reader_end(s);
         return r;
 }
@@ -448,6 +452,14 @@ void gauge_points_free(struct gauge_point *v, size_t n) {
         free(v);
 }
 
+static int fill_gauge(sqlite3_stmt *st, void *elem, void *userdata) {
+        struct gauge_point *g = elem;
+        g->ts_ms = sqlite3_column_int64(st, 0);
+        g->name = strdup((const char *)sqlite3_column_text(st, 1));
+        g->value = sqlite3_column_double(st, 2);
+        return g->name ? 0 : -ENOMEM;
+}
+
 int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                  unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated) {
         struct budget b;
@@ -455,53 +467,27 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct gauge_point *v = NULL;
         size_t n = 0;
-        int r = 0, rc;
-        bool truncated = false;
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
-        if (store_reader_prepare(s,
-                                 "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
-                                 "ORDER BY ts LIMIT ?",
-                                 &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db,
+                        "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
+                        "ORDER BY ts LIMIT ?",
+                        &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, from);
+                sqlite3_bind_int64(st, 2, until);
+                sqlite3_bind_int64(st, 3, run_id);
+                sqlite3_bind_int64(st, 4, (int64_t)limit + 1);
+                r = read_array(db, st, limit, (void **)&v, sizeof *v, fill_gauge, NULL, &n, ret_truncated);
         }
-        sqlite3_bind_int64(st, 1, from);
-        sqlite3_bind_int64(st, 2, until);
-        sqlite3_bind_int64(st, 3, run_id);
-        sqlite3_bind_int64(st, 4, (int64_t)limit + 1);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (n == limit) {
-                        truncated = true;
-                        break;
-                }
-                struct gauge_point *nv = realloc(v, (n + 1) * sizeof *nv);
-                if (!nv) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                v = nv;
-                v[n].ts_ms = sqlite3_column_int64(st, 0);
-                v[n].name = strdup((const char *)sqlite3_column_text(st, 1));
-                v[n].value = sqlite3_column_double(st, 2);
-                if (!v[n].name) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                n++;
-        }
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-                r = step_error(db, rc);
-                goto out;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        *ret_truncated = truncated;
-out:
-        if (v)
-                gauge_points_free(v, n);
         reader_end(s);
-        return r;
+        if (r < 0) {
+                gauge_points_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
 }
 
 void leak_events_free(struct leak_event *v, size_t n) {
@@ -512,6 +498,19 @@ void leak_events_free(struct leak_event *v, size_t n) {
         free(v);
 }
 
+static int fill_leak_event(sqlite3_stmt *st, void *elem, void *userdata) {
+        struct leak_event *e = elem;
+        e->ts_ms = sqlite3_column_int64(st, 0);
+        e->suspected = sqlite3_column_int(st, 1) != 0;
+        e->reason = strdup((const char *)sqlite3_column_text(st, 2));
+        e->metric = strdup((const char *)sqlite3_column_text(st, 3));
+        if (e->reason && e->metric)
+                return 0;
+        free(e->reason);
+        free(e->metric);
+        return -ENOMEM;
+}
+
 int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
                       size_t *ret_n) {
         struct budget b;
@@ -519,43 +518,20 @@ int query_leak_events(struct store *s, const struct query_limits *l, int64_t run
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct leak_event *v = NULL;
         size_t n = 0;
-        int r = 0, rc;
-        if (store_reader_prepare(
-                    s, "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
-                    &st) != SQLITE_OK) {
-                r = step_error(db, SQLITE_ERROR);
-                goto out;
+        int r = prepare(s, db,
+                        "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+                        &st);
+        if (r == 0) {
+                sqlite3_bind_int64(st, 1, run_id);
+                sqlite3_bind_int64(st, 2, l->max_rows);
+                r = read_array(db, st, 0, (void **)&v, sizeof *v, fill_leak_event, NULL, &n, NULL);
         }
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, l->max_rows);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct leak_event *nv = realloc(v, (n + 1) * sizeof *nv);
-                if (!nv) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                v = nv;
-                v[n].ts_ms = sqlite3_column_int64(st, 0);
-                v[n].suspected = sqlite3_column_int(st, 1) != 0;
-                v[n].reason = strdup((const char *)sqlite3_column_text(st, 2));
-                v[n].metric = strdup((const char *)sqlite3_column_text(st, 3));
-                if (!v[n].reason || !v[n].metric) {
-                        free(v[n].reason);
-                        free(v[n].metric);
-                        r = -ENOMEM;
-                        goto out;
-                }
-                n++;
-        }
-        if (rc != SQLITE_DONE) {
-                r = step_error(db, rc);
-                goto out;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-out:
-        if (v)
-                leak_events_free(v, n);
         reader_end(s);
-        return r;
+        if (r < 0) {
+                leak_events_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
 }

@@ -235,6 +235,12 @@ void store_rollback(struct store *s) {
         s->in_txn = false;
 }
 
+/* Prepares a statement used once (not cached, not logged): 0 or
+ * -EIO. */
+static int prepare_once(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
+        return sqlite3_prepare_v2(db, sql, -1, ret, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
 static int step_done(struct store *s, sqlite3_stmt *st) {
         int rc = sqlite3_step(st);
         sqlite3_reset(st);
@@ -303,7 +309,7 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET comm=?, cmdline=? WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w, "UPDATE runs SET comm=?, cmdline=? WHERE id=?", &st) < 0)
                 return -EIO;
         bind_text_or_null(st, 1, comm);
         bind_text_or_null(st, 2, cmdline);
@@ -400,11 +406,11 @@ int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value
 
 int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
-                               "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
-                               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w,
+                         "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                         "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, ts_ms);
         sqlite3_bind_text(st, 2, d->id, -1, SQLITE_STATIC);
@@ -423,8 +429,7 @@ int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_
 
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)", -1, &st,
-                               NULL) != SQLITE_OK)
+        if (prepare_once(s->w, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)", &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, run_id);
         sqlite3_bind_int64(st, 2, ts_ms);
@@ -435,10 +440,10 @@ int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
-                               "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w,
+                         "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                         "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                         &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, run_id);
         sqlite3_bind_int64(st, 2, ts_ms);
@@ -454,7 +459,7 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
 
 int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w, "UPDATE runs SET leak = ? WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w, "UPDATE runs SET leak = ? WHERE id = ?", &st) < 0)
                 return -EIO;
         bind_text_or_null(st, 1, leak_json);
         sqlite3_bind_int64(st, 2, run_id);
@@ -463,7 +468,7 @@ int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json
 
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(db, "SELECT value FROM meta WHERE key=?", &st) < 0)
                 return -EIO;
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         int rc = sqlite3_step(st);
@@ -477,8 +482,7 @@ static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
 
 static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", -1, &st, NULL) !=
-            SQLITE_OK)
+        if (prepare_once(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &st) < 0)
                 return -EIO;
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, v);
@@ -492,23 +496,31 @@ static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
 
 static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, const struct op_agg *g) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
-                               "VALUES (?,?,?,?,?,?,?)",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w,
+                         "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
+                         "VALUES (?,?,?,?,?,?,?)",
+                         &st) < 0)
                 return -EIO;
         return insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
+}
+
+/* Writes one (minute, run)'s merged ops unless r is already an error, and
+ * empties the group; returns the first error. */
+static int write_op_rollups(struct store *s, int64_t minute, int64_t run_id, struct op_aggs *group, int r) {
+        for (size_t i = 0; i < group->n && r == 0; i++)
+                r = write_op_rollup(s, minute, run_id, &group->v[i]);
+        op_aggs_done(group);
+        return r;
 }
 
 /* Histograms merge in C, not SQL: group the slices of each (minute, run,
  * op) and write their merge. */
 static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(
-                    s->w,
-                    "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
-                    "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
-                    -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w,
+                         "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
+                         "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
+                         &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, until);
@@ -521,11 +533,8 @@ static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
                 int64_t minute = sqlite3_column_int64(st, 0), run = sqlite3_column_int64(st, 1);
                 const char *op = (const char *)sqlite3_column_text(st, 2);
                 const char *cat = (const char *)sqlite3_column_text(st, 3);
-                if (group.n > 0 && (minute != g_minute || run != g_run)) {
-                        for (size_t i = 0; i < group.n && r == 0; i++)
-                                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
-                        op_aggs_done(&group);
-                }
+                if (group.n > 0 && (minute != g_minute || run != g_run))
+                        r = write_op_rollups(s, g_minute, g_run, &group, r);
                 g_minute = minute;
                 g_run = run;
                 const void *blob = sqlite3_column_blob(st, 5);
@@ -534,9 +543,7 @@ static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
                 if (r == 0 && op)
                         r = op_aggs_add(&group, op, cat, sqlite3_column_double(st, 4), has_h ? &h : NULL);
         }
-        for (size_t i = 0; i < group.n && r == 0; i++)
-                r = write_op_rollup(s, g_minute, g_run, &group.v[i]);
-        op_aggs_done(&group);
+        r = write_op_rollups(s, g_minute, g_run, &group, r);
         hist_done(&h);
         if (rc != SQLITE_DONE)
                 return -EIO;
@@ -590,7 +597,7 @@ static int delete_batch(struct store *s, const char *table, const char *key, int
                  "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)", table,
                  key, key, table);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w, sql, -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w, sql, &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, cutoff);
         sqlite3_bind_int(st, 2, (int)batch);
@@ -735,42 +742,35 @@ void store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
 
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE state='running' ORDER BY id", -1,
-                               &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE state='running' ORDER BY id", &st) < 0)
                 return -EIO;
         struct run_info *v = NULL;
         size_t n = 0;
-        int rc;
+        int rc, r = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct run_info *nv = realloc(v, (n + 1) * sizeof *v);
-                if (!nv)
-                        goto oom;
-                v = nv;
-                if (store_row_to_run_info(st, &v[n]) < 0)
-                        goto oom;
+                if (!GREEDY_REALLOC(v, n + 1) || store_row_to_run_info(st, &v[n]) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
                 n++;
         }
-        if (rc != SQLITE_DONE) {
+        if (r == 0 && rc != SQLITE_DONE)
+                r = -EIO;
+        if (r < 0) {
                 for (size_t i = 0; i < n; i++)
                         run_info_done(&v[i]);
                 free(v);
-                return -EIO;
+                return r;
         }
         *ret = v;
         *ret_n = n;
         return 0;
-oom:
-        for (size_t i = 0; i < n; i++)
-                run_info_done(&v[i]);
-        free(v);
-        return -ENOMEM;
 }
 
 int store_catch_up_totals(struct store *s, struct run_info *ri) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
+                         &st) < 0)
                 return -EIO;
         sqlite3_bind_int64(st, 1, ri->totals.last_ts_ms);
         sqlite3_bind_int64(st, 2, ri->id);

@@ -17,14 +17,12 @@
 
 #include "analyze/histogram.h"
 #include "util.h"
+#include "xorshift.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
 static uint64_t rng_next(void) {
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545f4914f6cdd1dull;
+        return xorshift64s(&rng_state);
 }
 static double rng_unit(void) {
         return ((double)(rng_next() >> 11) + 1.0) * 0x1p-53;

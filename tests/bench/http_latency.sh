@@ -14,7 +14,7 @@
 # mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
 # would refuse half of wrk's 32 connections from 127.0.0.1.
 #
-# Goal (issue 3): mlmond >= 75% of the minimal server's req/s.
+# Goal: mlmond >= 75% of the minimal server's req/s.
 #
 # usage: tests/bench/http_latency.sh [-r REPS] [-d SECONDS] [-c CONNS] [-t THREADS] [-R RATE]
 #                                    [-P PREFILL] [-m MLMOND] [-k] [-S]
@@ -32,6 +32,8 @@ PREFILL=60
 KEEP=0
 STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 
 while getopts "r:d:c:t:R:P:m:kSh" o; do
@@ -42,28 +44,16 @@ while getopts "r:d:c:t:R:P:m:kSh" o; do
         t) THREADS=$OPTARG ;;
         R) RATE=$OPTARG ;;
         P) PREFILL=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "http_latency.sh: $*" >&2; exit 2; }
 for v in REPS DUR CONNS THREADS RATE PREFILL; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
-if [[ -z $MLMOND ]]; then
-        for c in "$SRCDIR/build-t3/daemon/mlmond" "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
-                [[ -x $c ]] && { MLMOND=$c; break; }
-        done
-fi
-[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+find_mlmond build-t3 build-bench build
 command -v wrk >/dev/null || die "wrk is needed (apt-get install -y wrk)"
 for t in gcc curl pkg-config; do command -v $t >/dev/null || die "$t is needed"; done
 pkg-config --exists libmicrohttpd || die "libmicrohttpd-dev is needed"
 PY=/usr/bin/python3
-# shellcheck source=tests/bench/lib.sh
-. "$SRCDIR/tests/bench/lib.sh"
 
 TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
 MLMOND_PID=
@@ -121,31 +111,7 @@ echo "mlmond answer: $(curl -sf "$LURL" | wc -c) bytes, $(count) timings in the 
         "minimal answer: $(curl -sf "$MURL" | wc -c) bytes"
 
 
-printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' rep "minimal r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
-rc=0
-: >"$TMP/results"
-for ((i = 1; i <= REPS; i++)); do
-        read -r m_rps m_p50 m_p99 m_err < <(wrk_run "$MURL")
-        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
-        ratio=$("$PY" -c "print(f'{$l_rps / $m_rps * 100:.1f}%')")
-        printf '%-4s %12s %9s %9s %12s %9s %9s %8s\n' "$i" "$m_rps" "$m_p50" "$m_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
-        [[ $m_err != - ]] && echo "  minimal: $m_err"
-        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
-        echo "$m_rps $l_rps" >>"$TMP/results"
-        kill -0 $MLMOND_PID 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
-done
+wrk_compare minimal "$MURL" "$LURL" 0.75 %
+rc=$?
 echo "after: $(count) timings in the window"
-"$PY" - "$TMP/results" <<'EOF'
-import statistics, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
-m = statistics.median(r[0] for r in rows)
-l = statistics.median(r[1] for r in rows)
-print(f"median: minimal {m:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / m * 100:.1f}%")
-print(f"goal >= 75%: {'met' if l / m >= 0.75 else 'MISSED'}")
-open(sys.argv[1] + ".ratio", "w").write(f"{l / m}")
-EOF
-mlmond_log_clean || rc=1
-if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 0.75)"; then
-        rc=3
-fi
 exit $rc

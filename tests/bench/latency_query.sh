@@ -10,7 +10,7 @@
 # while the run is running (stored slices + the ones in memory), and after
 # it ended (stored slices only).
 #
-# Goal (issue 3): <= 1 ms per request.
+# Goal: <= 1 ms per request.
 #
 # usage: tests/bench/latency_query.sh [-n TIMINGS] [-L LOAD_SECONDS] [-o OPS] [-q REQUESTS]
 #                                     [-m MLMOND] [-t TMPBASE] [-k] [-S]
@@ -33,6 +33,8 @@ TMPBASE=${TMPDIR_BENCH:-/var/tmp}
 KEEP=0
 STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 
 while getopts "n:L:o:q:m:t:kSh" o; do
@@ -41,30 +43,18 @@ while getopts "n:L:o:q:m:t:kSh" o; do
         L) LOAD=$OPTARG ;;
         o) OPS=$OPTARG ;;
         q) Q=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
         t) TMPBASE=$OPTARG ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "latency_query.sh: $*" >&2; exit 2; }
 [[ $N =~ ^[0-9]+$ && $N -ge 1 ]] || die "-n must be a positive integer"
 [[ $LOAD =~ ^[0-9]+$ && $LOAD -ge 1 && $LOAD -le 110 ]] || die "-L must be an integer in 1..110"
 [[ $OPS =~ ^[0-9]+$ && $OPS -ge 1 && $OPS -le 256 ]] || die "-o must be an integer in 1..256"
 [[ $Q =~ ^[0-9]+$ && $Q -ge 2 ]] || die "-q must be an integer >= 2"
-if [[ -z $MLMOND ]]; then
-        for c in "$SRCDIR/build-t3/daemon/mlmond" "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
-                [[ -x $c ]] && { MLMOND=$c; break; }
-        done
-fi
-[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+find_mlmond build-t3 build-bench build
 for t in gcc curl python3; do command -v $t >/dev/null || die "$t is needed"; done
 PY=/usr/bin/python3
-# shellcheck source=tests/bench/lib.sh
-. "$SRCDIR/tests/bench/lib.sh"
 
 mkdir -p "$TMPBASE" || die "cannot create $TMPBASE"
 TMP=$(mktemp -d "$TMPBASE/mlmond-latq.XXXXXX") || die "mktemp failed"

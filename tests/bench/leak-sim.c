@@ -3,13 +3,13 @@
  * table, checks nothing (tests/test-leak.c checks).
  *
  *   meson compile -C build leak-sim && build/tests/leak-sim [options]
- *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/analyze/leak.c -lm -o leak-sim
+ *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/analyze/leak*.c -lm -o leak-sim
  *
  *   -n SCALE       run SCALE x the series (-n 0.1: a tenth, ~30 s)
  *   -j JOBS        worker processes (default: the CPUs)
  *   -i INTERVAL_S  sampling interval (default 0.5)
- *   -f FLOOR_S     feed the detector one minimum per FLOOR_S and judge when
- *                  one completes, as the daemon does (daemon/analyze/leakwatch.c: 2.5)
+ *   -f             feed the detector as the daemon does (leakwatch_feed(): one
+ *                  minimum per shortest window / 12) and judge when one completes
  *   -p NAME=VALUE  a parameter other than the default (leak_params field)
  *   -s SHAPE       only that shape (its row number, from 0)
  *   -d SHAPE,INDEX print one series' verdicts as they change; -v list misses
@@ -27,8 +27,8 @@
  *    suspected verdict minus the start of the leak) median and p95, the share
  *    found within the shape's goal and within the 20 min series, and the
  *    first reported slope's error (p95 of |slope / true - 1|). The goal is
- *    the issue's where it gives one (60 s; 5 min under a GC), else the
- *    first window that can see the leak, as test-leak states it.
+ *    the detector's promise where there is one (60 s for 2 MiB/s; 5 min under
+ *    a GC), else the first window that can see the leak, as test-leak states it.
  * Parameters are drawn per series from realistic ranges (the table's second
  * column); the seed of series i of shape k is fixed, so the table is the same
  * for any -j. ~5 min at -n 1 on 2 cores. */
@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "analyze/leak.h"
+#include "analyze/leakwatch.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * MIB)
@@ -287,59 +288,56 @@ struct result {      /* per series */
         uint32_t fp_evals, evals;
 };
 
-/* -f RES: the detector sees one floor (minimum) per RES seconds and judges
- * when a floor completes, as the daemon feeds it (daemon/analyze/leakwatch.c). */
-static double floor_res;
+/* -f: the detector is fed as the daemon feeds it (leakwatch_feed(): one
+ * floor per shortest window / LEAK_BUCKETS) and judges when a floor
+ * completes; else it sees every sample and judges at every sample. */
+static bool as_daemon;
 
-static size_t to_floors(struct leak_point *pts, size_t n, double *end) {
-        size_t m = 0;
-        double b0 = NAN, mn = 0;
-        for (size_t i = 0; i < n; i++) {
-                double b = floor(pts[i].t_s / floor_res);
-                if (b != b0) {
-                        if (!isnan(b0)) {
-                                end[m] = pts[i].t_s;
-                                pts[m++] = (struct leak_point){ (b0 + 0.5) * floor_res, mn };
-                        }
-                        b0 = b;
-                        mn = pts[i].bytes;
-                } else if (pts[i].bytes < mn)
-                        mn = pts[i].bytes;
+/* The verdict at sample i (time t) into the result; true when it ends the
+ * series (a leak found). */
+static bool tally(enum shape k, const struct gen *g, double t, const struct leak_verdict *v, struct result *res) {
+        res->evals++;
+        if (!v->suspected)
+                return false;
+        if (!shapes[k].leak || t < g->leak_from) {
+                if (isnan(res->delay))
+                        res->delay = (float)t;
+                res->fp_evals++;
+                return false;
         }
-        return m;
+        res->delay = (float)(t - g->leak_from);
+        res->slope_err = (float)fabs(v->slope_bytes_per_s / g->rate - 1);
+        return true;
 }
 
-static void run_series(enum shape k, size_t idx, double dt, struct leak_point *buf, double *when, size_t cap,
+static void run_series(enum shape k, size_t idx, double dt, struct leak_point *buf, size_t cap,
                        const struct leak_params *p, struct result *res) {
         struct rng r;
         struct gen g = { .dt = dt, .duration = shapes[k].leak ? 20 * 60 : 15 * 60 };
+        struct leakwatch w;
         rng_seed(&r, (uint64_t)k + 1, idx);
         size_t n = generate(k, &r, buf, cap, &g);
-        if (floor_res > 0)
-                n = to_floors(buf, n, when);
-        else
-                for (size_t i = 0; i < n; i++)
-                        when[i] = buf[i].t_s;
         *res = (struct result){ .delay = NAN, .slope_err = NAN };
+        if (as_daemon && leakwatch_init(&w, p) < 0)
+                exit(1);
         for (size_t i = 0; i < n; i++) {
                 struct leak_verdict v;
-                if (leak_evaluate(buf, i + 1, 0, p, &v) < 0) {
+                int ret;
+                if (!as_daemon)
+                        ret = leak_evaluate(buf, i + 1, 0, p, &v);
+                else if (!leakwatch_feed(&w, buf[i].t_s, buf[i].bytes))
+                        continue;
+                else
+                        ret = leakwatch_evaluate(&w, p, &v);
+                if (ret < 0) {
                         fprintf(stderr, "leak_evaluate failed\n");
                         exit(2);
                 }
-                res->evals++;
-                if (!v.suspected)
-                        continue;
-                if (!shapes[k].leak || when[i] < g.leak_from) {
-                        if (isnan(res->delay))
-                                res->delay = (float)when[i];
-                        res->fp_evals++;
-                        continue;
-                }
-                res->delay = (float)(when[i] - g.leak_from);
-                res->slope_err = (float)fabs(v.slope_bytes_per_s / g.rate - 1);
-                break;
+                if (tally(k, &g, buf[i].t_s, &v, res))
+                        break;
         }
+        if (as_daemon)
+                leakwatch_done(&w);
 }
 
 /* -b: microseconds per evaluation of a full look-back (15 min + the grace)
@@ -475,199 +473,245 @@ static double window_goal(const struct leak_params *p, const struct gen *g) {
         return INFINITY;
 }
 
-int main(int argc, char *argv[]) {
-        double scale = 1, dt = 0.5;
-        struct leak_params p;
-        leak_params_default(&p);
-        int jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), opt;
-        bool verbose = false, do_bench = false;
-        int dbg_shape = -1, only = -1;
-        size_t dbg_idx = 0;
-        while ((opt = getopt(argc, argv, "n:j:i:vd:p:f:bs:")) != -1) {
+struct opts {
+        double scale, dt;
+        int jobs;
+        bool verbose, bench;
+        int dbg_shape, only;
+        size_t dbg_idx;
+};
+
+/* 0, or the exit status for a bad option. */
+static int parse_args(int argc, char *argv[], struct opts *o, struct leak_params *p) {
+        int opt;
+        while ((opt = getopt(argc, argv, "n:j:i:vd:p:fbs:")) != -1) {
                 switch (opt) {
                 case 'n':
-                        scale = atof(optarg);
+                        o->scale = atof(optarg);
                         break;
                 case 'j':
-                        jobs = atoi(optarg);
+                        o->jobs = atoi(optarg);
                         break;
                 case 'i':
-                        dt = atof(optarg);
+                        o->dt = atof(optarg);
                         break;
                 case 'v':
-                        verbose = true;
+                        o->verbose = true;
                         break;
                 case 'b':
-                        do_bench = true;
+                        o->bench = true;
                         break;
                 case 's':
-                        only = atoi(optarg);
+                        o->only = atoi(optarg);
                         break;
                 case 'f':
-                        floor_res = atof(optarg);
+                        as_daemon = true;
                         break;
                 case 'p':
-                        if (set_param(&p, optarg) < 0) {
+                        if (set_param(p, optarg) < 0) {
                                 fprintf(stderr, "-p NAME=VALUE: unknown parameter %s\n", optarg);
                                 return 2;
                         }
                         break;
                 case 'd':
-                        if (sscanf(optarg, "%d,%zu", &dbg_shape, &dbg_idx) != 2 || dbg_shape < 0 ||
-                            dbg_shape >= N_SHAPES) {
+                        if (sscanf(optarg, "%d,%zu", &o->dbg_shape, &o->dbg_idx) != 2 || o->dbg_shape < 0 ||
+                            o->dbg_shape >= N_SHAPES) {
                                 fprintf(stderr, "-d SHAPE,INDEX\n");
                                 return 2;
                         }
                         break;
                 default:
                         fprintf(stderr,
-                                "usage: %s [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-f FLOOR_S] [-s SHAPE] [-v] [-d SHAPE,INDEX] [-p NAME=VALUE]... | -b\n",
+                                "usage: %s [-n SCALE] [-j JOBS] [-i INTERVAL_S] [-f] [-s SHAPE] [-v] [-d SHAPE,INDEX] [-p NAME=VALUE]... | -b\n",
                                 argv[0]);
                         return 2;
                 }
         }
-        if (!(scale > 0) || jobs < 1 || !(dt > 0)) {
+        if (!(o->scale > 0) || o->jobs < 1 || !(o->dt > 0)) {
                 fprintf(stderr, "bad option\n");
                 return 2;
         }
-        if (dbg_shape >= 0) {
-                debug_series(dbg_shape, dbg_idx, dt, &p);
+        return 0;
+}
+
+/* Reads n results from fd: worker j's slice, series j, j + nj, ... */
+static int read_slice(int fd, struct result *res, size_t ns, int j, int nj) {
+        for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
+                size_t got = 0;
+                while (got < sizeof res[i]) {
+                        ssize_t r = read(fd, (char *)&res[i] + got, sizeof res[i] - got);
+                        if (r <= 0)
+                                return -EIO;
+                        got += (size_t)r;
+                }
+        }
+        return 0;
+}
+
+/* Runs the ns series of shape k on forked workers, each writing its slice
+ * back through a pipe. */
+static int run_shape(enum shape k, size_t ns, const struct opts *o, const struct leak_params *p, struct leak_point *buf,
+                     size_t cap, struct result *res) {
+        int nj = o->jobs < (int)ns ? o->jobs : (int)ns;
+        int fds[64][2];
+        pid_t pids[64];
+        if (nj > 64)
+                nj = 64;
+        for (int j = 0; j < nj; j++) {
+                if (pipe(fds[j]) < 0)
+                        return -errno;
+                pids[j] = fork();
+                if (pids[j] < 0)
+                        return -errno;
+                if (pids[j] == 0) {
+                        close(fds[j][0]);
+                        for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
+                                struct result rr;
+                                run_series(k, i, o->dt, buf, cap, p, &rr);
+                                if (write(fds[j][1], &rr, sizeof rr) != (ssize_t)sizeof rr)
+                                        _exit(1);
+                        }
+                        _exit(0);
+                }
+                close(fds[j][1]);
+        }
+        for (int j = 0; j < nj; j++) {
+                if (read_slice(fds[j][0], res, ns, j, nj) < 0) {
+                        fprintf(stderr, "worker died\n");
+                        return -EIO;
+                }
+                close(fds[j][0]);
+                waitpid(pids[j], NULL, 0);
+        }
+        return 0;
+}
+
+/* A shape's figures over its series. */
+struct tally {
+        size_t fp_series, found, in_goal;
+        uint64_t fp_evals, evals;
+        float *delays, *errs; /* of the found leaks */
+};
+
+static void count_shape(enum shape k, size_t ns, const struct result *res, const struct opts *o,
+                        const struct leak_params *p, struct leak_point *buf, size_t cap, struct tally *t) {
+        for (size_t i = 0; i < ns; i++) {
+                t->evals += res[i].evals;
+                t->fp_evals += res[i].fp_evals;
+                if (res[i].fp_evals)
+                        t->fp_series++;
+                if (shapes[k].leak && !isnan(res[i].delay)) {
+                        t->errs[t->found] = res[i].slope_err;
+                        t->delays[t->found++] = res[i].delay;
+                        /* regenerate the parameters for the goal */
+                        struct rng r;
+                        struct gen g = { .dt = o->dt, .duration = 20 * 60 };
+                        rng_seed(&r, (uint64_t)k + 1, i);
+                        (void)generate(k, &r, buf, cap, &g);
+                        double goal = g.goal > 0 ? g.goal : window_goal(p, &g);
+                        if (res[i].delay <= goal)
+                                t->in_goal++;
+                        else if (o->verbose)
+                                printf("  late %s #%zu: %.1f s (goal %.0f)\n", shapes[k].name, i, res[i].delay, goal);
+                } else if (shapes[k].leak && o->verbose)
+                        printf("  missed %s #%zu\n", shapes[k].name, i);
+                if (!shapes[k].leak && res[i].fp_evals && o->verbose)
+                        printf("  FP %s #%zu at t=%.1f\n", shapes[k].name, i, res[i].delay);
+        }
+}
+
+static void print_shape(enum shape k, size_t ns, struct tally *t) {
+        qsort(t->delays, t->found, sizeof(float), cmp_float);
+        qsort(t->errs, t->found, sizeof(float), cmp_float);
+        char fs[32] = "-", fe[32] = "-", d50[16] = "-", d95[16] = "-", ig[16] = "-", fd[16] = "-", s95[16] = "-";
+        if (!shapes[k].leak) {
+                snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)t->fp_series / (double)ns);
+                snprintf(fe, sizeof fe, "%.4f%%", 100.0 * (double)t->fp_evals / (double)t->evals);
+        } else {
+                snprintf(d50, sizeof d50, "%.1f s", quantile(t->delays, t->found, 0.5));
+                snprintf(d95, sizeof d95, "%.1f s", quantile(t->delays, t->found, 0.95));
+                snprintf(ig, sizeof ig, "%.1f%%", 100.0 * (double)t->in_goal / (double)ns);
+                snprintf(fd, sizeof fd, "%.1f%%", 100.0 * (double)t->found / (double)ns);
+                snprintf(s95, sizeof s95, "%.1f%%", 100.0 * quantile(t->errs, t->found, 0.95));
+                if (t->fp_series)
+                        snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)t->fp_series / (double)ns);
+        }
+        printf("%-17s %-46s %7zu %9s %11s | %8s %8s %8s %8s %8s\n", shapes[k].name, shapes[k].params, ns, fs, fe, d50,
+               d95, ig, fd, s95);
+        fflush(stdout);
+}
+
+static void print_header(const struct opts *o, const struct leak_params *p) {
+        if (as_daemon)
+                printf("leak-sim: interval %.3g s, fed one floor per %.3g s, evaluated at every floor; defaults: windows",
+                       o->dt, p->windows_s[0] / LEAK_BUCKETS);
+        else
+                printf("leak-sim: interval %.3g s, evaluated at every sample; defaults: windows", o->dt);
+        for (size_t w = 0; w < p->n_windows; w++)
+                printf("%s%g", w ? "," : " ", p->windows_s[w]);
+        printf(" s, grace %g s, %g MiB, %g%%, Z %.1f\n\n", p->grace_s, p->min_growth_bytes / MIB, p->min_growth_pct,
+               p->min_z);
+        printf("%-17s %-46s %7s %9s %11s | %8s %8s %8s %8s %8s\n", "shape", "parameters", "series", "FP series",
+               "FP evals", "delay50", "delay95", "in goal", "found", "slope95");
+}
+
+/* One row of the table; the shape's evaluations, or 0 on failure. */
+static uint64_t one_shape(enum shape k, const struct opts *o, const struct leak_params *p, struct leak_point *buf,
+                          size_t cap) {
+        size_t ns = (size_t)((shapes[k].leak || k == Q_CHURN ? 2000 : 10000) * o->scale);
+        if (ns < 1)
+                ns = 1;
+        struct result *res = calloc(ns, sizeof *res);
+        struct tally t = { .delays = malloc(ns * sizeof(float)), .errs = malloc(ns * sizeof(float)) };
+        uint64_t evals = 0;
+        if (res && t.delays && t.errs && run_shape(k, ns, o, p, buf, cap, res) == 0) {
+                count_shape(k, ns, res, o, p, buf, cap, &t);
+                print_shape(k, ns, &t);
+                evals = t.evals;
+        }
+        free(t.delays);
+        free(t.errs);
+        free(res);
+        return evals;
+}
+
+int main(int argc, char *argv[]) {
+        struct opts o = {
+                .scale = 1, .dt = 0.5, .jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), .dbg_shape = -1, .only = -1
+        };
+        struct leak_params p;
+        leak_params_default(&p);
+        int r = parse_args(argc, argv, &o, &p);
+        if (r != 0)
+                return r;
+        if (o.dbg_shape >= 0) {
+                debug_series(o.dbg_shape, o.dbg_idx, o.dt, &p);
                 return 0;
         }
-        size_t cap = (size_t)(20 * 60 / dt) + 2;
-        struct leak_point *buf = malloc(cap * sizeof *buf);
-        double *when = malloc(cap * sizeof *when);
-        if (!buf || !when)
-                return 1;
-        if (do_bench) {
+        if (o.bench) {
                 bench(&p);
                 return 0;
         }
-
-        if (floor_res > 0)
-                printf("leak-sim: interval %.3g s, fed one floor per %.3g s, evaluated at every floor; defaults: windows",
-                       dt, floor_res);
-        else
-                printf("leak-sim: interval %.3g s, evaluated at every sample; defaults: windows", dt);
-        for (size_t w = 0; w < p.n_windows; w++)
-                printf("%s%g", w ? "," : " ", p.windows_s[w]);
-        printf(" s, grace %g s, %g MiB, %g%%, Z %.1f\n\n", p.grace_s, p.min_growth_bytes / MIB, p.min_growth_pct,
-               p.min_z);
-        printf("%-17s %-46s %7s %9s %11s | %8s %8s %8s %8s %8s\n", "shape", "parameters", "series", "FP series",
-               "FP evals", "delay50", "delay95", "in goal", "found", "slope95");
-
+        size_t cap = (size_t)(20 * 60 / o.dt) + 2;
+        struct leak_point *buf = malloc(cap * sizeof *buf);
+        if (!buf)
+                return 1;
+        print_header(&o, &p);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         uint64_t total_evals = 0;
         for (int k = 0; k < N_SHAPES; k++) {
-                if (only >= 0 && k != only)
+                if (o.only >= 0 && k != o.only)
                         continue;
-                size_t ns = (size_t)((shapes[k].leak || k == Q_CHURN ? 2000 : 10000) * scale);
-                if (ns < 1)
-                        ns = 1;
-                struct result *res = calloc(ns, sizeof *res);
-                if (!res)
+                uint64_t evals = one_shape((enum shape)k, &o, &p, buf, cap);
+                if (evals == 0)
                         return 1;
-                /* fork workers, each writes its slice back through a pipe */
-                int nj = jobs < (int)ns ? jobs : (int)ns;
-                int fds[64][2];
-                pid_t pids[64];
-                if (nj > 64)
-                        nj = 64;
-                for (int j = 0; j < nj; j++) {
-                        if (pipe(fds[j]) < 0)
-                                return 1;
-                        pids[j] = fork();
-                        if (pids[j] < 0)
-                                return 1;
-                        if (pids[j] == 0) {
-                                close(fds[j][0]);
-                                for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
-                                        struct result rr;
-                                        run_series((enum shape)k, i, dt, buf, when, cap, &p, &rr);
-                                        if (write(fds[j][1], &rr, sizeof rr) != (ssize_t)sizeof rr)
-                                                _exit(1);
-                                }
-                                _exit(0);
-                        }
-                        close(fds[j][1]);
-                }
-                for (int j = 0; j < nj; j++) {
-                        for (size_t i = (size_t)j; i < ns; i += (size_t)nj) {
-                                size_t got = 0;
-                                while (got < sizeof res[i]) {
-                                        ssize_t r = read(fds[j][0], (char *)&res[i] + got, sizeof res[i] - got);
-                                        if (r <= 0) {
-                                                fprintf(stderr, "worker died\n");
-                                                return 1;
-                                        }
-                                        got += (size_t)r;
-                                }
-                        }
-                        close(fds[j][0]);
-                        waitpid(pids[j], NULL, 0);
-                }
-
-                size_t fp_series = 0, found = 0, in_goal = 0, ne = 0;
-                uint64_t fp_evals = 0, evals = 0;
-                float *d = malloc(ns * sizeof(float)), *e = malloc(ns * sizeof(float));
-                size_t nerr = 0;
-                for (size_t i = 0; i < ns; i++) {
-                        evals += res[i].evals;
-                        fp_evals += res[i].fp_evals;
-                        if (res[i].fp_evals)
-                                fp_series++;
-                        if (shapes[k].leak && !isnan(res[i].delay)) {
-                                d[found++] = res[i].delay;
-                                e[nerr++] = res[i].slope_err;
-                                /* regenerate the parameters for the goal */
-                                struct rng r;
-                                struct gen g = { .dt = dt, .duration = 20 * 60 };
-                                rng_seed(&r, (uint64_t)k + 1, i);
-                                size_t n = generate((enum shape)k, &r, buf, cap, &g);
-                                (void)n;
-                                double goal = g.goal > 0 ? g.goal : window_goal(&p, &g);
-                                if (res[i].delay <= goal)
-                                        in_goal++;
-                                else if (verbose)
-                                        printf("  late %s #%zu: %.1f s (goal %.0f)\n", shapes[k].name, i, res[i].delay,
-                                               goal);
-                        } else if (shapes[k].leak && verbose) {
-                                printf("  missed %s #%zu\n", shapes[k].name, i);
-                        }
-                        if (!shapes[k].leak && res[i].fp_evals && verbose)
-                                printf("  FP %s #%zu at t=%.1f\n", shapes[k].name, i, res[i].delay);
-                        (void)ne;
-                }
                 total_evals += evals;
-                qsort(d, found, sizeof(float), cmp_float);
-                qsort(e, nerr, sizeof(float), cmp_float);
-                char fs[32] = "-", fe[32] = "-", d50[16] = "-", d95[16] = "-", ig[16] = "-", fd[16] = "-",
-                     s95[16] = "-";
-                if (!shapes[k].leak) {
-                        snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)fp_series / (double)ns);
-                        snprintf(fe, sizeof fe, "%.4f%%", 100.0 * (double)fp_evals / (double)evals);
-                } else {
-                        snprintf(d50, sizeof d50, "%.1f s", quantile(d, found, 0.5));
-                        snprintf(d95, sizeof d95, "%.1f s", quantile(d, found, 0.95));
-                        snprintf(ig, sizeof ig, "%.1f%%", 100.0 * (double)in_goal / (double)ns);
-                        snprintf(fd, sizeof fd, "%.1f%%", 100.0 * (double)found / (double)ns);
-                        snprintf(s95, sizeof s95, "%.1f%%", 100.0 * quantile(e, nerr, 0.95));
-                        if (fp_series)
-                                snprintf(fs, sizeof fs, "%.2f%%", 100.0 * (double)fp_series / (double)ns);
-                }
-                printf("%-17s %-46s %7zu %9s %11s | %8s %8s %8s %8s %8s\n", shapes[k].name, shapes[k].params, ns, fs,
-                       fe, d50, d95, ig, fd, s95);
-                fflush(stdout);
-                free(d);
-                free(e);
-                free(res);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         printf("\n%llu evaluations in %.1f s on %d job(s): %.2f us per evaluation per job\n",
-               (unsigned long long)total_evals, el, jobs, 1e6 * el * jobs / (double)total_evals);
+               (unsigned long long)total_evals, el, o.jobs, 1e6 * el * o.jobs / (double)total_evals);
         free(buf);
-        free(when);
         return 0;
 }

@@ -7,24 +7,42 @@ ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # start_mlmond CONFIG_TEXT: mlmond on a free loopback port (PORT), its unix socket and StatsD socket
-# in TMP, log in TMP/mlmond.log; returns once /v1/health answers. Sets PORT and MLMOND_PID.
+# in TMP, log in TMP/mlmond.log; returns once /v1/health answers (else exits 1 with the log: mlmond
+# misbehaved). Sets PORT and MLMOND_PID.
 start_mlmond() {
         PORT=$(free_port)
         printf '%s' "$1" >"$TMP/mlmond.conf"
         "$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
                 --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
         MLMOND_PID=$!
-        for _ in $(seq 300); do ucurl http://x/v1/health >/dev/null 2>&1 && break; sleep 0.1; done
-        ucurl http://x/v1/health >/dev/null || { cat "$TMP/mlmond.log" >&2; die "mlmond did not come up"; }
+        for _ in $(seq 300); do
+                ucurl http://x/v1/health >/dev/null 2>&1 && return 0
+                kill -0 "$MLMOND_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        ucurl http://x/v1/health >/dev/null 2>&1 && return 0
+        echo "${0##*/}: mlmond did not come up; its log:" >&2
+        cat "$TMP/mlmond.log" >&2
+        exit 1
 }
 
-# stop_mlmond: SIGTERM, up to 15 s for a clean exit, then SIGKILL (for the cleanup traps).
+# stop_mlmond: SIGTERM, up to 15 s for a clean exit, then SIGKILL (also for the cleanup traps).
+# Sets STOP_STATUS to mlmond's exit status ("timeout" when it had to be killed) and clears
+# MLMOND_PID.
 stop_mlmond() {
-        [[ -n ${MLMOND_PID:-} ]] && kill -0 "$MLMOND_PID" 2>/dev/null || return 0
-        kill -TERM "$MLMOND_PID"
+        local rc
+        STOP_STATUS=
+        [[ -n ${MLMOND_PID:-} ]] || return 0
+        kill -TERM "$MLMOND_PID" 2>/dev/null
         for _ in $(seq 150); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$MLMOND_PID" 2>/dev/null
+        if kill -0 "$MLMOND_PID" 2>/dev/null; then
+                STOP_STATUS=timeout
+                kill -KILL "$MLMOND_PID" 2>/dev/null
+        fi
         wait "$MLMOND_PID" 2>/dev/null
+        rc=$?
+        [[ $STOP_STATUS == timeout ]] || STOP_STATUS=$rc
+        MLMOND_PID=
 }
 
 # mlmond_log_clean: false (and the lines on stderr) if mlmond logged an error or a sanitizer report.
@@ -52,4 +70,43 @@ err = re.search(r"Socket errors: (.*)", out)
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 bad = (err.group(1) if err else "") + (f" non-2xx {non2xx.group(1)}" if non2xx else "")
 print(f"{rps:.0f} {lat(50):.3f} {lat(99):.3f} {bad.strip().replace(chr(32), chr(95)) or chr(45)}")' <<<"$out"
+}
+
+# wrk_compare NAME URL MLMOND_URL GOAL UNIT: REPS rounds of wrk_run, interleaved, against another
+# server (NAME at URL) and mlmond; a row per round, then the medians and whether mlmond's req/s
+# reach GOAL x the other's (UNIT %: the ratio shown as a percentage, x: as a factor). Returns 0,
+# 1 if mlmond answered with errors or logged some, 3 if the goal was missed with STRICT; exits 1 if
+# mlmond exited.
+wrk_compare() {
+        local name=$1 url=$2 lurl=$3 goal=$4 unit=$5 rc=0 scale=1 i ratio
+        local o_rps o_p50 o_p99 o_err l_rps l_p50 l_p99 l_err
+        [[ $unit == % ]] && scale=100
+        printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "$name r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" \
+                "p99 ms" ratio
+        : >"$TMP/results"
+        for ((i = 1; i <= REPS; i++)); do
+                read -r o_rps o_p50 o_p99 o_err < <(wrk_run "$url")
+                read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$lurl")
+                ratio=$("$PY" -c "print(f'{$l_rps / max($o_rps, 1) * $scale:.1f}$unit')")
+                printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' "$i" "$o_rps" "$o_p50" "$o_p99" "$l_rps" "$l_p50" \
+                        "$l_p99" "$ratio"
+                [[ $o_err != - ]] && echo "  $name: $o_err"
+                if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
+                echo "$o_rps $l_rps" >>"$TMP/results"
+                kill -0 "$MLMOND_PID" 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
+        done
+        "$PY" - "$TMP/results" "$name" "$goal" "$scale" "$unit" <<'PYEOF'
+import statistics, sys
+path, name, goal, scale, unit = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+rows = [tuple(map(float, l.split())) for l in open(path)]
+o = statistics.median(r[0] for r in rows)
+l = statistics.median(r[1] for r in rows)
+print(f"median: {name} {o:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / max(o, 1) * scale:.1f}{unit}")
+print(f"goal >= {goal * scale:g}{unit}: {'met' if l >= goal * o else 'MISSED'}")
+sys.exit(l < goal * o)
+PYEOF
+        local missed=$?
+        mlmond_log_clean || rc=1
+        ((STRICT && rc == 0 && missed)) && rc=3
+        return $rc
 }

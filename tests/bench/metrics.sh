@@ -20,7 +20,7 @@
 # mlmond runs with [http] per_ip_connection_limit = 64: the default (16)
 # would refuse half of wrk's 32 connections from 127.0.0.1.
 #
-# Goal (issue 6): mlmond >= 10x node_exporter's req/s.
+# Goal: mlmond >= 10x node_exporter's req/s.
 #
 # Needs (installs nothing): wrk, prometheus-node-exporter, curl, meson, ninja, gcc.
 #
@@ -43,6 +43,8 @@ RATE=0
 KEEP=0
 STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 BUILDDIR=$SRCDIR/build-bench-metrics
 
@@ -55,16 +57,11 @@ while getopts "n:o:r:d:c:t:R:m:B:kSh" o; do
         c) CONNS=$OPTARG ;;
         t) THREADS=$OPTARG ;;
         R) RATE=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
         B) BUILDDIR=$OPTARG ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "metrics.sh: $*" >&2; exit 2; }
 for v in RUNS OPS REPS DUR CONNS THREADS RATE; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
 ((RUNS >= 1)) || die "at least one run"
 missing=()
@@ -78,8 +75,6 @@ fi
 ((RATE == 0)) || command -v gcc >/dev/null || missing+=(gcc)
 ((${#missing[@]} == 0)) || die "needs: ${missing[*]} (apt-get install -y ${missing[*]})"
 PY=/usr/bin/python3
-# shellcheck source=tests/bench/lib.sh
-. "$SRCDIR/tests/bench/lib.sh"
 
 if [[ -z $MLMOND ]]; then
         if [[ ! -d $BUILDDIR ]]; then
@@ -195,30 +190,4 @@ print(f"one scrape (python urllib, new connection): {statistics.median(rendered)
 EOF
 
 
-printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' rep "node_exp r/s" "p50 ms" "p99 ms" "mlmond r/s" "p50 ms" "p99 ms" ratio
-rc=0
-: >"$TMP/results"
-for ((i = 1; i <= REPS; i++)); do
-        read -r n_rps n_p50 n_p99 n_err < <(wrk_run "$NURL")
-        read -r l_rps l_p50 l_p99 l_err < <(wrk_run "$LURL")
-        ratio=$("$PY" -c "print(f'{$l_rps / max($n_rps, 1):.1f}x')")
-        printf '%-4s %14s %9s %9s %12s %9s %9s %8s\n' "$i" "$n_rps" "$n_p50" "$n_p99" "$l_rps" "$l_p50" "$l_p99" "$ratio"
-        [[ $n_err != - ]] && echo "  node_exporter: $n_err"
-        if [[ $l_err != - ]]; then echo "  MLMOND: $l_err"; rc=1; fi
-        echo "$n_rps $l_rps" >>"$TMP/results"
-        kill -0 "$MLMOND_PID" 2>/dev/null || { echo "MLMOND EXITED" >&2; exit 1; }
-done
-"$PY" - "$TMP/results" <<'EOF'
-import statistics, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
-n = statistics.median(r[0] for r in rows)
-l = statistics.median(r[1] for r in rows)
-print(f"median: node_exporter {n:.0f} req/s, mlmond {l:.0f} req/s, ratio {l / max(n, 1):.1f}x")
-print(f"goal >= 10x: {'met' if l >= 10 * n else 'MISSED'}")
-open(sys.argv[1] + ".ratio", "w").write(f"{l / max(n, 1)}")
-EOF
-mlmond_log_clean || rc=1
-if ((STRICT && rc == 0)) && ! "$PY" -c "import sys; sys.exit(float(open('$TMP/results.ratio').read()) < 10)"; then
-        rc=3
-fi
-exit $rc
+wrk_compare node_exporter "$NURL" "$LURL" 10 x

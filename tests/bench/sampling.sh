@@ -3,10 +3,9 @@
 #
 # Sampling cost benchmark: mlmond's own CPU per pid-sample and its RSS, with
 # N idle processes registered at a 1 s interval, against `pidstat -u -r -d`
-# sampling the same pids in the same window (the method of
-# research/perf-baselines.md §2).
+# sampling the same pids in the same window.
 #
-# Goals (issue): <= 10 us of mlmond CPU per pid-sample (everything included:
+# Goals: <= 10 us of mlmond CPU per pid-sample (everything included:
 # /proc reads, parsing, SQLite), i.e. <= 0.3x pidstat's CPU; peak RSS <= 10 MiB.
 #
 # usage: tests/bench/sampling.sh [-n N] [-d SECONDS] [-s SETTLE] [-m MLMOND] [-t TMPBASE]
@@ -41,6 +40,8 @@ KEEP=0
 STRICT=0
 RESTART=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$SRCDIR/tests/bench/lib.sh"
 MLMOND=${MLMOND:-}
 
 while getopts "n:d:s:m:t:P:RkSh" o; do
@@ -48,28 +49,18 @@ while getopts "n:d:s:m:t:P:RkSh" o; do
         n) N=$OPTARG ;;
         d) D=$OPTARG ;;
         s) SETTLE=$OPTARG ;;
-        m) MLMOND=$OPTARG ;;
         t) TMPBASE=$OPTARG ;;
         P) PERF_S=$OPTARG ;;
         R) RESTART=1 ;;
-        k) KEEP=1 ;;
-        S) STRICT=1 ;;
-        h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) exit 2 ;;
+        *) common_opt "$o" ;;
         esac
 done
 
-die() { echo "sampling.sh: $*" >&2; exit 2; }
 
 [[ $N =~ ^[0-9]+$ && $N -ge 1 ]] || die "-n must be a positive integer"
 [[ $D =~ ^[0-9]+$ && $D -ge 2 ]] || die "-d must be an integer >= 2"
 [[ $PERF_S =~ ^[0-9]+$ ]] || die "-P must be an integer"
-if [[ -z $MLMOND ]]; then
-        for c in "$SRCDIR/build-bench/daemon/mlmond" "$SRCDIR/build/daemon/mlmond"; do
-                [[ -x $c ]] && { MLMOND=$c; break; }
-        done
-fi
-[[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+find_mlmond build-bench build
 for t in pidstat curl python3; do
         command -v $t >/dev/null || die "$t is needed (pidstat: Debian package sysstat)"
 done
@@ -101,12 +92,7 @@ cleanup() {
         local rc=$?
         trap - EXIT INT TERM
         [[ -n $PIDSTAT_PID ]] && kill "$PIDSTAT_PID" 2>/dev/null && wait "$PIDSTAT_PID" 2>/dev/null
-        if [[ -n $MLMOND_PID ]] && kill -0 "$MLMOND_PID" 2>/dev/null; then
-                kill -TERM "$MLMOND_PID" 2>/dev/null
-                for _ in $(seq 100); do kill -0 "$MLMOND_PID" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$MLMOND_PID" 2>/dev/null
-                wait "$MLMOND_PID" 2>/dev/null
-        fi
+        stop_mlmond
         if [[ -n $SPAWNER ]]; then
                 # the sleepers and their parent shell form their own session/process group
                 # (setsid -w lives until that shell has reaped them all)
@@ -149,31 +135,7 @@ mapfile -t PIDS <"$TMP/pids"
 ((${#PIDS[@]} == N)) || die "spawned ${#PIDS[@]} of $N sleepers"
 
 # --- 2. mlmond on an empty config, db on a real filesystem ---
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$TMP/mlmond.conf"
-start_mlmond() {
-        "$MLMOND" -c "$TMP/mlmond.conf" --db "$TMP/db" --listen "127.0.0.1:$PORT" --socket "$TMP/sock" \
-                --statsd-socket "$TMP/statsd.sock" --statsd-udp none >>"$TMP/mlmond.log" 2>&1 &
-        MLMOND_PID=$!
-        for _ in $(seq 300); do health >/dev/null 2>&1 && break; kill -0 $MLMOND_PID 2>/dev/null || break; sleep 0.1; done
-        if ! health >/dev/null 2>&1; then
-                echo "mlmond did not come up; its log:" >&2
-                cat "$TMP/mlmond.log" >&2
-                exit 1
-        fi
-}
-# SIGTERM; sets STOP_STATUS to the exit status ("timeout" if still alive after 15 s)
-stop_mlmond() {
-        STOP_STATUS=timeout
-        kill -TERM $MLMOND_PID
-        for _ in $(seq 150); do kill -0 $MLMOND_PID 2>/dev/null || break; sleep 0.1; done
-        if ! kill -0 $MLMOND_PID 2>/dev/null; then
-                wait $MLMOND_PID
-                STOP_STATUS=$?
-                MLMOND_PID=
-        fi
-}
-start_mlmond
+start_mlmond ""
 
 # --- 3. register all N ---
 idle_rss=$(status_kb $MLMOND_PID VmRSS)
@@ -198,7 +160,7 @@ if ((RESTART)); then
         # registration spread gives them.
         stop_mlmond
         [[ $STOP_STATUS == 0 ]] || { echo "MLMOND: exit status $STOP_STATUS after SIGTERM (restart)" >&2; exit 1; }
-        start_mlmond
+        start_mlmond ""
         ra=$(health | json_get runs_active)
         echo "restarted mlmond (-R): $ra runs resumed"
         [[ $ra == "$N" ]] || { echo "MLMOND: $ra of $N runs resumed after the restart" >&2; exit 1; }

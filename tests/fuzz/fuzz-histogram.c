@@ -19,15 +19,9 @@
 #include "analyze/histogram.h"
 #include "util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz/fuzz-assert.h"
 
-#define assert_or_abort(x)                                                      \
-        do {                                                                    \
-                if (!(x)) {                                                     \
-                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x); \
-                        abort();                                                \
-                }                                                               \
-        } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t bucket_at(const struct hist *h, int64_t idx) {
         if (idx < h->lo || idx >= (int64_t)h->lo + h->n)
@@ -54,19 +48,19 @@ static void check_consistent(const struct hist *h) {
         uint64_t t = 0;
         for (uint32_t k = 0; k < h->n; k++)
                 t += h->counts[k];
-        assert_or_abort(t == h->count - h->zero_count);
-        assert_or_abort(h->zero_count <= h->count);
+        fuzz_assert(t == h->count - h->zero_count);
+        fuzz_assert(h->zero_count <= h->count);
         if (h->count == 0) {
-                assert_or_abort(isnan(hist_quantile(h, 0.5)));
+                fuzz_assert(isnan(hist_quantile(h, 0.5)));
                 return;
         }
-        assert_or_abort(h->min <= h->max);
+        fuzz_assert(h->min <= h->max);
         static const double qs[] = { 0, 0.5, 0.99, 1 };
         for (size_t k = 0; k < ELEMENTSOF(qs); k++) {
                 double q = hist_quantile(h, qs[k]);
-                assert_or_abort(q >= h->min && q <= h->max);
+                fuzz_assert(q >= h->min && q <= h->max);
         }
-        assert_or_abort(hist_mean(h) >= 0 && hist_stddev(h) >= 0);
+        fuzz_assert(hist_mean(h) >= 0 && hist_stddev(h) >= 0);
 }
 
 static void round_trip(const struct hist *h) {
@@ -76,10 +70,10 @@ static void round_trip(const struct hist *h) {
                 return;
         struct hist d;
         hist_init(&d);
-        assert_or_abort(hist_decode(&d, buf, len) == 0);
-        assert_or_abort(same_buckets(h, &d));
-        assert_or_abort(same_bits(h->sum, d.sum) && same_bits(h->sum_sq, d.sum_sq));
-        assert_or_abort(same_bits(h->min, d.min) && same_bits(h->max, d.max));
+        fuzz_assert(hist_decode(&d, buf, len) == 0);
+        fuzz_assert(same_buckets(h, &d));
+        fuzz_assert(same_bits(h->sum, d.sum) && same_bits(h->sum_sq, d.sum_sq));
+        fuzz_assert(same_bits(h->min, d.min) && same_bits(h->max, d.max));
         hist_done(&d);
 }
 
@@ -87,7 +81,7 @@ static void fuzz_decode(const uint8_t *data, size_t size) {
         struct hist h;
         hist_init(&h);
         if (hist_decode(&h, data, size) < 0) {
-                assert_or_abort(h.count == 0 && h.zero_count == 0 && isnan(hist_quantile(&h, 0.5)));
+                fuzz_assert(h.count == 0 && h.zero_count == 0 && isnan(hist_quantile(&h, 0.5)));
                 hist_done(&h);
                 return;
         }
@@ -97,7 +91,7 @@ static void fuzz_decode(const uint8_t *data, size_t size) {
         _cleanup_free_ uint8_t *buf = NULL;
         size_t len;
         if (hist_encode(&h, &buf, &len) == 0) {
-                assert_or_abort(len == size && memcmp(buf, data, size) == 0);
+                fuzz_assert(len == size && memcmp(buf, data, size) == 0);
                 round_trip(&h);
         }
 
@@ -105,7 +99,7 @@ static void fuzz_decode(const uint8_t *data, size_t size) {
         struct hist m;
         hist_init(&m);
         if (hist_merge(&m, &h) == 0) {
-                assert_or_abort(same_buckets(&m, &h));
+                fuzz_assert(same_buckets(&m, &h));
                 if (hist_merge(&m, &h) == 0)
                         check_consistent(&m);
         }
@@ -133,10 +127,10 @@ static void fuzz_add(const uint8_t *data, size_t size) {
 
                 int r = hist_add(&all, v, weight);
                 if (isnan(v) || isinf(v) || v < 0) {
-                        assert_or_abort(r == -EINVAL);
+                        fuzz_assert(r == -EINVAL);
                         continue;
                 }
-                assert_or_abort(r == 0 || r == -ERANGE);
+                fuzz_assert(r == 0 || r == -ERANGE);
                 if (r < 0) {
                         all_ok = false;
                         continue;
@@ -148,8 +142,8 @@ static void fuzz_add(const uint8_t *data, size_t size) {
                 if (count == 0 || v > max)
                         max = v;
                 count += weight;
-                assert_or_abort(all.count == count);
-                assert_or_abort(same_bits(all.min, min) && same_bits(all.max, max));
+                fuzz_assert(all.count == count);
+                fuzz_assert(same_bits(all.min, min) && same_bits(all.max, max));
 
                 if (hist_add(k < n / 2 ? &first : &second, v, weight) < 0)
                         all_ok = false;
@@ -158,10 +152,10 @@ static void fuzz_add(const uint8_t *data, size_t size) {
         round_trip(&all);
 
         if (all_ok && hist_merge(&first, &second) == 0) {
-                assert_or_abort(same_buckets(&first, &all));
-                assert_or_abort(first.min == all.min && first.max == all.max);
+                fuzz_assert(same_buckets(&first, &all));
+                fuzz_assert(first.min == all.min && first.max == all.max);
                 if (all.count)
-                        assert_or_abort(same_bits(hist_quantile(&first, 0.5), hist_quantile(&all, 0.5)));
+                        fuzz_assert(same_bits(hist_quantile(&first, 0.5), hist_quantile(&all, 0.5)));
         }
 
         hist_done(&all);

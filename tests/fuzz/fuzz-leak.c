@@ -21,15 +21,9 @@
 
 #include "analyze/leak.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz/fuzz-assert.h"
 
-#define fuzz_assert(x)                                                          \
-        do {                                                                    \
-                if (!(x)) {                                                     \
-                        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #x); \
-                        abort();                                                \
-                }                                                               \
-        } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_MAX_POINTS 4096
 

@@ -1,8 +1,8 @@
 -- mlmond schema, version 1.
 -- Runs are few and updated every tick (their running totals); samples are
 -- many and append-only, clustered by time: the key starts with ts so each
--- tick appends to the right edge of the b-tree (about 1 us/row measured in
--- research/perf-baselines.md; a key starting with run_id costs 10x more).
+-- tick appends to the right edge of the b-tree (about 1 us/row, measured; a
+-- key starting with run_id costs 10x more).
 
 CREATE TABLE runs (
         id               INTEGER PRIMARY KEY,

@@ -1,4 +1,4 @@
--- Schema version 3: what applications report (issue 3).
+-- Schema version 3: what applications report (StatsD timings, counters, gauges).
 -- Per run, per op, per 1-second slice: how many (timings + counter
 -- increments / sample rate) and, for timings, a mergeable log-bucketed
 -- histogram (daemon/analyze/histogram.c encoding), so a window's percentiles are a

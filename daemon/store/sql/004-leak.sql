@@ -1,4 +1,4 @@
--- Schema version 4: leak verdicts (issue 4).
+-- Schema version 4: leak verdicts.
 -- Each change of a run's verdict (suspected / cleared), with the figures
 -- that decided it, is the run's leak history.
 CREATE TABLE leak_events (

@@ -1,4 +1,4 @@
--- Schema version 5: accelerators and energy (issue 5).
+-- Schema version 5: accelerators and energy.
 
 -- Per sample: the run's estimated energy since registration (J) and its use of
 -- each device as JSON: [{"device","driver","estimated","clients","mem_bytes",
