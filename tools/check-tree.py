@@ -4,7 +4,8 @@
 - layers: what each daemon folder may include (collect/ and analyze/ know
   neither SQLite nor libmicrohttpd nor the layers above them; only the top
   level includes manager.h);
-- no #include cycle among the daemon's modules (a module is a .c/.h pair);
+- no #include cycle among the daemon's modules (a .c and its .h) nor its
+  layers (the folders under daemon/);
 - size: no C file over 900 lines, no function over 120 lines;
 - comments stand alone: no source file cites a document outside the
   repository or a tracker number.
@@ -113,20 +114,31 @@ def main():
                     if dep != module:
                         deps.add(dep)
 
-    # cycles: depth-first search with colours
-    state = {}
-    def visit(node, stack):
-        state[node] = 1
-        for dep in sorted(graph.get(node, ())):
-            if state.get(dep) == 1:
-                cycle = stack[stack.index(dep):] + [dep]
-                errors.append("include cycle: " + " -> ".join(cycle))
-            elif dep not in state:
-                visit(dep, stack + [dep])
-        state[node] = 2
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
+    # Cycles: between modules (a .c and its .h; the manager including the
+    # API that includes the manager, say), and between layers (the folders
+    # under daemon/; the top level is the wiring that includes them all).
+    layers = {}
+    for module, deps in graph.items():
+        for dep in deps:
+            a, b = module.split("/")[0], dep.split("/")[0]
+            if "/" in module and "/" in dep and a != b:
+                layers.setdefault(a, set()).add(b)
+    for what, g in (("modules", graph), ("layers", layers)):
+        state = {}
+
+        def visit(node, stack):
+            state[node] = 1
+            for dep in sorted(g.get(node, ())):
+                if state.get(dep) == 1:
+                    cycle = stack[stack.index(dep):] + [dep]
+                    errors.append(f"include cycle between {what}: " + " -> ".join(cycle))
+                elif dep not in state:
+                    visit(dep, stack + [dep])
+            state[node] = 2
+
+        for node in sorted(g):
+            if node not in state:
+                visit(node, [node])
 
     for e in errors:
         print(e)

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The statistics behind leak_evaluate() (analyze/leak.c); internal to the
- * analyze library. Inputs are finite; n >= 1 unless said otherwise. */
+/* The statistics behind leak_evaluate() (analyze/leak.c) and the series
+ * point they take. Inputs are finite; n >= 1 unless said otherwise. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "analyze/leak.h"
+/* Floors per window: what the statistics' stack buffers are sized for. */
+#define LEAK_BUCKETS 12
+
+struct leak_point {
+        double t_s; /* seconds, any origin, ascending */
+        double bytes;
+};
 
 /* Rearranges a[0..n) so that a[k] is the k-th smallest, everything before it
  * <= it and everything after >= it. */

@@ -45,7 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEAK_BUCKETS 12
+#include "analyze/leak-stats.h"
+
 #define LEAK_MAX_WINDOWS 8
 #define LEAK_MAX_POINTS (1u << 20)
 
@@ -82,11 +83,6 @@ struct leak_params {
 void leak_params_default(struct leak_params *p);
 /* Every parameter within its documented range (leak_evaluate refuses others). */
 bool leak_params_valid(const struct leak_params *p);
-
-struct leak_point {
-        double t_s; /* seconds, any origin, ascending */
-        double bytes;
-};
 
 struct leak_verdict {
         bool suspected;
