@@ -14,6 +14,12 @@ struct leak_point {
         double bytes;
 };
 
+/* Median of the pairwise slopes (pairs with distinct x); NaN if there is
+ * none. */
+double theil_sen_slope(const double *x, const double *y, size_t n);
+/* Mann-Kendall Z, tie corrected; 0 if n < 3. */
+double mann_kendall_z(const double *y, size_t n);
+
 /* Rearranges a[0..n) so that a[k] is the k-th smallest, everything before it
  * <= it and everything after >= it. */
 void select_kth(double *a, size_t n, size_t k);

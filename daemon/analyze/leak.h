@@ -114,7 +114,3 @@ struct leak_verdict {
 int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t_s, const struct leak_params *p,
                   struct leak_verdict *ret);
 
-/* Building blocks, exposed for tests; inputs must be finite. */
-double theil_sen_slope(const double *x, const double *y, size_t n); /* median of pairwise slopes (pairs with
-                                                                      * distinct x); NaN if there is none */
-double mann_kendall_z(const double *y, size_t n);                   /* with tie correction; 0 if n < 3 */
