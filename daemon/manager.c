@@ -284,6 +284,18 @@ static void store_devices(struct manager *m, int64_t now_ms) {
         }
 }
 
+/* The tick's one transaction, begun by the first write that needs it. */
+static bool tick_txn(struct manager *m, bool *in_txn) {
+        if (*in_txn)
+                return true;
+        if (store_begin(m->store) < 0) {
+                m->tick_errors++;
+                return false;
+        }
+        *in_txn = true;
+        return true;
+}
+
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -336,13 +348,8 @@ static int manager_tick(struct manager *m) {
                         log_debug_errno(q, "run %lld: sampling failed: %m", (long long)r->info.id);
                         continue;
                 }
-                if (!in_txn) {
-                        if (store_begin(m->store) < 0) {
-                                m->tick_errors++;
-                                continue;
-                        }
-                        in_txn = true;
-                }
+                if (!tick_txn(m, &in_txn))
+                        continue;
                 run_totals_add(&r->info.totals, &s);
                 manager_leak_step(m, r, &s);
                 if (r->identity_changed &&
@@ -359,13 +366,8 @@ static int manager_tick(struct manager *m) {
                 ops_rotate(&r->ops, now_ms);
                 if (r->ops.n_done == 0 && r->ops.n_gauges == 0)
                         continue;
-                if (!in_txn) {
-                        if (store_begin(m->store) < 0) {
-                                m->tick_errors++;
-                                break;
-                        }
-                        in_txn = true;
-                }
+                if (!tick_txn(m, &in_txn))
+                        break;
                 store_run_ops(m, r);
         }
         if (in_txn && store_commit(m->store) < 0)

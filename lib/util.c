@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,6 +47,23 @@ int log_internal(int prio, int error, const char *fmt, ...) {
                         fprintf(stderr, "%s: %s\n", log_ident, msg);
         }
         return e ? -e : -EIO;
+}
+
+int resolve_listen_address(const char *spec, int socktype, struct addrinfo **ret, char *err, size_t errlen) {
+        char host[256], portstr[8];
+        uint16_t port;
+        if (parse_host_port(spec, host, sizeof host, &port) < 0) {
+                snprintf(err, errlen, "'%s' is not HOST:PORT", spec);
+                return -EINVAL;
+        }
+        struct addrinfo hints = { .ai_socktype = socktype, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+        snprintf(portstr, sizeof portstr, "%u", port);
+        int g = getaddrinfo(host, portstr, &hints, ret);
+        if (g != 0) {
+                snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(g));
+                return -EINVAL;
+        }
+        return 0;
 }
 
 void unlink_and_free(char **path) {
@@ -187,18 +205,23 @@ void format_duration(usec_t u, char *buf, size_t size) {
         snprintf(buf, size, "%lluus", (unsigned long long)u);
 }
 
+/* After strtoull()/strtoll() with errno cleared: the whole string taken? */
+static int strtoint_result(const char *end) {
+        if (errno == ERANGE)
+                return -ERANGE;
+        return errno || *end ? -EINVAL : 0;
+}
+
 int safe_atou64(const char *s, uint64_t *ret) {
         if (!s || *s < '0' || *s > '9')
                 return -EINVAL;
         char *end;
         errno = 0;
         unsigned long long v = strtoull(s, &end, 10);
-        if (errno == ERANGE)
-                return -ERANGE;
-        if (errno || *end)
-                return -EINVAL;
-        *ret = v;
-        return 0;
+        int r = strtoint_result(end);
+        if (r == 0)
+                *ret = v;
+        return r;
 }
 
 int safe_atoi64(const char *s, int64_t *ret) {
@@ -207,12 +230,10 @@ int safe_atoi64(const char *s, int64_t *ret) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (errno == ERANGE)
-                return -ERANGE;
-        if (errno || *end)
-                return -EINVAL;
-        *ret = v;
-        return 0;
+        int r = strtoint_result(end);
+        if (r == 0)
+                *ret = v;
+        return r;
 }
 
 int safe_atou(const char *s, unsigned *ret) {

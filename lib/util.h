@@ -155,6 +155,11 @@ void unlink_and_free(char **path);
 
 /* "HOST:PORT" -> parts; "[::1]:9477" accepted. -EINVAL. */
 int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
+/* HOST:PORT resolved for a listening socket of socktype (AI_PASSIVE,
+ * numeric port); free *ret with freeaddrinfo(). -EINVAL with the reason
+ * in err ("'x' is not HOST:PORT", "cannot resolve 'h': ..."). */
+struct addrinfo;
+int resolve_listen_address(const char *spec, int socktype, struct addrinfo **ret, char *err, size_t errlen);
 /* An address setting that switches its listener off: unset, "" or "none". */
 static inline bool address_off(const char *s) {
         return !s || !*s || streq(s, "none");

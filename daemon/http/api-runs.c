@@ -118,31 +118,28 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         }
         req.pid = (int)json_object_get_int64(v);
-        if (json_object_object_get_ex(body, "name", &v) && v) {
-                if (!json_object_is_type(v, json_type_string)) {
-                        respond_error(rq, 400, "bad_request", "name: must be a string");
-                        return;
-                }
+        int f = optional_field(rq, body, "name", json_type_string, "a string", &v);
+        if (f < 0)
+                return;
+        if (f > 0)
                 req.name = json_object_get_string(v);
+        const char *duration = "a duration such as \"500ms\"";
+        f = optional_field(rq, body, "interval", json_type_string, duration, &v);
+        if (f < 0)
+                return;
+        if (f > 0 && parse_duration(json_object_get_string(v), &req.interval_usec) < 0) {
+                respond_error(rq, 400, "bad_request", "interval: must be %s", duration);
+                return;
         }
-        if (json_object_object_get_ex(body, "interval", &v) && v) {
-                if (!json_object_is_type(v, json_type_string) ||
-                    parse_duration(json_object_get_string(v), &req.interval_usec) < 0) {
-                        respond_error(rq, 400, "bad_request", "interval: must be a duration such as \"500ms\"");
-                        return;
-                }
-                if (req.interval_usec == 0) {
-                        respond_error(rq, 400, "bad_request", "interval: must be between 100ms and 1h");
-                        return;
-                }
+        if (f > 0 && req.interval_usec == 0) {
+                respond_error(rq, 400, "bad_request", "interval: must be between 100ms and 1h");
+                return;
         }
-        if (json_object_object_get_ex(body, "children", &v) && v) {
-                if (!json_object_is_type(v, json_type_boolean)) {
-                        respond_error(rq, 400, "bad_request", "children: must be true or false");
-                        return;
-                }
+        f = optional_field(rq, body, "children", json_type_boolean, "true or false", &v);
+        if (f < 0)
+                return;
+        if (f > 0)
                 req.children = json_object_get_boolean(v);
-        }
         if (json_object_object_get_ex(body, "tags", &v) && v) {
                 if (!json_tags_valid(v, rq))
                         return;

@@ -199,3 +199,16 @@ int split_into(const char *text, const char *sep, char *buf, size_t bufsize, con
         *ret_n = n;
         return 0;
 }
+
+int optional_field(struct request *rq, json_object *o, const char *key, json_type t, const char *what,
+                   json_object **ret) {
+        json_object *v = NULL;
+        if (!json_object_object_get_ex(o, key, &v) || !v)
+                return 0;
+        if (!json_object_is_type(v, t)) {
+                respond_error(rq, 400, "bad_request", "%s: must be %s", key, what);
+                return -1;
+        }
+        *ret = v;
+        return 1;
+}

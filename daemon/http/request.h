@@ -77,6 +77,11 @@ json_object *parse_body_any(struct request *rq);
 json_object *parse_body(struct request *rq);
 /* Refuses keys of o not in allowed (NULL-terminated). False: answered 400. */
 bool check_unknown_keys(struct request *rq, json_object *o, const char *const *allowed);
+/* Key of the body object o, if present and not null: 1 and *ret when it
+ * is of type t, 0 when absent, -1 (answered 400 "key: must be <what>")
+ * when of another type. */
+int optional_field(struct request *rq, json_object *o, const char *key, json_type t, const char *what,
+                   json_object **ret);
 /* 1..max bytes of printable ASCII without spaces: op names, mark labels. */
 bool valid_label(const char *s, size_t max);
 

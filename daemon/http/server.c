@@ -399,8 +399,6 @@ static struct MHD_Daemon *start_mhd(struct server *a, struct listener *l, int li
 
 static int start_tcp(struct server *a, char *err, size_t errlen) {
         const char *listen = a->config->listen;
-        char host[256];
-        uint16_t port;
         if (address_off(listen))
                 return 0;
         /* Under systemd the socket comes from mlmond-http.socket (so the
@@ -416,16 +414,10 @@ static int start_tcp(struct server *a, char *err, size_t errlen) {
                 }
                 return listener_attach(a, &a->tcp, err, errlen);
         }
-        if (parse_host_port(listen, host, sizeof host, &port) < 0) {
-                snprintf(err, errlen, "listen: '%s' is not HOST:PORT", listen);
-                return -EINVAL;
-        }
-        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-        char portstr[8];
-        snprintf(portstr, sizeof portstr, "%u", port);
-        int g = getaddrinfo(host, portstr, &hints, &res);
-        if (g != 0) {
-                snprintf(err, errlen, "listen: cannot resolve '%s': %s", host, gai_strerror(g));
+        struct addrinfo *res = NULL;
+        char why[300];
+        if (resolve_listen_address(listen, SOCK_STREAM, &res, why, sizeof why) < 0) {
+                snprintf(err, errlen, "listen: %s", why);
                 return -EINVAL;
         }
         unsigned flags = res->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0;

@@ -253,18 +253,10 @@ static int start_unix(struct ingest *g, const char *path, char *err, size_t errl
 /* Failure to bind UDP is a warning, not fatal (the port may be taken by a
  * real StatsD server on this host). */
 static int bind_udp(const char *spec) {
-        char host[256];
-        uint16_t port;
-        if (parse_host_port(spec, host, sizeof host, &port) < 0) {
-                log_warning("statsd_udp: '%s' is not HOST:PORT; UDP StatsD is off", spec);
-                return -EINVAL;
-        }
-        struct addrinfo hints = { .ai_socktype = SOCK_DGRAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
-        char portstr[8];
-        snprintf(portstr, sizeof portstr, "%u", port);
-        int e = getaddrinfo(host, portstr, &hints, &res);
-        if (e != 0) {
-                log_warning("statsd_udp: cannot resolve '%s': %s; UDP StatsD is off", host, gai_strerror(e));
+        struct addrinfo *res = NULL;
+        char why[300];
+        if (resolve_listen_address(spec, SOCK_DGRAM, &res, why, sizeof why) < 0) {
+                log_warning("statsd_udp: %s; UDP StatsD is off", why);
                 return -EINVAL;
         }
         _cleanup_close_ int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
