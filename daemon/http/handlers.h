@@ -42,18 +42,7 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 /* The run with its latest sample, summary and leak verdict. */
 json_object *run_full(struct request *rq, const struct run_info *ri);
 
-/* api-runs.c */
-void h_runs_list(struct request *rq, const char *const *parts, size_t nparts);
-void h_runs_post(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_get(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_delete(struct request *rq, const char *const *parts, size_t nparts);
-void h_leaks(struct request *rq, const char *const *parts, size_t nparts);
-/* api-series.c */
-void h_run_samples(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_throughput(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_latency(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_marks_get(struct request *rq, const char *const *parts, size_t nparts);
-/* api-feed.c */
-void h_run_observations(struct request *rq, const char *const *parts, size_t nparts);
-void h_observations(struct request *rq, const char *const *parts, size_t nparts);
-void h_run_marks_post(struct request *rq, const char *const *parts, size_t nparts);
+/* The handlers of the route table (api.c), by file. */
+handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;      /* api-runs.c */
+handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_marks_get; /* api-series.c */
+handler_fn h_run_observations, h_observations, h_run_marks_post;            /* api-feed.c */

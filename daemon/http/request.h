@@ -41,12 +41,12 @@ struct request {
 };
 
 /* parts: the path's segments. */
-typedef void (*handler_fn)(struct request *rq, const char *const *parts, size_t nparts);
+typedef void handler_fn(struct request *rq, const char *const *parts, size_t nparts);
 
 struct route {
         const char *pattern[5]; /* path segments; "*" matches one segment */
         const char *method;
-        handler_fn fn;
+        handler_fn *fn;
 };
 
 /* ---- the answer ---------------------------------------------------------- */
