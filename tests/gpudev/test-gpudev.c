@@ -620,20 +620,12 @@ static void test_pci_address(void) {
 }
 
 int main(int argc, char **argv) {
-        int have_fixture = tree_setup(argc, argv, "test-gpudev", "t1/sys/class");
-        if (have_fixture < 0)
-                return 1;
+        static const tree_test_fn tests[] = {
+                test_pci_address, test_appear_disappear, test_hwmon_index_moves, test_missing_files,
+                test_garbage,     test_suspended_gpu,    test_i915_and_naming,
+        };
+        static const tree_test_fn fixture_tests[] = { test_fixture_devices, test_fixture_i915 };
 
-        test_pci_address();
-        test_appear_disappear();
-        test_hwmon_index_moves();
-        test_missing_files();
-        test_garbage();
-        test_suspended_gpu();
-        test_i915_and_naming();
-        if (have_fixture) {
-                test_fixture_devices();
-                test_fixture_i915();
-        }
-        return tree_finish(have_fixture);
+        return tree_main(argc, argv, "test-gpudev", "t1/sys/class", tests, ELEMENTSOF(tests), fixture_tests,
+                         ELEMENTSOF(fixture_tests));
 }
