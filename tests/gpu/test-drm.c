@@ -553,6 +553,14 @@ struct sweeps {
         struct run_out o[N_RUNS];
 };
 
+/* A sweep's start at now: the runs RUN_4242 to last collected from snapshot
+ * snap, each as its own pid. */
+static void sweep_begin(struct sweeps *w, const char *snap, usec_t now, int last) {
+        drm_clients_begin(w->t, now);
+        for (int i = RUN_4242; i <= last; i++)
+                collect_run(w->t, snap, run_pid[i], run_pid[i], &w->caches[i], &w->o[i]);
+}
+
 /* t0: first readings */
 static void sweep_t0(struct sweeps *w) {
         struct drm_clients *t = w->t;
@@ -560,9 +568,7 @@ static void sweep_t0(struct sweeps *w) {
         struct run_out *o = w->o;
         const struct gpu_use *u;
 
-        drm_clients_begin(t, T0);
-        for (int i = RUN_4242; i <= RUN_6001; i++)
-                collect_run(t, "t0", run_pid[i], run_pid[i], &caches[i], &o[i]);
+        sweep_begin(w, "t0", T0, RUN_6001);
         drm_clients_end(t, 5 * USEC_PER_SEC);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 CHECK_EQ_INT(o[i].r, 0);
@@ -603,9 +609,7 @@ static void sweep_t1(struct sweeps *w) {
         struct run_out *o = w->o;
         const struct gpu_use *u;
 
-        drm_clients_begin(t, T1);
-        for (int i = RUN_4242; i <= RUN_6001; i++)
-                collect_run(t, "t1", run_pid[i], run_pid[i], &caches[i], &o[i]);
+        sweep_begin(w, "t1", T1, RUN_6001);
         /* a child that inherited 4242's fds, sampled after it in the same sweep: nothing */
         collect_run(t, "t1", 4243, 4242, &caches[RUN_FORK], &o[RUN_FORK]);
         drm_clients_end(t, 5 * USEC_PER_SEC);
@@ -658,9 +662,7 @@ static void sweep_t2(struct sweeps *w) {
         const struct gpu_use *u;
 
         CHECK_EQ_INT(drm_clients_count(t), 3);
-        drm_clients_begin(t, T2);
-        for (int i = RUN_4242; i <= RUN_7007; i++)
-                collect_run(t, "t2", run_pid[i], run_pid[i], &caches[i], &o[i]);
+        sweep_begin(w, "t2", T2, RUN_7007);
         /* 4343 is gone: no directory, nothing, no error */
         CHECK_EQ_INT(o[RUN_4343].r, 0);
         CHECK_EQ_INT(o[RUN_4343].n_uses, 0);
