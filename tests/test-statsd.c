@@ -368,62 +368,43 @@ static size_t datagram(const char *buf, size_t len, struct collect *c, uint64_t 
 }
 
 static void test_datagrams(void) {
+        static const struct {
+                const char *what, *text;
+                size_t len, n;
+                uint64_t bad;
+        } cases[] = {
+                { "one bad line", S("a:1|c\nb:x|c\nc:3|ms"), 2, 1 },
+                { "a trailing newline", S("a:1|c\nb:2|c\n"), 2, 0 },
+                { "only newlines", S("\n\n\n"), 0, 0 },
+                { "empty", S(""), 0, 0 },
+                { "NULL", NULL, 0, 0, 0 },
+                { "CRLF line ends, a lone \\r line", S("a:1|c\r\n\r\nb:2|g\r\n"), 2, 0 },
+                { "a NUL inside one line spoils that line only", S("a:1|c\nb:\0002|c\nc:3|c"), 2, 1 },
+                { "a line that is only a NUL is malformed, not empty", S("\0\n"), 0, 1 },
+                { "a blank line is not empty", S(" \na:1|c"), 1, 1 },
+                { "the length bounds the datagram, not a NUL", "a:1|c\nb:2|c", 5, 1, 0 },
+        };
         struct collect c;
         uint64_t bad;
-        size_t n;
 
-        n = datagram(S("a:1|c\nb:x|c\nc:3|ms"), &c, &bad);
-        CHECK_EQ_INT(n, 2);
-        CHECK_EQ_INT(bad, 1);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                size_t n = datagram(cases[i].text, cases[i].len, &c, &bad);
+                CHECK_CASE(cases[i].what, n == cases[i].n);
+                CHECK_CASE(cases[i].what, bad == cases[i].bad);
+        }
+
+        /* what the callback saw: the good lines, in order */
+        (void)datagram(cases[0].text, cases[0].len, &c, &bad);
         CHECK_EQ_INT(c.n, 2);
         CHECK(strcmp(c.names[0], "a") == 0 && c.values[0] == 1);
         CHECK(strcmp(c.names[1], "c") == 0 && c.values[1] == 3);
-
-        n = datagram(S("a:1|c\nb:2|c\n"), &c, &bad);
-        CHECK_EQ_INT(n, 2);
-        CHECK_EQ_INT(bad, 0);
-
-        n = datagram(S("\n\n\n"), &c, &bad);
-        CHECK_EQ_INT(n, 0);
-        CHECK_EQ_INT(bad, 0);
+        (void)datagram(cases[2].text, cases[2].len, &c, &bad);
         CHECK_EQ_INT(c.n, 0);
-
-        n = datagram(S(""), &c, &bad);
-        CHECK_EQ_INT(n, 0);
-        CHECK_EQ_INT(bad, 0);
-        n = datagram(NULL, 0, &c, &bad);
-        CHECK_EQ_INT(n, 0);
-        CHECK_EQ_INT(bad, 0);
-
-        /* CRLF line ends, a lone "\r" line */
-        n = datagram(S("a:1|c\r\n\r\nb:2|g\r\n"), &c, &bad);
-        CHECK_EQ_INT(n, 2);
-        CHECK_EQ_INT(bad, 0);
-
-        /* a NUL inside one line spoils that line only */
-        static const char nul[] = "a:1|c\nb:\0002|c\nc:3|c";
-        n = datagram(nul, sizeof nul - 1, &c, &bad);
-        CHECK_EQ_INT(n, 2);
-        CHECK_EQ_INT(bad, 1);
+        (void)datagram(cases[6].text, cases[6].len, &c, &bad);
         CHECK(strcmp(c.names[1], "c") == 0);
-
-        /* a line that is only a NUL is malformed, not empty */
-        n = datagram(S("\0\n"), &c, &bad);
-        CHECK_EQ_INT(n, 0);
-        CHECK_EQ_INT(bad, 1);
-
-        /* a blank line is not empty */
-        n = datagram(S(" \na:1|c"), &c, &bad);
-        CHECK_EQ_INT(n, 1);
-        CHECK_EQ_INT(bad, 1);
 
         /* no callback, no malformed counter: still counts */
         CHECK_EQ_INT(statsd_parse_datagram(S("a:1|c\nb:1|c\nx"), NULL, NULL, NULL), 2);
-
-        /* the length bounds the datagram, not a NUL */
-        n = datagram("a:1|c\nb:2|c", 5, &c, &bad);
-        CHECK_EQ_INT(n, 1);
-        CHECK_EQ_INT(bad, 0);
 }
 
 int main(void) {

@@ -10,42 +10,40 @@
 #include "tap.h"
 #include "util.h"
 
+static void check_duration(const char *in, int want_r, usec_t want) {
+        usec_t u = 12345;
+        int r = parse_duration(in, &u);
+        if (r != want_r || (r == 0 && u != want))
+                fprintf(stderr, "parse_duration(\"%s\") = %d, %llu\n", in, r, (unsigned long long)u);
+        CHECK_EQ_INT(r, want_r);
+        if (r == 0)
+                CHECK_EQ_INT(u, want);
+}
+
 static void test_durations(void) {
         static const struct {
                 const char *in;
-                int r;
                 usec_t out;
-        } cases[] = {
-                { "500ms", 0, 500 * USEC_PER_MSEC },
-                { "10s", 0, 10 * USEC_PER_SEC },
-                { "5m", 0, 5 * USEC_PER_MINUTE },
-                { "2h", 0, 2 * USEC_PER_HOUR },
-                { "7d", 0, 7 * USEC_PER_DAY },
-                { "1.5s", 0, 1500 * USEC_PER_MSEC },
-                { "250us", 0, 250 },
-                { "0s", 0, 0 },
-                { "5x", -EINVAL, 0 },
-                { "", -EINVAL, 0 },
-                { "10", -EINVAL, 0 },
-                { "s", -EINVAL, 0 },
-                { "-1s", -EINVAL, 0 },
-                { "1e3s", -EINVAL, 0 },
-                { "1..2s", -EINVAL, 0 },
-                { " 1s", -EINVAL, 0 },
-                { "1s ", -EINVAL, 0 },
-                { "99999999999999999999d", -ERANGE, 0 },
-                { "36501d", -ERANGE, 0 },
-                { "nans", -EINVAL, 0 },
+        } good[] = {
+                { "500ms", 500 * USEC_PER_MSEC },
+                { "10s", 10 * USEC_PER_SEC },
+                { "5m", 5 * USEC_PER_MINUTE },
+                { "2h", 2 * USEC_PER_HOUR },
+                { "7d", 7 * USEC_PER_DAY },
+                { "1.5s", 1500 * USEC_PER_MSEC },
+                { "250us", 250 },
+                { "0s", 0 },
         };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                usec_t u = 12345;
-                int r = parse_duration(cases[i].in, &u);
-                if (r != cases[i].r || (r == 0 && u != cases[i].out))
-                        fprintf(stderr, "parse_duration(\"%s\") = %d, %llu\n", cases[i].in, r, (unsigned long long)u);
-                CHECK_EQ_INT(r, cases[i].r);
-                if (r == 0)
-                        CHECK_EQ_INT(u, cases[i].out);
-        }
+        static const char *const invalid[] = { "5x", "", "10", "s", "-1s", "1e3s", "1..2s", " 1s", "1s ", "nans" };
+        static const char *const too_large[] = { "99999999999999999999d", "36501d" };
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                check_duration(good[i].in, 0, good[i].out);
+        for (size_t i = 0; i < ELEMENTSOF(invalid); i++)
+                check_duration(invalid[i], -EINVAL, 0);
+        for (size_t i = 0; i < ELEMENTSOF(too_large); i++)
+                check_duration(too_large[i], -ERANGE, 0);
+
         char buf[32];
         format_duration(500 * USEC_PER_MSEC, buf, sizeof buf);
         CHECK(strcmp(buf, "500ms") == 0);

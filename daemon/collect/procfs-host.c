@@ -155,15 +155,20 @@ int proc_parse_loadavg(const char *text, struct proc_loadavg *ret) {
         return 0;
 }
 
-/* sys/kernel/random/boot_id: "1b4e28ba-2fa1-11d2-883f-0016d3cca427\n" */
-int proc_read_boot_id(const char *proc_root, char ret[64]) {
-        char path[PATH_MAX], buf[64];
-        int r;
-
-        r = proc_root_path(proc_root, "sys/kernel/random/boot_id", path);
+/* A small file below the proc root, through read_line_at() when line is set,
+ * else read_small_at(). */
+static int read_host_small(const char *proc_root, const char *name, bool line, char *buf, size_t size) {
+        char path[PATH_MAX];
+        int r = proc_root_path(proc_root, name, path);
         if (r < 0)
                 return r;
-        r = read_line_at(AT_FDCWD, path, buf, sizeof buf);
+        return line ? read_line_at(AT_FDCWD, path, buf, size) : read_small_at(AT_FDCWD, path, buf, size);
+}
+
+/* sys/kernel/random/boot_id: "1b4e28ba-2fa1-11d2-883f-0016d3cca427\n" */
+int proc_read_boot_id(const char *proc_root, char ret[64]) {
+        char buf[64];
+        int r = read_host_small(proc_root, "sys/kernel/random/boot_id", true, buf, sizeof buf);
         if (r < 0)
                 return r == -EFBIG ? -EINVAL : r;
         memcpy(ret, buf, strlen(buf) + 1);
@@ -215,13 +220,8 @@ int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret) {
 }
 
 int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret) {
-        char path[PATH_MAX], buf[256];
-        int r;
-
-        r = proc_root_path(proc_root, "loadavg", path);
-        if (r < 0)
-                return r;
-        r = read_small_at(AT_FDCWD, path, buf, sizeof buf);
+        char buf[256];
+        int r = read_host_small(proc_root, "loadavg", false, buf, sizeof buf);
         return r < 0 ? r : proc_parse_loadavg(buf, ret);
 }
 

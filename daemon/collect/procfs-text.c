@@ -67,29 +67,28 @@ int word_to_i64(const char *w, size_t n, int64_t *ret) {
         return safe_atoi64(buf, ret);
 }
 
-static int word_to_bounded(const char *w, size_t n, uint64_t max, uint64_t *ret) {
-        int r = word_to_u64(w, n, ret);
-        if (r < 0)
-                return r;
-        return *ret > max ? -ERANGE : 0;
-}
-
-int word_to_uint(const char *w, size_t n, unsigned *ret) {
+/* A decimal word of at most max, which fits an unsigned. */
+static int word_to_bounded(const char *w, size_t n, unsigned max, unsigned *ret) {
         uint64_t v;
-        int r = word_to_bounded(w, n, UINT_MAX, &v);
+        int r = word_to_u64(w, n, &v);
         if (r < 0)
                 return r;
+        if (v > max)
+                return -ERANGE;
         *ret = (unsigned)v;
         return 0;
 }
 
+int word_to_uint(const char *w, size_t n, unsigned *ret) {
+        return word_to_bounded(w, n, UINT_MAX, ret);
+}
+
 int word_to_pid(const char *w, size_t n, int *ret) {
-        uint64_t v;
+        unsigned v;
         int r = word_to_bounded(w, n, INT_MAX, &v);
-        if (r < 0)
-                return r;
-        *ret = (int)v;
-        return 0;
+        if (r >= 0)
+                *ret = (int)v;
+        return r;
 }
 
 int word_to_hex(const char *w, size_t n, uint64_t *ret) {

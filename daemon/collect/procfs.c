@@ -91,19 +91,29 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
         return 0;
 }
 
+/* The first n (3 to 8) numbers of a one-line file, the first three stored
+ * (and nothing on failure): statm and schedstat. */
+static int parse_first_three(const char *text, size_t n, uint64_t *ret_a, uint64_t *ret_b, uint64_t *ret_c) {
+        uint64_t v[8];
+        if (n < 3 || n > ELEMENTSOF(v))
+                return -EINVAL;
+        int r = parse_u64_fields(text, v, n);
+        if (r < 0)
+                return r;
+        *ret_a = v[0];
+        *ret_b = v[1];
+        *ret_c = v[2];
+        return 0;
+}
+
 /* /proc/PID/statm, pages: "size resident shared text lib data dt"
  *
  *   1251 993 758 193 0 270 0
  *
  * Kernel threads have no mm and show "0 0 0 0 0 0 0". */
 int proc_parse_statm(const char *text, struct proc_statm *ret) {
-        uint64_t v[7];
-        int r = parse_u64_fields(text, v, ELEMENTSOF(v));
-        if (r < 0)
-                return r;
-
-        *ret = (struct proc_statm){ .size_pages = v[0], .resident_pages = v[1], .shared_pages = v[2] };
-        return 0;
+        /* text lib data dt are not kept, but must be there */
+        return parse_first_three(text, 7, &ret->size_pages, &ret->resident_pages, &ret->shared_pages);
 }
 
 /* /proc/PID/schedstat: time on cpu (ns), time waiting on a runqueue (ns),
@@ -112,13 +122,7 @@ int proc_parse_statm(const char *text, struct proc_statm *ret) {
  *   17551182 2041199 53
  */
 int proc_parse_schedstat(const char *text, struct proc_schedstat *ret) {
-        uint64_t v[3];
-        int r = parse_u64_fields(text, v, ELEMENTSOF(v));
-        if (r < 0)
-                return r;
-
-        *ret = (struct proc_schedstat){ .run_ns = v[0], .wait_ns = v[1], .timeslices = v[2] };
-        return 0;
+        return parse_first_three(text, 3, &ret->run_ns, &ret->wait_ns, &ret->timeslices);
 }
 
 /* /proc/PID/io:
@@ -366,34 +370,24 @@ int proc_open_pid_dir(const char *proc_root, int pid) {
         return fd;
 }
 
-int proc_read_stat(int piddir, struct proc_stat *ret) {
-        char buf[4096]; /* 52 fields of at most 20 digits plus a 64-byte comm */
-        int r = read_small_at(piddir, "stat", buf, sizeof buf);
-        return r < 0 ? r : proc_parse_stat(buf, ret);
-}
+/* proc_read_NAME(): /proc/PID/NAME read into a stack buffer of size bytes,
+ * then proc_parse_NAME(). */
+#define DEFINE_PROC_READ_SMALL(name, size)                             \
+        int proc_read_##name(int piddir, struct proc_##name *ret) {    \
+                char buf[size];                                        \
+                int r = read_small_at(piddir, #name, buf, sizeof buf); \
+                return r < 0 ? r : proc_parse_##name(buf, ret);        \
+        }
+
+DEFINE_PROC_READ_SMALL(stat, 4096) /* 52 fields of at most 20 digits plus a 64-byte comm */
+DEFINE_PROC_READ_SMALL(statm, 256)
+DEFINE_PROC_READ_SMALL(io, 1024)
+DEFINE_PROC_READ_SMALL(schedstat, 256)
 
 int proc_read_status(int piddir, struct proc_status *ret) {
         _cleanup_free_ char *buf = NULL;
         int r = read_big_at(piddir, "status", PROC_BIG_MAX, &buf);
         return r < 0 ? r : proc_parse_status(buf, ret);
-}
-
-int proc_read_statm(int piddir, struct proc_statm *ret) {
-        char buf[256];
-        int r = read_small_at(piddir, "statm", buf, sizeof buf);
-        return r < 0 ? r : proc_parse_statm(buf, ret);
-}
-
-int proc_read_io(int piddir, struct proc_io *ret) {
-        char buf[1024];
-        int r = read_small_at(piddir, "io", buf, sizeof buf);
-        return r < 0 ? r : proc_parse_io(buf, ret);
-}
-
-int proc_read_schedstat(int piddir, struct proc_schedstat *ret) {
-        char buf[256];
-        int r = read_small_at(piddir, "schedstat", buf, sizeof buf);
-        return r < 0 ? r : proc_parse_schedstat(buf, ret);
 }
 
 int proc_read_netdev(int piddir, struct proc_netdev *ret) {

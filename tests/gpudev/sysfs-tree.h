@@ -150,3 +150,18 @@ static inline int tree_finish(bool have_fixture) {
         }
         TEST_DONE();
 }
+
+/* A test program's main: the tests, then the fixture_tests when the fixture
+ * tree has probe (else they are skipped), tmp made for them and removed. */
+typedef void (*tree_test_fn)(void);
+static inline int tree_main(int argc, char **argv, const char *name, const char *probe, const tree_test_fn *tests,
+                            size_t n_tests, const tree_test_fn *fixture_tests, size_t n_fixture_tests) {
+        int have_fixture = tree_setup(argc, argv, name, probe);
+        if (have_fixture < 0)
+                return 1;
+        for (size_t i = 0; i < n_tests; i++)
+                tests[i]();
+        for (size_t i = 0; have_fixture && i < n_fixture_tests; i++)
+                fixture_tests[i]();
+        return tree_finish(have_fixture);
+}

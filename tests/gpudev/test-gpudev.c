@@ -245,9 +245,11 @@ static void add_device(const char *bdf, const char *class, const char *node, con
         put(rel, "0x1234\n");
 }
 
+/* A set over tmp/sys, emptied first: each test builds its own tree there. */
 static struct gpudev_set *tmp_set(void) {
         struct gpudev_set *s = NULL;
         char root[PATH_MAX];
+        rm_rf("sys");
         xsprintf(root, "%s/sys", tmp);
         CHECK_EQ_INT(gpudev_set_new(root, &s), 0);
         return s;
@@ -266,7 +268,6 @@ static void test_appear_disappear(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
 
-        rm_rf("sys");
         CHECK_EQ_INT(gpudev_sample(s, T(1)), 0); /* no sysfs class dirs at all */
         mkdirs("sys/class/drm");
         put("sys/class/drm/version", "drm 1.1.0 20060810\n");
@@ -310,14 +311,12 @@ static void test_appear_disappear(void) {
         d = sample_find(s, 8, 2, "0000:03:00.0");
         CHECK(d && streq(d->node, "card2") && d->has_busy);
         CHECK_STR(gpudev_id_for_node(s, "card2"), "0000:03:00.0");
-        rm_rf("sys");
 }
 
 static void test_hwmon_index_moves(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
 
-        rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
         /* a decoy: another hwmon of the device with another name */
         PUT_FILES({ DEV "0000:03:00.0/hwmon/hwmon1/name", "amdgpu_other\n" },
@@ -341,14 +340,12 @@ static void test_hwmon_index_moves(void) {
         d = sample_find(s, 13, 1, "0000:03:00.0");
         CHECK(d && !d->has_power && d->has_energy);
         CHECK_NEAR(d ? d->energy_j : -1, 300);
-        rm_rf("sys");
 }
 
 static void test_missing_files(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
 
-        rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
         add_device("0000:00:02.0", "drm", "card0", "xe", "0x8086");
         add_device("0000:00:0b.0", "accel", "accel0", "intel_vpu", "0x8086");
@@ -370,7 +367,6 @@ static void test_missing_files(void) {
         CHECK(d && streq(d->driver, "amdxdna") && streq(d->kind, "npu") && streq(d->vendor, "0x1022"));
         d = gpudev_find(s, "0000:05:00.0");
         CHECK(d && streq(d->driver, "virtio-pci")); /* ...so from uevent */
-        rm_rf("sys");
 }
 
 static void test_garbage(void) {
@@ -393,7 +389,6 @@ static void test_garbage(void) {
         };
         const struct gpu_device *d;
 
-        rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card1", "amdgpu", "0x1002");
         add_device("0000:00:02.0", "drm", "card0", "xe", "0x8086");
         add_device("0000:00:0b.0", "accel", "accel0", "intel_vpu", "0x8086");
@@ -425,38 +420,34 @@ static void test_garbage(void) {
                 CHECK(d && !d->has_busy && d->has_freq == number);
         }
 
-        /* a counter that goes back (a driver reload) is unknown for that
-         * interval, then counts from its new value */
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "5000000\n");
-        CHECK_EQ_INT(gpudev_sample(s, T(100)), 3);
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "5250000\n");
-        d = sample_find(s, 101, 3, "0000:00:0b.0");
-        CHECK(d && d->has_busy);
-        CHECK_NEAR(d ? d->busy_pct : -1, 25);
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "1000\n");
-        d = sample_find(s, 102, 3, "0000:00:0b.0");
-        CHECK(d && !d->has_busy);
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "101000\n");
-        d = sample_find(s, 103, 3, "0000:00:0b.0");
-        CHECK(d && d->has_busy);
-        CHECK_NEAR(d ? d->busy_pct : -1, 10);
-        /* time that does not move: unknown, the baseline kept */
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "201000\n");
-        d = sample_find(s, 103, 3, "0000:00:0b.0");
-        CHECK(d && !d->has_busy);
-        d = sample_find(s, 105, 3, "0000:00:0b.0");
-        CHECK_NEAR(d ? d->busy_pct : -1, 5);
-        /* more busy than wall time (timing skew) is clamped */
-        put(DEV "0000:00:0b.0/npu_busy_time_us", "1301000\n");
-        d = sample_find(s, 106, 3, "0000:00:0b.0");
-        CHECK_NEAR(d ? d->busy_pct : -1, 100);
+        /* the NPU's busy counter at each sample: a counter that goes back
+         * (a driver reload) is unknown for that interval, then counts from
+         * its new value; time that does not move is unknown, the baseline
+         * kept; more busy than wall time (timing skew) is clamped */
+        static const struct {
+                const char *busy_us;
+                unsigned seconds;
+                double busy_pct; /* < 0: unknown */
+        } steps[] = {
+                { "5000000\n", 100, -1 }, { "5250000\n", 101, 25 }, { "1000\n", 102, -1 },     { "101000\n", 103, 10 },
+                { "201000\n", 103, -1 },  { NULL, 105, 5 },         { "1301000\n", 106, 100 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                if (steps[i].busy_us)
+                        put(DEV "0000:00:0b.0/npu_busy_time_us", steps[i].busy_us);
+                d = sample_find(s, steps[i].seconds, 3, "0000:00:0b.0");
+                if (i == 0)
+                        continue; /* the first sample of the counter */
+                CHECK(d && d->has_busy == (steps[i].busy_pct >= 0));
+                if (steps[i].busy_pct >= 0)
+                        CHECK_NEAR(d ? d->busy_pct : -1, steps[i].busy_pct);
+        }
 
         /* unreadable: a directory where a file should be */
         rm_rf(DEV "0000:00:0b.0/npu_busy_time_us");
         mkdirs(DEV "0000:00:0b.0/npu_busy_time_us");
         d = sample_find(s, 107, 3, "0000:00:0b.0");
         CHECK(d && !d->has_busy);
-        rm_rf("sys");
 }
 
 /* A suspended GPU is idle and its counters are left alone (they would wake
@@ -466,7 +457,6 @@ static void test_suspended_gpu(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
 
-        rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card0", "xe", "0x8086");
         PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1000\n" },
                   { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "1000\n" },
@@ -527,7 +517,6 @@ static void test_suspended_gpu(void) {
         d = sample_find(s, 44, 1, "0000:03:00.0");
         CHECK(d && !d->has_power && d->has_energy);
         CHECK_NEAR(d ? d->energy_j : -1, 120);
-        rm_rf("sys");
 }
 
 /* i915: the legacy whole-card rc6 file, RP0 over the soft maximum, the
@@ -537,7 +526,6 @@ static void test_i915_and_naming(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
 
-        rm_rf("sys");
         add_device("0000:03:00.0", "drm", "card0", "i915", "0x8086");
         link_at("sys/class/drm/renderD128", "../../devices/pci0000:00/0000:03:00.0/drm/renderD128");
         link_at(DEV "0000:03:00.0/drm/renderD128/device", "../../../0000:03:00.0");
@@ -592,7 +580,6 @@ static void test_i915_and_naming(void) {
         link_at(DEV "0000:03:00.0/driver", "../../../bus/pci/drivers/vfio-pci");
         d = sample_find(s, 53, 2, "0000:03:00.0");
         CHECK(d && streq(d->driver, "vfio-pci") && !d->has_busy && !d->has_energy && d->n_gts == 0);
-        rm_rf("sys");
 }
 
 static void test_pci_address(void) {
@@ -620,20 +607,12 @@ static void test_pci_address(void) {
 }
 
 int main(int argc, char **argv) {
-        int have_fixture = tree_setup(argc, argv, "test-gpudev", "t1/sys/class");
-        if (have_fixture < 0)
-                return 1;
+        static const tree_test_fn tests[] = {
+                test_pci_address, test_appear_disappear, test_hwmon_index_moves, test_missing_files,
+                test_garbage,     test_suspended_gpu,    test_i915_and_naming,
+        };
+        static const tree_test_fn fixture_tests[] = { test_fixture_devices, test_fixture_i915 };
 
-        test_pci_address();
-        test_appear_disappear();
-        test_hwmon_index_moves();
-        test_missing_files();
-        test_garbage();
-        test_suspended_gpu();
-        test_i915_and_naming();
-        if (have_fixture) {
-                test_fixture_devices();
-                test_fixture_i915();
-        }
-        return tree_finish(have_fixture);
+        return tree_main(argc, argv, "test-gpudev", "t1/sys/class", tests, ELEMENTSOF(tests), fixture_tests,
+                         ELEMENTSOF(fixture_tests));
 }

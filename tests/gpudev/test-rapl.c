@@ -76,32 +76,29 @@ static void test_fixture_rapl(void) {
 
 /* pid 4242's share of the t0 -> t1 package energy: 150 ticks of 600 busy */
 static void test_fixture_cpu_share(void) {
-        struct proc_cpu_total c0, c1;
-        struct proc_stat s0, s1;
-        char path[PATH_MAX];
-        int fd;
+        static const char *const snapshots[] = { "t0", "t1" };
+        uint64_t busy[2], cpu[2];
         double j = -1;
 
-        xsprintf(path, "%s/t0/proc", fixtures);
-        CHECK_EQ_INT(proc_read_host_cpu(path, &c0), 0);
-        fd = proc_open_pid_dir(path, 4242);
-        CHECK(fd >= 0);
-        CHECK_EQ_INT(proc_read_stat(fd, &s0), 0);
-        safe_close(fd);
-        xsprintf(path, "%s/t1/proc", fixtures);
-        CHECK_EQ_INT(proc_read_host_cpu(path, &c1), 0);
-        fd = proc_open_pid_dir(path, 4242);
-        CHECK(fd >= 0);
-        CHECK_EQ_INT(proc_read_stat(fd, &s1), 0);
-        safe_close(fd);
+        for (size_t i = 0; i < ELEMENTSOF(snapshots); i++) {
+                struct proc_cpu_total c = {};
+                struct proc_stat s = {};
+                char path[PATH_MAX];
 
-        uint64_t busy0 = c0.user + c0.nice + c0.system + c0.irq + c0.softirq + c0.steal;
-        uint64_t busy1 = c1.user + c1.nice + c1.system + c1.irq + c1.softirq + c1.steal;
-        uint64_t run = (s1.utime_ticks + s1.stime_ticks) - (s0.utime_ticks + s0.stime_ticks);
-        CHECK_EQ_INT(run, 150);
-        CHECK_EQ_INT(busy1 - busy0, 600);
+                xsprintf(path, "%s/%s/proc", fixtures, snapshots[i]);
+                CHECK_EQ_INT(proc_read_host_cpu(path, &c), 0);
+                int fd = proc_open_pid_dir(path, 4242);
+                CHECK(fd >= 0);
+                CHECK_EQ_INT(proc_read_stat(fd, &s), 0);
+                safe_close(fd);
+                busy[i] = c.user + c.nice + c.system + c.irq + c.softirq + c.steal;
+                cpu[i] = s.utime_ticks + s.stime_ticks;
+        }
+
+        CHECK_EQ_INT(cpu[1] - cpu[0], 150);
+        CHECK_EQ_INT(busy[1] - busy[0], 600);
         /* ticks -> ns at USER_HZ 100; the ratio is what matters */
-        CHECK(energy_cpu_share_j(15.0, run * 10000000, (busy1 - busy0) * 10000000, &j));
+        CHECK(energy_cpu_share_j(15.0, (cpu[1] - cpu[0]) * 10000000, (busy[1] - busy[0]) * 10000000, &j));
         CHECK_NEAR(j, 3.75);
 }
 
@@ -309,16 +306,9 @@ static void test_cpu_share(void) {
 }
 
 int main(int argc, char **argv) {
-        int have_fixture = tree_setup(argc, argv, "test-rapl", "t1/sys/class/powercap");
-        if (have_fixture < 0)
-                return 1;
+        static const tree_test_fn tests[] = { test_counter_delta, test_cpu_share, test_rapl_tmp };
+        static const tree_test_fn fixture_tests[] = { test_fixture_rapl, test_fixture_cpu_share };
 
-        test_counter_delta();
-        test_cpu_share();
-        test_rapl_tmp();
-        if (have_fixture) {
-                test_fixture_rapl();
-                test_fixture_cpu_share();
-        }
-        return tree_finish(have_fixture);
+        return tree_main(argc, argv, "test-rapl", "t1/sys/class/powercap", tests, ELEMENTSOF(tests), fixture_tests,
+                         ELEMENTSOF(fixture_tests));
 }

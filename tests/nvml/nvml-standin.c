@@ -40,19 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvmlReturn_t;
-enum {
-        SUCCESS = 0,
-        ERR_UNINITIALIZED = 1,
-        ERR_INVALID_ARGUMENT = 2,
-        ERR_NOT_FOUND = 6,
-        ERR_INSUFFICIENT_SIZE = 7,
-        ERR_DRIVER_NOT_LOADED = 9,
-        ERR_ARGUMENT_VERSION_MISMATCH = 25,
-};
+#include "collect/accel/nvml-abi.h"
 
 /* NVML's names, incomplete: written through bytes only. */
-typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlPciInfo_st nvmlPciInfo_t;
 typedef struct nvmlMemory_st nvmlMemory_t;
 typedef struct nvmlMemory_v2_st nvmlMemory_v2_t;
@@ -77,7 +67,7 @@ struct nvmlDevice_st {
 
 struct proc {
         unsigned pid;
-        unsigned long long mem; /* ~0ULL: NVML_VALUE_NOT_AVAILABLE */
+        unsigned long long mem; /* NVML_VALUE_NOT_AVAILABLE_ULL: unknown */
         int sm;                 /* -1: no samples */
         unsigned enc, dec;
         unsigned lists;
@@ -141,7 +131,7 @@ static void parse_procs(struct dev *d, const char *spec) {
                 }
                 if (k == 3 && e[strlen(e) - 1] == ':')
                         lists[0] = 0; /* "PID:BYTES:SM:" = samples only */
-                p.mem = strcmp(bytes, "na") == 0 ? ~0ULL : strtoull(bytes, NULL, 10);
+                p.mem = strcmp(bytes, "na") == 0 ? NVML_VALUE_NOT_AVAILABLE_ULL : strtoull(bytes, NULL, 10);
                 if (strcmp(sm, "-") != 0)
                         p.sm = atoi(sm);
                 for (const char *c = lists; *c; c++)
@@ -215,14 +205,14 @@ static void count_call(const char *fn) {
 /* What NVML checks of a device call, then an injected failure. */
 static nvmlReturn_t check(const char *fn, nvmlDevice_t h, struct dev **ret) {
         if (st.live <= 0)
-                return ERR_UNINITIALIZED;
+                return NVML_ERROR_UNINITIALIZED;
         if (!h || h->index >= st.n_devs || h != &st.devs[h->index].h)
-                return ERR_INVALID_ARGUMENT;
+                return NVML_ERROR_INVALID_ARGUMENT;
         for (size_t i = 0; i < sizeof st.fails / sizeof st.fails[0]; i++)
                 if (st.fails[i].r && st.fails[i].dev == h->index && strcmp(st.fails[i].name, fn) == 0)
                         return st.fails[i].r;
         *ret = &st.devs[h->index];
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* Every device call starts here. */
@@ -236,10 +226,10 @@ static nvmlReturn_t enter(const char *fn, nvmlDevice_t h, struct dev **ret) {
 #define ENTER(device, out)                               \
         struct dev *d;                                   \
         nvmlReturn_t r_ = enter(__func__, (device), &d); \
-        if (r_ != SUCCESS)                               \
+        if (r_ != NVML_SUCCESS)                          \
                 return r_;                               \
         if (!(out))                                      \
-        return ERR_INVALID_ARGUMENT
+        return NVML_ERROR_INVALID_ARGUMENT
 
 /* ---- test controls ---------------------------------------------------------- */
 
@@ -323,10 +313,10 @@ static nvmlReturn_t init(const char *fn) {
         if (!st.set_up)
                 setup();
 #ifdef STANDIN_INITFAIL
-        return ERR_DRIVER_NOT_LOADED;
+        return NVML_ERROR_DRIVER_NOT_LOADED;
 #endif
         st.live++;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlInit(void) {
@@ -335,19 +325,19 @@ nvmlReturn_t nvmlInit(void) {
 nvmlReturn_t nvmlShutdown(void) {
         count_call(__func__);
         if (st.live <= 0)
-                return ERR_UNINITIALIZED;
+                return NVML_ERROR_UNINITIALIZED;
         st.live--;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 static nvmlReturn_t get_count(const char *fn, unsigned int *count) {
         count_call(fn);
         if (st.live <= 0)
-                return ERR_UNINITIALIZED;
+                return NVML_ERROR_UNINITIALIZED;
         if (!count)
-                return ERR_INVALID_ARGUMENT;
+                return NVML_ERROR_INVALID_ARGUMENT;
         *count = st.n_devs;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
         return get_count(__func__, deviceCount);
@@ -357,11 +347,11 @@ static nvmlReturn_t get_handle(const char *fn, unsigned int index, nvmlDevice_t 
         struct dev *d;
         count_call(fn);
         if (st.live <= 0)
-                return ERR_UNINITIALIZED;
+                return NVML_ERROR_UNINITIALIZED;
         if (index >= st.n_devs || !device)
-                return ERR_INVALID_ARGUMENT;
+                return NVML_ERROR_INVALID_ARGUMENT;
         nvmlReturn_t r = check(fn, &st.devs[index].h, &d);
-        if (r == SUCCESS)
+        if (r == NVML_SUCCESS)
                 *device = &d->h;
         return r;
 }
@@ -375,10 +365,10 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device
 static nvmlReturn_t get_pci(const char *fn, nvmlDevice_t device, nvmlPciInfo_t *pci, bool legacy_layout) {
         struct dev *d;
         nvmlReturn_t r = enter(fn, device, &d);
-        if (r != SUCCESS)
+        if (r != NVML_SUCCESS)
                 return r;
         if (!pci)
-                return ERR_INVALID_ARGUMENT;
+                return NVML_ERROR_INVALID_ARGUMENT;
         put_str(pci, 0, 16, d->bus_legacy);
         put_u32(pci, 16, d->domain);
         put_u32(pci, 20, d->bus);
@@ -389,7 +379,7 @@ static nvmlReturn_t get_pci(const char *fn, nvmlDevice_t device, nvmlPciInfo_t *
                 memset((unsigned char *)pci + 36, 0, 16);
         else
                 put_str(pci, 36, 32, d->bus_id);
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
         return get_pci(__func__, device, pci, true);
@@ -398,9 +388,9 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
         ENTER(device, name);
         if (length < strlen(d->name) + 1)
-                return ERR_INSUFFICIENT_SIZE;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
         memcpy(name, d->name, strlen(d->name) + 1);
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* v1: total, free, used, 24 bytes; used includes the reserve. */
@@ -409,7 +399,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) 
         put_u64(memory, 0, d->total);
         put_u64(memory, 8, d->total - d->used - d->reserved);
         put_u64(memory, 16, d->used + d->reserved);
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 #ifndef STANDIN_NOSYM
@@ -417,20 +407,20 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
         ENTER(device, utilization);
         put_u32(utilization, 0, d->util_gpu);
         put_u32(utilization, 4, d->util_mem);
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 #endif
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
         ENTER(device, power);
         *power = d->power_mw;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp) {
         ENTER(device, temp && sensorType == 0 /* NVML_TEMPERATURE_GPU */);
         *temp = d->temp_c;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* Running processes: pid @0, usedGpuMemory @8, and from v2 on
@@ -439,10 +429,10 @@ static nvmlReturn_t list(const char *fn, nvmlDevice_t device, unsigned int *coun
                          size_t stride) {
         struct dev *d;
         nvmlReturn_t r = enter(fn, device, &d);
-        if (r != SUCCESS)
+        if (r != NVML_SUCCESS)
                 return r;
         if (!count || (!infos && *count != 0))
-                return ERR_INVALID_ARGUMENT;
+                return NVML_ERROR_INVALID_ARGUMENT;
         unsigned need = 0;
         for (size_t i = 0; i < d->n_procs; i++)
                 need += !!(d->procs[i].lists & which);
@@ -450,11 +440,11 @@ static nvmlReturn_t list(const char *fn, nvmlDevice_t device, unsigned int *coun
                 /* a process started since the size query: one more than room */
                 st.grew = true;
                 *count += 1;
-                return ERR_INSUFFICIENT_SIZE;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
         }
         if (*count < need) {
                 *count = need;
-                return ERR_INSUFFICIENT_SIZE;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
         }
         unsigned char *e = infos;
         for (size_t i = 0; i < d->n_procs; i++) {
@@ -470,7 +460,7 @@ static nvmlReturn_t list(const char *fn, nvmlDevice_t device, unsigned int *coun
                 e += stride;
         }
         *count = need;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* nvmlReturn_t NAME(nvmlDevice_t device, unsigned int *infoCount, TYPE *infos) */
@@ -502,7 +492,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
         ENTER(device, minorNumber);
         *minorNumber = d->minor;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* v2: version @0, total @8, reserved @16, free @24, used @32; the version
@@ -512,12 +502,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
         ENTER(device, memory);
         memcpy(&version, memory, 4);
         if (version != 0x02000028)
-                return ERR_ARGUMENT_VERSION_MISMATCH;
+                return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
         put_u64(memory, 8, d->total);
         put_u64(memory, 16, d->reserved);
         put_u64(memory, 24, d->total - d->reserved - d->used);
         put_u64(memory, 32, d->used);
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 /* mJ since the driver loaded; each call sees it advanced by a step. */
@@ -525,7 +515,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
         ENTER(device, energy);
         *energy = d->energy_mj;
         d->energy_mj += d->energy_step_mj;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 
 LIST_ENTRY(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_t, LIST_C, 24)
@@ -571,15 +561,15 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
                         need = k;
                         if (need == 0) {
                                 *processSamplesCount = 0;
-                                return ERR_NOT_FOUND;
+                                return NVML_ERROR_NOT_FOUND;
                         }
                         if (!utilization || *processSamplesCount < need) {
                                 *processSamplesCount = need;
-                                return ERR_INSUFFICIENT_SIZE;
+                                return NVML_ERROR_INSUFFICIENT_SIZE;
                         }
                 }
         }
         *processSamplesCount = need;
-        return SUCCESS;
+        return NVML_SUCCESS;
 }
 #endif

@@ -9,28 +9,16 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "collect/accel/nvml-abi.h"
 #include "collect/procfs-text.h"
 
 /* ---- the NVML ABI ---------------------------------------------------------
  * Declared here rather than taken from NVIDIA's nvml.h, which is not on a
  * build machine without CUDA (and some copies of it, DCGM's, carry a 32-byte
  * nvmlProcessInfo_t that would misread every entry after the first). Only
- * what mlmond calls, laid out for LP64 and pinned by the asserts. */
+ * what mlmond calls, laid out for LP64 and pinned by the asserts; the return
+ * codes and the handle are in nvml-abi.h, shared with the tests' stand-in. */
 
-typedef int nvmlReturn_t; /* a C enum in nvml.h: int-sized */
-typedef struct nvmlDevice_st *nvmlDevice_t;
-
-enum {
-        NVML_SUCCESS = 0,
-        NVML_ERROR_NOT_SUPPORTED = 3,
-        NVML_ERROR_NOT_FOUND = 6,
-        NVML_ERROR_INSUFFICIENT_SIZE = 7,
-        NVML_ERROR_FUNCTION_NOT_FOUND = 13,
-        NVML_ERROR_GPU_IS_LOST = 15,
-        NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
-};
-
-#define NVML_VALUE_NOT_AVAILABLE_ULL (~0ULL) /* usedGpuMemory when unknown */
 #define NVML_TEMPERATURE_GPU 0
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96 /* nvmlDeviceGetName's largest name + NUL */
 
