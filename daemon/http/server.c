@@ -340,8 +340,22 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", msg);
 }
 
+static unsigned listener_connections(const struct listener *l) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        return di ? di->num_connections : 0;
+}
+
 static void listener_pump(struct listener *l) {
+        unsigned before = listener_connections(l);
         MHD_run(l->mhd);
+        /* At its connection limit libmicrohttpd takes the listening socket
+         * out of its epoll set, and puts it back only at the start of a
+         * later run, once connections have closed. When the last ones close
+         * in this run (timed out, say), nothing would wake it again: the
+         * listener would be dead for good. So when connections closed, run
+         * once more. */
+        if (listener_connections(l) < before)
+                MHD_run(l->mhd);
         MHD_UNSIGNED_LONG_LONG ms;
         if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
                 sd_event_source_set_time_relative(l->timer_source, (usec_t)ms * USEC_PER_MSEC);
