@@ -15,12 +15,26 @@
 
 /* ---- stat --------------------------------------------------------------- */
 
-/* fields 3..52 of a real line; the values below are what the parser must see */
-#define TAIL                                                                                      \
-        "S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600 "      \
-        "18446744073709551615 94000000000000 94000000100000 140730000000000 0 0 0 65536 3686404 " \
-        "1266761467 0 0 0 17 3 0 0 0 0 0 94000000200000 94000000300000 94000001000000 "           \
-        "140730000001000 140730000001020 140730000001020 140730000002000 0\n"
+/* fields 3..24, the ones the parser reads, and 3..52 of a real line; the
+ * values below are what the parser must see */
+#define FIELDS_3_24 "S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600"
+#define TAIL                                                                                                  \
+        FIELDS_3_24 " "                                                                                       \
+                    "18446744073709551615 94000000000000 94000000100000 140730000000000 0 0 0 65536 3686404 " \
+                    "1266761467 0 0 0 17 3 0 0 0 0 0 94000000200000 94000000300000 94000001000000 "           \
+                    "140730000001000 140730000001020 140730000001020 140730000002000 0\n"
+
+/* "1234 (bash) " TAIL with field `field` replaced by word, into buf. */
+static void stat_with_field(unsigned field, const char *word, char *buf, size_t size) {
+        char tail[] = TAIL, *save = NULL;
+        size_t n = (size_t)snprintf(buf, size, "1234 (bash)");
+        unsigned f = 3;
+
+        for (char *w = strtok_r(tail, " \n", &save); w; w = strtok_r(NULL, " \n", &save), f++)
+                n += (size_t)snprintf(buf + n, size - n, " %s", f == field ? word : w);
+        CHECK(n + 1 < size);
+        strcat(buf, "\n");
+}
 
 static void test_stat(void) {
         static const struct {
@@ -30,9 +44,7 @@ static void test_stat(void) {
                 const char *comm;
         } cases[] = {
                 { "normal", "1234 (bash) " TAIL, 0, 1234, "bash" },
-                { "no newline",
-                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600", 0,
-                  1234, "bash" },
+                { "no newline", "1234 (bash) " FIELDS_3_24, 0, 1234, "bash" },
                 { "spaces", "77 (tmux: server) " TAIL, 0, 77, "tmux: server" },
                 { "paren", "77 (a)b) " TAIL, 0, 77, "a)b" },
                 { "paren at end", "77 (x)) " TAIL, 0, 77, "x)" },
@@ -55,30 +67,7 @@ static void test_stat(void) {
                 { "no pid", "(bash) " TAIL, -EINVAL, 0, NULL },
                 { "bad pid", "12a4 (bash) " TAIL, -EINVAL, 0, NULL },
                 { "negative pid", "-1 (bash) " TAIL, -EINVAL, 0, NULL },
-                { "no space after comm",
-                  "1234 (bash)S 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -EINVAL, 0, NULL },
-                { "long state",
-                  "1234 (bash) SS 1 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -EINVAL, 0, NULL },
-                { "utime overflow",
-                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 18446744073709551616 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -ERANGE, 0, NULL },
-                { "utime very long",
-                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 1844674407370955161600000000000000000 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -ERANGE, 0, NULL },
-                { "ppid overflow",
-                  "1234 (bash) S 2147483648 100 100 0 -1 4194560 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -ERANGE, 0, NULL },
-                { "flags overflow",
-                  "1234 (bash) S 1 100 100 0 -1 4294967296 2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -ERANGE, 0, NULL },
-                { "negative minflt",
-                  "1234 (bash) S 1 100 100 0 -1 4194560 -2500 7 12 3 350 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -EINVAL, 0, NULL },
-                { "junk number",
-                  "1234 (bash) S 1 100 100 0 -1 4194560 2500 7 12 3 35x 120 0 0 20 0 3 0 123456 1048576000 25600",
-                  -EINVAL, 0, NULL },
+                { "no space after comm", "1234 (bash)" FIELDS_3_24, -EINVAL, 0, NULL },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -105,6 +94,32 @@ static void test_stat(void) {
                 CHECK_CASE(cases[i].name, st.starttime_ticks == 123456);
                 CHECK_CASE(cases[i].name, st.vsize_bytes == 1048576000);
                 CHECK_CASE(cases[i].name, st.rss_pages == 25600);
+        }
+
+        /* the "normal" line with one field (by its proc(5) number) replaced */
+        static const struct {
+                unsigned field;
+                const char *word;
+                int r;
+        } bad_fields[] = {
+                { 3, "SS", -EINVAL },                                     /* long state */
+                { 4, "2147483648", -ERANGE },                             /* ppid */
+                { 9, "4294967296", -ERANGE },                             /* flags */
+                { 10, "-2500", -EINVAL },                                 /* negative minflt */
+                { 14, "18446744073709551616", -ERANGE },                  /* utime */
+                { 14, "1844674407370955161600000000000000000", -ERANGE }, /* very long */
+                { 14, "35x", -EINVAL },                                   /* junk */
+                { 20, "3.0", -EINVAL },                                   /* num_threads */
+                { 24, "9223372036854775808", -ERANGE },                   /* rss, signed */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_fields); i++) {
+                char line[sizeof "1234 (bash) " TAIL + 64];
+                struct proc_stat st;
+
+                stat_with_field(bad_fields[i].field, bad_fields[i].word, line, sizeof line);
+                memset(&st, 0xaa, sizeof st);
+                CHECK_CASE(bad_fields[i].word, proc_parse_stat(line, &st) == bad_fields[i].r);
+                CHECK_CASE(bad_fields[i].word, st.pid == (int)0xaaaaaaaa); /* outputs untouched */
         }
 
         /* kernel thread: ppid 0, PF_KTHREAD, no mm */
@@ -195,6 +210,10 @@ static void test_status(void) {
 
 /* ---- io ----------------------------------------------------------------- */
 
+/* the keys between rchar and cancelled_write_bytes, all 0, and the last one */
+#define IO_MIDDLE "wchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+#define IO_LAST "cancelled_write_bytes: 0\n"
+
 static void test_io(void) {
         static const struct {
                 const char *name, *text;
@@ -210,31 +229,14 @@ static void test_io(void) {
                   "syscr: 0\nwchar: 0\nrchar: 1",
                   0, 1, 5 },
                 { "max uint64",
-                  "rchar: 18446744073709551615\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\n"
-                  "write_bytes: 0\ncancelled_write_bytes: 18446744073709551615\n",
-                  0, UINT64_MAX, UINT64_MAX },
-                { "overflow",
-                  "rchar: 18446744073709551616\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\n"
-                  "write_bytes: 0\ncancelled_write_bytes: 0\n",
-                  -ERANGE, 0, 0 },
-                { "missing key", "rchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n", -EINVAL, 0,
-                  0 },
-                { "duplicate key",
-                  "rchar: 1\nrchar: 2\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
-                  "cancelled_write_bytes: 0\n",
-                  -EINVAL, 0, 0 },
-                { "negative",
-                  "rchar: -1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
-                  "cancelled_write_bytes: 0\n",
-                  -EINVAL, 0, 0 },
-                { "trailing junk",
-                  "rchar: 1 2\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
-                  "cancelled_write_bytes: 0\n",
-                  -EINVAL, 0, 0 },
-                { "prefix is not the key",
-                  "xrchar: 1\nwchar: 0\nsyscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
-                  "cancelled_write_bytes: 0\n",
-                  -EINVAL, 0, 0 },
+                  "rchar: 18446744073709551615\n" IO_MIDDLE "cancelled_write_bytes: 18446744073709551615\n", 0,
+                  UINT64_MAX, UINT64_MAX },
+                { "overflow", "rchar: 18446744073709551616\n" IO_MIDDLE IO_LAST, -ERANGE, 0, 0 },
+                { "missing key", "rchar: 1\n" IO_MIDDLE, -EINVAL, 0, 0 },
+                { "duplicate key", "rchar: 1\nrchar: 2\n" IO_MIDDLE IO_LAST, -EINVAL, 0, 0 },
+                { "negative", "rchar: -1\n" IO_MIDDLE IO_LAST, -EINVAL, 0, 0 },
+                { "trailing junk", "rchar: 1 2\n" IO_MIDDLE IO_LAST, -EINVAL, 0, 0 },
+                { "prefix is not the key", "xrchar: 1\n" IO_MIDDLE IO_LAST, -EINVAL, 0, 0 },
                 { "empty", "", -EINVAL, 0, 0 },
         };
 
@@ -259,43 +261,44 @@ static void test_io(void) {
 
 /* ---- statm, schedstat ----------------------------------------------------- */
 
+/* statm's size, resident and shared pages, or schedstat's run, wait and
+ * timeslices: the two parsers as three numbers */
+static int parse_three(bool statm, const char *text, uint64_t ret[3]) {
+        struct proc_statm m = {};
+        struct proc_schedstat s = {};
+        int r = statm ? proc_parse_statm(text, &m) : proc_parse_schedstat(text, &s);
+
+        ret[0] = statm ? m.size_pages : s.run_ns;
+        ret[1] = statm ? m.resident_pages : s.wait_ns;
+        ret[2] = statm ? m.shared_pages : s.timeslices;
+        return r;
+}
+
 static void test_statm_schedstat(void) {
         static const struct {
-                const char *name, *text;
+                const char *name;
+                bool statm; /* else schedstat */
+                const char *text;
                 int r;
-                uint64_t size, resident, shared;
-        } statm[] = {
-                { "normal", "1251 993 758 193 0 270 0\n", 0, 1251, 993, 758 },
-                { "kernel thread", "0 0 0 0 0 0 0\n", 0, 0, 0, 0 },
-                { "no newline", "1 2 3 4 5 6 7", 0, 1, 2, 3 },
-                { "six fields", "1 2 3 4 5 6\n", -EINVAL, 0, 0, 0 },
-                { "junk", "1 2 x 4 5 6 7\n", -EINVAL, 0, 0, 0 },
-                { "overflow", "18446744073709551616 2 3 4 5 6 7\n", -ERANGE, 0, 0, 0 },
-                { "empty", "", -EINVAL, 0, 0, 0 },
+                uint64_t want[3];
+        } cases[] = {
+                { "statm", true, "1251 993 758 193 0 270 0\n", 0, { 1251, 993, 758 } },
+                { "statm kernel thread", true, "0 0 0 0 0 0 0\n", 0, { 0, 0, 0 } },
+                { "statm no newline", true, "1 2 3 4 5 6 7", 0, { 1, 2, 3 } },
+                { "statm six fields", true, "1 2 3 4 5 6\n", -EINVAL, {} },
+                { "statm junk", true, "1 2 x 4 5 6 7\n", -EINVAL, {} },
+                { "statm overflow", true, "18446744073709551616 2 3 4 5 6 7\n", -ERANGE, {} },
+                { "statm empty", true, "", -EINVAL, {} },
+                { "schedstat", false, "17551182 2041199 53\n", 0, { 17551182, 2041199, 53 } },
+                { "schedstats off", false, "0 0 0\n", 0, { 0, 0, 0 } },
+                { "schedstat two fields", false, "1 2\n", -EINVAL, {} },
+                { "schedstat negative", false, "-1 2 3\n", -EINVAL, {} },
+                { "schedstat empty", false, "", -EINVAL, {} },
         };
-        for (size_t i = 0; i < ELEMENTSOF(statm); i++) {
-                struct proc_statm m = {};
-                CHECK_CASE(statm[i].name, proc_parse_statm(statm[i].text, &m) == statm[i].r);
-                CHECK_CASE(statm[i].name, m.size_pages == statm[i].size && m.resident_pages == statm[i].resident &&
-                                                  m.shared_pages == statm[i].shared);
-        }
-
-        static const struct {
-                const char *name, *text;
-                int r;
-                uint64_t run, wait, slices;
-        } sched[] = {
-                { "normal", "17551182 2041199 53\n", 0, 17551182, 2041199, 53 },
-                { "schedstats off", "0 0 0\n", 0, 0, 0, 0 },
-                { "two fields", "1 2\n", -EINVAL, 0, 0, 0 },
-                { "negative", "-1 2 3\n", -EINVAL, 0, 0, 0 },
-                { "empty", "", -EINVAL, 0, 0, 0 },
-        };
-        for (size_t i = 0; i < ELEMENTSOF(sched); i++) {
-                struct proc_schedstat s = {};
-                CHECK_CASE(sched[i].name, proc_parse_schedstat(sched[i].text, &s) == sched[i].r);
-                CHECK_CASE(sched[i].name,
-                           s.run_ns == sched[i].run && s.wait_ns == sched[i].wait && s.timeslices == sched[i].slices);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                uint64_t v[3];
+                CHECK_CASE(cases[i].name, parse_three(cases[i].statm, cases[i].text, v) == cases[i].r);
+                CHECK_CASE(cases[i].name, memcmp(v, cases[i].want, sizeof v) == 0); /* all 0 on failure */
         }
 }
 

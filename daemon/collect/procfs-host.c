@@ -68,15 +68,15 @@ int proc_parse_cpu_total(const char *text, struct proc_cpu_total *ret) {
  */
 int proc_parse_meminfo(const char *text, struct proc_meminfo *ret) {
         struct proc_meminfo m = {};
-        const struct proc_key_u64 keys[] = {
-                { "MemTotal", &m.total_bytes },         { "MemFree", &m.free_bytes },
-                { "Buffers", &m.buffers_bytes },        { "Cached", &m.cached_bytes },
-                { "SwapTotal", &m.swap_total_bytes },   { "SwapFree", &m.swap_free_bytes },
-                { "MemAvailable", &m.available_bytes }, /* last: optional */
+        const struct proc_key keys[] = {
+                { "MemTotal", value_kb, &m.total_bytes },         { "MemFree", value_kb, &m.free_bytes },
+                { "Buffers", value_kb, &m.buffers_bytes },        { "Cached", value_kb, &m.cached_bytes },
+                { "SwapTotal", value_kb, &m.swap_total_bytes },   { "SwapFree", value_kb, &m.swap_free_bytes },
+                { "MemAvailable", value_kb, &m.available_bytes }, /* last: optional */
         };
         const unsigned required = (1u << (ELEMENTSOF(keys) - 1)) - 1;
         unsigned seen;
-        int r = parse_key_values(text, keys, ELEMENTSOF(keys), value_kb, &seen);
+        int r = parse_key_values(text, keys, ELEMENTSOF(keys), &seen);
         if (r < 0)
                 return r;
         if ((seen & required) != required)

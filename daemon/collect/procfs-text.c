@@ -128,20 +128,34 @@ int parse_u64_fields(const char *text, uint64_t *v, size_t n) {
         return 0;
 }
 
-int value_u64(const char *s, const char *end, uint64_t *ret) {
-        const char *w, *extra;
-        uint64_t v;
-        size_t n = next_word(&s, end, &w);
-        int r = word_to_u64(w, n, &v);
-        if (r < 0)
-                return r;
-        if (next_word(&s, end, &extra) > 0)
-                return -EINVAL;
-        *ret = v;
-        return 0;
+int word_to(enum word_kind kind, const char *w, size_t n, void *ret) {
+        switch (kind) {
+        case WORD_PID:
+                return word_to_pid(w, n, ret);
+        case WORD_UINT:
+                return word_to_uint(w, n, ret);
+        case WORD_U64:
+                return word_to_u64(w, n, ret);
+        case WORD_I64:
+                return word_to_i64(w, n, ret);
+        }
+        return -EINVAL;
 }
 
-int value_kb(const char *s, const char *end, uint64_t *ret) {
+int value_word(const char *s, const char *end, enum word_kind kind, void *ret) {
+        const char *w, *extra;
+        size_t n = next_word(&s, end, &w);
+        int r = word_to(kind, w, n, ret);
+        if (r < 0)
+                return r;
+        return next_word(&s, end, &extra) > 0 ? -EINVAL : 0;
+}
+
+int value_u64(const char *s, const char *end, void *ret) {
+        return value_word(s, end, WORD_U64, ret);
+}
+
+int value_kb(const char *s, const char *end, void *ret) {
         const char *w, *unit, *extra;
         uint64_t v;
         size_t n = next_word(&s, end, &w);
@@ -153,7 +167,7 @@ int value_kb(const char *s, const char *end, uint64_t *ret) {
                 return -EINVAL;
         if (__builtin_mul_overflow(v, 1024u, &v))
                 return -ERANGE;
-        *ret = v;
+        *(uint64_t *)ret = v;
         return 0;
 }
 
@@ -166,8 +180,7 @@ bool split_key(const char *line, const char *end, size_t *ret_keylen, const char
         return true;
 }
 
-int parse_key_values(const char *text, const struct proc_key_u64 *keys, size_t n_keys,
-                     int (*value)(const char *s, const char *end, uint64_t *ret), unsigned *ret_seen) {
+int parse_key_values(const char *text, const struct proc_key *keys, size_t n_keys, unsigned *ret_seen) {
         unsigned seen = 0;
         const char *p = text, *line, *end;
 
@@ -182,7 +195,7 @@ int parse_key_values(const char *text, const struct proc_key_u64 *keys, size_t n
                                 continue;
                         if (seen & (1u << i))
                                 return -EINVAL;
-                        int r = value(v, end, keys[i].value);
+                        int r = keys[i].parse(v, end, keys[i].value);
                         if (r < 0)
                                 return r;
                         seen |= 1u << i;

@@ -33,28 +33,38 @@ int word_to_uint(const char *w, size_t n, unsigned *ret);
 int word_to_pid(const char *w, size_t n, int *ret); /* 0..INT_MAX */
 /* Hexadecimal digits only, at most 16 of them. */
 int word_to_hex(const char *w, size_t n, uint64_t *ret);
+/* One of the above by kind, ret pointing to an int, unsigned, uint64_t or
+ * int64_t. */
+enum word_kind { WORD_PID, WORD_UINT, WORD_U64, WORD_I64 };
+int word_to(enum word_kind kind, const char *w, size_t n, void *ret);
 
 /* Next word of [*p, end) as a number; -EINVAL when there is none. */
 int next_u64(const char **p, const char *end, uint64_t *ret);
 /* The first n whitespace-separated numbers of text. */
 int parse_u64_fields(const char *text, uint64_t *v, size_t n);
-/* The whole of [s, end) is one unsigned number. */
-int value_u64(const char *s, const char *end, uint64_t *ret);
-/* The whole of [s, end) is "N kB"; returns N * 1024. */
-int value_kb(const char *s, const char *end, uint64_t *ret);
+/* Parsers of a "Key: value" value [s, end) into *ret: the keys' parse in
+ * parse_key_values(). */
+typedef int (*proc_value_fn)(const char *s, const char *end, void *ret);
+/* The whole of [s, end) is one word, a number of the given kind. */
+int value_word(const char *s, const char *end, enum word_kind kind, void *ret);
+/* The whole of [s, end) is one unsigned number (uint64_t *ret). */
+int value_u64(const char *s, const char *end, void *ret);
+/* The whole of [s, end) is "N kB"; stores N * 1024 (uint64_t *ret). */
+int value_kb(const char *s, const char *end, void *ret);
 /* Splits "Key: value" into the key [line, colon) and the value after the
  * colon. Returns false for a line without a colon. */
 bool split_key(const char *line, const char *end, size_t *ret_keylen, const char **ret_value);
 
-/* "Key: value" files where each known key holds one number: io, meminfo.
- * Unknown keys are ignored (a later kernel may add some); a known key seen
- * twice is -EINVAL. Stores in *ret_seen bit i for each keys[i] found. */
-struct proc_key_u64 {
+/* "Key: value" files: io, meminfo, status. The value of each known key is
+ * read by its parse into its value. Unknown keys are ignored (a later kernel
+ * may add some); a known key seen twice is -EINVAL. Stores in *ret_seen bit i
+ * for each keys[i] found (at most 32 keys). */
+struct proc_key {
         const char *key;
-        uint64_t *value;
+        proc_value_fn parse;
+        void *value;
 };
-int parse_key_values(const char *text, const struct proc_key_u64 *keys, size_t n_keys,
-                     int (*value)(const char *s, const char *end, uint64_t *ret), unsigned *ret_seen);
+int parse_key_values(const char *text, const struct proc_key *keys, size_t n_keys, unsigned *ret_seen);
 
 /* "<prefix>:[N]", the target of a /proc magic link ("net:[4026531840]",
  * "socket:[123456]"). */

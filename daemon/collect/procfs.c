@@ -59,33 +59,30 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
                 return -EINVAL;
         st.state = *word[3];
 
-        r = word_to_pid(word[4], len[4], &st.ppid);
-        if (r < 0)
-                return r;
-        r = word_to_uint(word[9], len[9], &st.flags);
-        if (r < 0)
-                return r;
-
+        /* num_threads (20) and rss (24) are printed signed ("%ld") by older
+         * kernels */
         const struct {
                 unsigned field;
-                uint64_t *out;
-        } u64s[] = {
-                { 10, &st.minflt },      { 12, &st.majflt },          { 14, &st.utime_ticks },
-                { 15, &st.stime_ticks }, { 22, &st.starttime_ticks }, { 23, &st.vsize_bytes },
+                enum word_kind kind;
+                void *out;
+        } fields[] = {
+                { 4, WORD_PID, &st.ppid },
+                { 9, WORD_UINT, &st.flags },
+                { 10, WORD_U64, &st.minflt },
+                { 12, WORD_U64, &st.majflt },
+                { 14, WORD_U64, &st.utime_ticks },
+                { 15, WORD_U64, &st.stime_ticks },
+                { 22, WORD_U64, &st.starttime_ticks },
+                { 23, WORD_U64, &st.vsize_bytes },
+                { 20, WORD_I64, &st.num_threads },
+                { 24, WORD_I64, &st.rss_pages },
         };
-        for (size_t i = 0; i < ELEMENTSOF(u64s); i++) {
-                r = word_to_u64(word[u64s[i].field], len[u64s[i].field], u64s[i].out);
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                unsigned f = fields[i].field;
+                r = word_to(fields[i].kind, word[f], len[f], fields[i].out);
                 if (r < 0)
                         return r;
         }
-
-        /* printed signed ("%ld") by older kernels */
-        r = word_to_i64(word[20], len[20], &st.num_threads);
-        if (r < 0)
-                return r;
-        r = word_to_i64(word[24], len[24], &st.rss_pages);
-        if (r < 0)
-                return r;
 
         *ret = st;
         return 0;
@@ -138,17 +135,17 @@ int proc_parse_schedstat(const char *text, struct proc_schedstat *ret) {
  * Every key is required, once. */
 int proc_parse_io(const char *text, struct proc_io *ret) {
         struct proc_io io = {};
-        const struct proc_key_u64 keys[] = {
-                { "rchar", &io.rchar },
-                { "wchar", &io.wchar },
-                { "syscr", &io.syscr },
-                { "syscw", &io.syscw },
-                { "read_bytes", &io.read_bytes },
-                { "write_bytes", &io.write_bytes },
-                { "cancelled_write_bytes", &io.cancelled_write_bytes },
+        const struct proc_key keys[] = {
+                { "rchar", value_u64, &io.rchar },
+                { "wchar", value_u64, &io.wchar },
+                { "syscr", value_u64, &io.syscr },
+                { "syscw", value_u64, &io.syscw },
+                { "read_bytes", value_u64, &io.read_bytes },
+                { "write_bytes", value_u64, &io.write_bytes },
+                { "cancelled_write_bytes", value_u64, &io.cancelled_write_bytes },
         };
         unsigned seen;
-        int r = parse_key_values(text, keys, ELEMENTSOF(keys), value_u64, &seen);
+        int r = parse_key_values(text, keys, ELEMENTSOF(keys), &seen);
         if (r < 0)
                 return r;
         if (seen != (1u << ELEMENTSOF(keys)) - 1)
@@ -158,7 +155,9 @@ int proc_parse_io(const char *text, struct proc_io *ret) {
         return 0;
 }
 
-static int status_uids(const char *value, const char *end, struct proc_status *s) {
+/* "Uid:" real, effective, saved and fs uids (ret: the struct proc_status). */
+static int status_uids(const char *value, const char *end, void *ret) {
+        struct proc_status *s = ret;
         unsigned u[4];
         const char *w;
         int r;
@@ -179,39 +178,12 @@ static int status_uids(const char *value, const char *end, struct proc_status *s
         return 0;
 }
 
-/* The whole of [s, end) is one signed number. */
-static int value_i64(const char *s, const char *end, int64_t *ret) {
-        const char *w, *extra;
-        size_t n = next_word(&s, end, &w);
-        int r = word_to_i64(w, n, ret);
-        if (r < 0)
-                return r;
-        return next_word(&s, end, &extra) > 0 ? -EINVAL : 0;
+static int value_pid(const char *s, const char *end, void *ret) {
+        return value_word(s, end, WORD_PID, ret);
 }
 
-enum status_kind { STATUS_PID, STATUS_KB, STATUS_I64, STATUS_UIDS };
-
-static int status_value(enum status_kind kind, const char *value, const char *end, void *out, struct proc_status *s) {
-        uint64_t v;
-        int r;
-
-        switch (kind) {
-        case STATUS_PID:
-                r = value_u64(value, end, &v);
-                if (r < 0)
-                        return r;
-                if (v > INT_MAX)
-                        return -ERANGE;
-                *(int *)out = (int)v;
-                return 0;
-        case STATUS_KB:
-                return value_kb(value, end, out);
-        case STATUS_I64:
-                return value_i64(value, end, out);
-        case STATUS_UIDS:
-                return status_uids(value, end, s);
-        }
-        return -EINVAL;
+static int value_i64(const char *s, const char *end, void *ret) {
+        return value_word(s, end, WORD_I64, ret);
 }
 
 /* /proc/PID/status, the keys we use (tab separated; kernel threads have no
@@ -227,41 +199,26 @@ static int status_value(enum status_kind kind, const char *value, const char *en
  */
 int proc_parse_status(const char *text, struct proc_status *ret) {
         struct proc_status s = {};
-        bool has_ppid = false;
-        const struct {
-                const char *key;
-                enum status_kind kind;
-                bool *seen; /* each key may appear once */
-                void *out;
-        } keys[] = {
-                { "Tgid", STATUS_PID, &s.has_tgid, &s.tgid },
-                { "PPid", STATUS_PID, &has_ppid, &s.ppid },
-                { "Uid", STATUS_UIDS, &s.has_uids, NULL },
-                { "VmHWM", STATUS_KB, &s.has_vmhwm, &s.vmhwm_bytes },
-                { "VmRSS", STATUS_KB, &s.has_vmrss, &s.vmrss_bytes },
-                { "RssAnon", STATUS_KB, &s.has_rssanon, &s.rssanon_bytes },
-                { "Threads", STATUS_I64, &s.has_threads, &s.threads },
+        const struct proc_key keys[] = {
+                { "Tgid", value_pid, &s.tgid },
+                { "PPid", value_pid, &s.ppid },
+                { "Uid", status_uids, &s },
+                { "VmHWM", value_kb, &s.vmhwm_bytes },
+                { "VmRSS", value_kb, &s.vmrss_bytes },
+                { "RssAnon", value_kb, &s.rssanon_bytes },
+                { "Threads", value_i64, &s.threads },
         };
-        const char *p = text, *line, *end;
-
-        while ((line = next_line(&p, &end))) {
-                const char *value;
-                size_t keylen;
-
-                if (!split_key(line, end, &keylen, &value))
-                        continue;
-                for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                        if (!word_is(line, keylen, keys[i].key))
-                                continue;
-                        if (*keys[i].seen)
-                                return -EINVAL;
-                        int r = status_value(keys[i].kind, value, end, keys[i].out, &s);
-                        if (r < 0)
-                                return r;
-                        *keys[i].seen = true;
-                        break;
-                }
-        }
+        /* which has_ flag each key sets; PPid has none */
+        bool *has[ELEMENTSOF(keys)] = {
+                &s.has_tgid, NULL, &s.has_uids, &s.has_vmhwm, &s.has_vmrss, &s.has_rssanon, &s.has_threads,
+        };
+        unsigned seen;
+        int r = parse_key_values(text, keys, ELEMENTSOF(keys), &seen);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (has[i])
+                        *has[i] = seen & (1u << i);
 
         *ret = s;
         return 0;

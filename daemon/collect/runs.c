@@ -515,6 +515,22 @@ static void identity_refresh(struct run *r, const struct reading *main) {
         r->identity_changed = true;
 }
 
+/* A counter so far: the base's (none: 0) plus the delta. */
+static uint64_t total(bool has_base, uint64_t base, uint64_t delta) {
+        return (has_base ? base : 0) + delta;
+}
+
+/* The rates over dt_s of a pair of counters (read and write, rx and tx), if
+ * they can be had (a previous sample with the pair, dt_s > 0); returns that,
+ * the pair's has_*_rate. */
+static bool pair_rates(bool known, uint64_t da, uint64_t db, double dt_s, double *ret_a, double *ret_b) {
+        if (!known)
+                return false;
+        *ret_a = (double)da / dt_s;
+        *ret_b = (double)db / dt_s;
+        return true;
+}
+
 /* The cumulative counters and rates from the deltas. base: the counters so
  * far (zero for a new run, the stored totals for one resumed after a daemon
  * restart); prev: the previous reading, for rates (none at a baseline). */
@@ -533,25 +549,19 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
         }
         if (d->io_known) {
                 s->has_io = true;
-                s->read_bytes = (base->has_io ? base->read_bytes : 0) + d->read;
-                s->write_bytes = (base->has_io ? base->write_bytes : 0) + d->write;
-                s->rchar_bytes = (base->has_io ? base->rchar_bytes : 0) + d->rchar;
-                s->wchar_bytes = (base->has_io ? base->wchar_bytes : 0) + d->wchar;
-                if (rates && prev->has_io) {
-                        s->has_io_rate = true;
-                        s->read_bytes_per_s = (double)d->read / dt_s;
-                        s->write_bytes_per_s = (double)d->write / dt_s;
-                }
+                s->read_bytes = total(base->has_io, base->read_bytes, d->read);
+                s->write_bytes = total(base->has_io, base->write_bytes, d->write);
+                s->rchar_bytes = total(base->has_io, base->rchar_bytes, d->rchar);
+                s->wchar_bytes = total(base->has_io, base->wchar_bytes, d->wchar);
+                s->has_io_rate = pair_rates(rates && prev->has_io, d->read, d->write, dt_s, &s->read_bytes_per_s,
+                                            &s->write_bytes_per_s);
         }
         if (d->net_known) {
                 s->has_net = true;
-                s->netns_rx_bytes = (base->has_net ? base->netns_rx_bytes : 0) + d->rx;
-                s->netns_tx_bytes = (base->has_net ? base->netns_tx_bytes : 0) + d->tx;
-                if (rates && prev->has_net) {
-                        s->has_net_rate = true;
-                        s->netns_rx_bytes_per_s = (double)d->rx / dt_s;
-                        s->netns_tx_bytes_per_s = (double)d->tx / dt_s;
-                }
+                s->netns_rx_bytes = total(base->has_net, base->netns_rx_bytes, d->rx);
+                s->netns_tx_bytes = total(base->has_net, base->netns_tx_bytes, d->tx);
+                s->has_net_rate = pair_rates(rates && prev->has_net, d->rx, d->tx, dt_s, &s->netns_rx_bytes_per_s,
+                                             &s->netns_tx_bytes_per_s);
         }
         if (!d->net_known && final && base->has_net) {
                 /* an exited process has no namespace left to read */

@@ -15,6 +15,7 @@
  *
  *   test-drm FIXTURES_DIR      (tests/fixtures/gpu) */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,31 +73,36 @@ static const struct drm_region_stat *region(const struct drm_fdinfo *fi, const c
 
 enum what { NONE, E_NS, E_CYCLES, E_TOTAL_CYCLES, E_MAXFREQ, E_CAPACITY, R_RESIDENT, R_MEMORY, R_TOTAL };
 
+/* Where each what is kept: in an engine or a region, its has_ flag (-1:
+ * always there) and its value. */
+#define ENGINE(has, value) \
+        { false, offsetof(struct drm_engine_stat, has), offsetof(struct drm_engine_stat, value) }
+#define REGION(has, value) \
+        { true, offsetof(struct drm_region_stat, has), offsetof(struct drm_region_stat, value) }
+static const struct {
+        bool region;
+        int has;
+        size_t value;
+} fields[] = {
+        [E_NS] = ENGINE(has_ns, ns),
+        [E_CYCLES] = ENGINE(has_cycles, cycles),
+        [E_TOTAL_CYCLES] = ENGINE(has_total_cycles, total_cycles),
+        [E_MAXFREQ] = ENGINE(has_maxfreq, maxfreq_hz),
+        [E_CAPACITY] = { false, -1, offsetof(struct drm_engine_stat, capacity) },
+        [R_RESIDENT] = REGION(has_resident, resident_bytes),
+        [R_MEMORY] = REGION(has_memory, memory_bytes),
+        [R_TOTAL] = REGION(has_total, total_bytes),
+};
+
 /* The value of what/name, or false when it is not there. */
 static bool field(const struct drm_fdinfo *fi, enum what w, const char *name, uint64_t *ret) {
-        const struct drm_engine_stat *e = engine(fi, name);
-        const struct drm_region_stat *r = region(fi, name);
-        switch (w) {
-        case E_NS:
-                return e && e->has_ns && (*ret = e->ns, true);
-        case E_CYCLES:
-                return e && e->has_cycles && (*ret = e->cycles, true);
-        case E_TOTAL_CYCLES:
-                return e && e->has_total_cycles && (*ret = e->total_cycles, true);
-        case E_MAXFREQ:
-                return e && e->has_maxfreq && (*ret = e->maxfreq_hz, true);
-        case E_CAPACITY:
-                return e && (*ret = e->capacity, true);
-        case R_RESIDENT:
-                return r && r->has_resident && (*ret = r->resident_bytes, true);
-        case R_MEMORY:
-                return r && r->has_memory && (*ret = r->memory_bytes, true);
-        case R_TOTAL:
-                return r && r->has_total && (*ret = r->total_bytes, true);
-        case NONE:
-                break;
-        }
-        return false;
+        if (w == NONE)
+                return false;
+        const char *p = fields[w].region ? (const char *)region(fi, name) : (const char *)engine(fi, name);
+        if (!p || (fields[w].has >= 0 && !*(const bool *)(p + fields[w].has)))
+                return false;
+        memcpy(ret, p + fields[w].value, sizeof *ret);
+        return true;
 }
 
 /* One line after "drm-driver:\tx\n": the field (what, name) present with
@@ -344,6 +350,13 @@ static void test_garbage(void) {
 
 /* ---- utilisation table ------------------------------------------------------------ */
 
+/* A counter of the table below: false and 0 for UINT64_MAX (absent), else
+ * true and v. */
+static bool present(uint64_t v, uint64_t *ret) {
+        *ret = v == UINT64_MAX ? 0 : v;
+        return v != UINT64_MAX;
+}
+
 static void test_engine_util(void) {
         /* held/cur: ns, cycles, total cycles (UINT64_MAX = absent); want < 0: unknown */
 #define NO UINT64_MAX
@@ -386,25 +399,18 @@ static void test_engine_util(void) {
                 { "keys changed", 100, NO, NO, NO, 100, NO, 0, 1, NS_PER_SEC, -1, 100, 100, NO },
         };
         for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
-                struct drm_engine_counters held = {
-                        .has_ns = rows[i].held_ns != NO,
-                        .ns = rows[i].held_ns != NO ? rows[i].held_ns : 0,
-                        .has_cycles = rows[i].held_cycles != NO,
-                        .cycles = rows[i].held_cycles != NO ? rows[i].held_cycles : 0,
-                        .has_total_cycles = rows[i].held_total != NO,
-                        .total_cycles = rows[i].held_total != NO ? rows[i].held_total : 0,
-                };
+                struct drm_engine_counters held = {};
                 struct drm_engine_stat cur = {
-                        .has_ns = rows[i].ns != NO,
-                        .ns = rows[i].ns != NO ? rows[i].ns : 0,
-                        .has_cycles = rows[i].cycles != NO,
-                        .cycles = rows[i].cycles != NO ? rows[i].cycles : 0,
-                        .has_total_cycles = rows[i].total != NO,
-                        .total_cycles = rows[i].total != NO ? rows[i].total : 0,
                         .has_maxfreq = rows[i].maxfreq != 0,
                         .maxfreq_hz = rows[i].maxfreq,
                         .capacity = rows[i].capacity,
                 };
+                held.has_ns = present(rows[i].held_ns, &held.ns);
+                held.has_cycles = present(rows[i].held_cycles, &held.cycles);
+                held.has_total_cycles = present(rows[i].held_total, &held.total_cycles);
+                cur.has_ns = present(rows[i].ns, &cur.ns);
+                cur.has_cycles = present(rows[i].cycles, &cur.cycles);
+                cur.has_total_cycles = present(rows[i].total, &cur.total_cycles);
                 double pct = -1;
                 bool known = drm_engine_util(&held, &cur, rows[i].dt_ns, &pct);
                 if (known != (rows[i].want >= 0) || (known && pct != rows[i].want))
@@ -546,29 +552,23 @@ static uint64_t use_region(const struct gpu_use *u, const char *name) {
                 CHECK(_e && !_e->has_util);                            \
         } while (0)
 
-/* The fixture snapshots swept in order, by the same client table. */
-struct sweeps {
-        struct drm_clients *t;
-        struct drm_proc_cache *caches[N_RUNS];
-        struct run_out o[N_RUNS];
-};
+/* The fixture snapshots are swept in order by the same client table t,
+ * each run with its fd cache caches[i] and its results o[i]. */
 
 /* A sweep's start at now: the runs RUN_4242 to last collected from snapshot
  * snap, each as its own pid. */
-static void sweep_begin(struct sweeps *w, const char *snap, usec_t now, int last) {
-        drm_clients_begin(w->t, now);
+static void sweep_begin(struct drm_clients *t, struct drm_proc_cache **caches, struct run_out *o, const char *snap,
+                        usec_t now, int last) {
+        drm_clients_begin(t, now);
         for (int i = RUN_4242; i <= last; i++)
-                collect_run(w->t, snap, run_pid[i], run_pid[i], &w->caches[i], &w->o[i]);
+                collect_run(t, snap, run_pid[i], run_pid[i], &caches[i], &o[i]);
 }
 
 /* t0: first readings */
-static void sweep_t0(struct sweeps *w) {
-        struct drm_clients *t = w->t;
-        struct drm_proc_cache **caches = w->caches;
-        struct run_out *o = w->o;
+static void sweep_t0(struct drm_clients *t, struct drm_proc_cache **caches, struct run_out *o) {
         const struct gpu_use *u;
 
-        sweep_begin(w, "t0", T0, RUN_6001);
+        sweep_begin(t, caches, o, "t0", T0, RUN_6001);
         drm_clients_end(t, 5 * USEC_PER_SEC);
         for (int i = RUN_4242; i <= RUN_6001; i++)
                 CHECK_EQ_INT(o[i].r, 0);
@@ -603,13 +603,10 @@ static void sweep_t0(struct sweeps *w) {
 }
 
 /* t1: Δt = 1 s */
-static void sweep_t1(struct sweeps *w) {
-        struct drm_clients *t = w->t;
-        struct drm_proc_cache **caches = w->caches;
-        struct run_out *o = w->o;
+static void sweep_t1(struct drm_clients *t, struct drm_proc_cache **caches, struct run_out *o) {
         const struct gpu_use *u;
 
-        sweep_begin(w, "t1", T1, RUN_6001);
+        sweep_begin(t, caches, o, "t1", T1, RUN_6001);
         /* a child that inherited 4242's fds, sampled after it in the same sweep: nothing */
         collect_run(t, "t1", 4243, 4242, &caches[RUN_FORK], &o[RUN_FORK]);
         drm_clients_end(t, 5 * USEC_PER_SEC);
@@ -655,14 +652,11 @@ static void sweep_t1(struct sweeps *w) {
 }
 
 /* t2: the negative cases */
-static void sweep_t2(struct sweeps *w) {
-        struct drm_clients *t = w->t;
-        struct drm_proc_cache **caches = w->caches;
-        struct run_out *o = w->o;
+static void sweep_t2(struct drm_clients *t, struct drm_proc_cache **caches, struct run_out *o) {
         const struct gpu_use *u;
 
         CHECK_EQ_INT(drm_clients_count(t), 3);
-        sweep_begin(w, "t2", T2, RUN_7007);
+        sweep_begin(t, caches, o, "t2", T2, RUN_7007);
         /* 4343 is gone: no directory, nothing, no error */
         CHECK_EQ_INT(o[RUN_4343].r, 0);
         CHECK_EQ_INT(o[RUN_4343].n_uses, 0);
@@ -695,8 +689,7 @@ static void sweep_t2(struct sweeps *w) {
 }
 
 /* the held gfx value (1.5e9) counts from t2 on: 1.7e9 at t3 would be 20 % */
-static void sweep_t3_held(struct sweeps *w) {
-        struct drm_clients *t = w->t;
+static void sweep_t3_held(struct drm_clients *t) {
         drm_clients_begin(t, T2 + USEC_PER_SEC);
         struct drm_fdinfo fi;
         struct gpu_engine eng[GPU_MAX_ENGINES];
@@ -711,18 +704,20 @@ static void sweep_t3_held(struct sweeps *w) {
 }
 
 static void test_fixture_sweeps(void) {
-        struct sweeps w = {};
+        struct drm_clients *t = NULL;
+        struct drm_proc_cache *caches[N_RUNS] = {};
+        struct run_out o[N_RUNS] = {};
 
-        CHECK_EQ_INT(drm_clients_new(&w.t), 0);
-        if (!w.t)
+        CHECK_EQ_INT(drm_clients_new(&t), 0);
+        if (!t)
                 return;
-        sweep_t0(&w);
-        sweep_t1(&w);
-        sweep_t2(&w);
-        sweep_t3_held(&w);
+        sweep_t0(t, caches, o);
+        sweep_t1(t, caches, o);
+        sweep_t2(t, caches, o);
+        sweep_t3_held(t);
         for (int i = 0; i < N_RUNS; i++)
-                drm_proc_cache_free(w.caches[i]);
-        drm_clients_free(w.t);
+                drm_proc_cache_free(caches[i]);
+        drm_clients_free(t);
 }
 
 static void test_fixture_i915(void) {

@@ -42,6 +42,15 @@ static bool fixture_sample(struct gpudev_set *s, const char *snap, unsigned seco
 
 /* ---- the fixture snapshots ---------------------------------------------- */
 
+static void check_identity(const struct gpu_device *d, const char *driver, const char *kind, const char *node,
+                           const char *vendor, const char *model) {
+        CHECK_STR(d->driver, driver);
+        CHECK_STR(d->kind, kind);
+        CHECK_STR(d->node, node);
+        CHECK_STR(d->vendor, vendor);
+        CHECK_STR(d->model, model);
+}
+
 /* t0, the first sample: identity, nodes, and the gauges */
 static void fixture_t0(struct gpudev_set *s) {
         const struct gpu_device *amd, *xe, *npu;
@@ -55,19 +64,9 @@ static void fixture_t0(struct gpudev_set *s) {
         CHECK_STR(gpudev_get(s, 2)->id, "0000:03:00.0");
         CHECK(gpudev_get(s, 3) == NULL);
 
-        /* identity */
-        CHECK_STR(amd->driver, "amdgpu");
-        CHECK_STR(amd->kind, "gpu");
-        CHECK_STR(amd->node, "card1");
-        CHECK_STR(amd->vendor, "0x1002");
-        CHECK_STR(amd->model, "0x744c");
-        CHECK_STR(xe->driver, "xe");
-        CHECK_STR(xe->node, "card0");
-        CHECK_STR(xe->model, "0x64a0");
-        CHECK_STR(npu->driver, "intel_vpu");
-        CHECK_STR(npu->kind, "npu");
-        CHECK_STR(npu->node, "accel0");
-        CHECK_STR(npu->model, "0x643e");
+        check_identity(amd, "amdgpu", "gpu", "card1", "0x1002", "0x744c");
+        check_identity(xe, "xe", "gpu", "card0", "0x8086", "0x64a0");
+        check_identity(npu, "intel_vpu", "npu", "accel0", "0x8086", "0x643e");
 
         /* nodes -> devices, for attributing fds */
         CHECK_STR(gpudev_id_for_node(s, "renderD129"), "0000:03:00.0");
@@ -264,6 +263,14 @@ static const struct gpu_device *sample_find(struct gpudev_set *s, unsigned secon
         return must_find(s, id);
 }
 
+/* Samples the temporary tree at `seconds`: its one device, 0000:03:00.0,
+ * with its power unknown and its energy so far, energy_j, kept. */
+static void check_power_unknown(struct gpudev_set *s, unsigned seconds, double energy_j) {
+        const struct gpu_device *d = sample_find(s, seconds, 1, "0000:03:00.0");
+        CHECK(d && !d->has_power && d->has_energy);
+        CHECK_NEAR(d ? d->energy_j : -1, energy_j);
+}
+
 static void test_appear_disappear(void) {
         _cleanup_(gpudev_set_freep) struct gpudev_set *s = tmp_set();
         const struct gpu_device *d;
@@ -337,9 +344,7 @@ static void test_hwmon_index_moves(void) {
 
         /* and the hwmon goes entirely: power unknown, the energy so far kept */
         rm_rf(DEV "0000:03:00.0/hwmon/hwmon7");
-        d = sample_find(s, 13, 1, "0000:03:00.0");
-        CHECK(d && !d->has_power && d->has_energy);
-        CHECK_NEAR(d ? d->energy_j : -1, 300);
+        check_power_unknown(s, 13, 300);
 }
 
 static void test_missing_files(void) {
@@ -450,6 +455,24 @@ static void test_garbage(void) {
         CHECK(d && !d->has_busy);
 }
 
+/* test_suspended_gpu's xe sampled at `seconds` after its runtime status,
+ * GT 0's idle time and its energy counter are written (NULL: left as they
+ * are); NULL (a failure counted) when it is not found. */
+static const struct gpu_device *xe_at(struct gpudev_set *s, unsigned seconds, const char *status,
+                                      const char *gt0_idle_ms, const char *energy_uj) {
+        const struct {
+                const char *rel, *value;
+        } files[] = {
+                { DEV "0000:03:00.0/power/runtime_status", status },
+                { DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", gt0_idle_ms },
+                { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", energy_uj },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++)
+                if (files[i].value)
+                        putf(files[i].rel, "%s\n", files[i].value);
+        return sample_find(s, seconds, 1, "0000:03:00.0");
+}
+
 /* A suspended GPU is idle and its counters are left alone (they would wake
  * it); the first sample after it resumes is unknown. Also xe's hwmon energy
  * and an xe without GT names. */
@@ -468,10 +491,8 @@ static void test_suspended_gpu(void) {
                   { DEV "0000:03:00.0/power/runtime_status", "active\n" });
         CHECK_EQ_INT(gpudev_sample(s, T(40)), 1);
 
-        PUT_FILES({ DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n" },
-                  { DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n" },
-                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "105000000\n" });
-        d = sample_find(s, 41, 1, "0000:03:00.0");
+        put(DEV "0000:03:00.0/tile0/gt1/gtidle/idle_residency_ms", "2000\n");
+        d = xe_at(s, 41, NULL, "1250", "105000000");
         if (!d)
                 return;
         CHECK_EQ_INT(d->n_gts, 2);
@@ -487,9 +508,7 @@ static void test_suspended_gpu(void) {
         CHECK_NEAR(d->energy_j, 100);
         CHECK_NEAR(d->temp_c, 45);
 
-        put(DEV "0000:03:00.0/power/runtime_status", "suspended\n");
-        put(DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1250\n");
-        d = sample_find(s, 42, 1, "0000:03:00.0");
+        d = xe_at(s, 42, "suspended", "1250", NULL);
         if (!d)
                 return;
         CHECK(d->suspended);
@@ -500,10 +519,7 @@ static void test_suspended_gpu(void) {
         CHECK(d->has_energy); /* what was counted stays */
         CHECK_NEAR(d->energy_j, 100);
 
-        PUT_FILES({ DEV "0000:03:00.0/power/runtime_status", "active\n" },
-                  { DEV "0000:03:00.0/tile0/gt0/gtidle/idle_residency_ms", "1300\n" },
-                  { DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "125000000\n" });
-        d = sample_find(s, 43, 1, "0000:03:00.0");
+        d = xe_at(s, 43, "active", "1300", "125000000");
         if (!d)
                 return;
         CHECK(!d->suspended);
@@ -514,9 +530,7 @@ static void test_suspended_gpu(void) {
 
         /* an energy counter that goes back: that interval is dropped */
         put(DEV "0000:03:00.0/hwmon/hwmon3/energy1_input", "1000\n");
-        d = sample_find(s, 44, 1, "0000:03:00.0");
-        CHECK(d && !d->has_power && d->has_energy);
-        CHECK_NEAR(d ? d->energy_j : -1, 120);
+        check_power_unknown(s, 44, 120);
 }
 
 /* i915: the legacy whole-card rc6 file, RP0 over the soft maximum, the

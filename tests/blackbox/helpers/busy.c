@@ -18,11 +18,7 @@ static void *burner(void *arg) {
 }
 
 int main(int argc, char **argv) {
-        if (argc < 3 || argc > 4) {
-                fprintf(stderr, "usage: busy DUTY_PCT SECONDS [THREADS]\n");
-                return 2;
-        }
-        die_with_parent();
+        helper_start(argc, 2, 3, "busy DUTY_PCT SECONDS [THREADS]");
         duty = parse_int(argv[1], "duty");
         char *end;
         seconds = strtod(argv[2], &end);

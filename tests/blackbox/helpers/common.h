@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared bits of the black-box test helpers: the protocol with the test
- * (lines on stdout, stdin EOF = "stop"), dying with the test runner, and a
- * CPU burner with a wall-clock duty cycle. Header-only: each helper is one
- * small executable. */
+/* Shared bits of the black-box test helpers: the start (usage check, dying
+ * with the test runner), the protocol with the test (lines on stdout, stdin
+ * EOF = "stop"), resident memory and a CPU burner with a wall-clock duty
+ * cycle. Header-only: each helper is one small executable. */
 #pragma once
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +38,30 @@ static inline void die_with_parent(void) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
                 _exit(1);
+}
+
+/* Every helper's start: exits 2 with "usage: USAGE" unless it was given
+ * min_args to max_args arguments, then dies with the test runner. */
+static inline void helper_start(int argc, int min_args, int max_args, const char *usage) {
+        if (argc - 1 < min_args || argc - 1 > max_args) {
+                fprintf(stderr, "usage: %s\n", usage);
+                exit(2);
+        }
+        die_with_parent();
+}
+
+/* len bytes of anonymous memory with every page written, so resident;
+ * false (errno set) when it cannot be mapped. */
+static inline bool map_touched(size_t len) {
+        if (len == 0)
+                return true;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+                return false;
+        long page = sysconf(_SC_PAGESIZE);
+        for (size_t i = 0; i < len; i += (size_t)page)
+                p[i] = (char)(i | 1);
+        return true;
 }
 
 /* One line to the test, flushed at once (stdout is a pipe). */

@@ -52,11 +52,7 @@ static bool stdin_closed(void) {
 }
 
 int main(int argc, char **argv) {
-        if (argc < 3) {
-                fprintf(stderr, "usage: memshape leak|flat|ramp|saw BASE_MIB [ARGS]\n");
-                return 2;
-        }
-        die_with_parent();
+        helper_start(argc, 2, INT_MAX, "memshape leak|flat|ramp|saw BASE_MIB [ARGS]");
         const char *shape = argv[1];
         double base = parse_int(argv[2], "BASE_MIB") * 1048576.0;
         double a = argc > 3 ? parse_int(argv[3], "arg") : 0, b = argc > 4 ? parse_int(argv[4], "arg") : 0;

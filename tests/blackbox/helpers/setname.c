@@ -6,11 +6,7 @@
 #include "common.h"
 
 int main(int argc, char **argv) {
-        if (argc < 2) {
-                fprintf(stderr, "usage: setname NAME [ARGS...]\n");
-                return 2;
-        }
-        die_with_parent();
+        helper_start(argc, 1, INT_MAX, "setname NAME [ARGS...]");
         if (prctl(PR_SET_NAME, argv[1]) < 0) {
                 perror("prctl");
                 return 1;

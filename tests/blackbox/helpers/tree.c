@@ -3,17 +3,12 @@
  * burns CPU at DUTY_PCT % (10 ms period) until killed. The parent prints
  * "ready PID1 PID2" once both children have touched their memory, waits for
  * stdin to close, then kills and reaps them. */
-#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "common.h"
 
 int main(int argc, char **argv) {
-        if (argc != 3) {
-                fprintf(stderr, "usage: tree MIB DUTY_PCT\n");
-                return 2;
-        }
-        die_with_parent();
+        helper_start(argc, 2, 2, "tree MIB DUTY_PCT");
         size_t len = (size_t)parse_int(argv[1], "MiB") << 20;
         int duty = parse_int(argv[2], "duty");
         if (duty > 100) {
@@ -35,14 +30,7 @@ int main(int argc, char **argv) {
                 if (p == 0) {
                         prctl(PR_SET_PDEATHSIG, SIGKILL);
                         close(ready[0]);
-                        if (len > 0) {
-                                char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                                if (m == MAP_FAILED)
-                                        _exit(1);
-                                for (size_t o = 0; o < len; o += 4096)
-                                        m[o] = (char)(o | 1);
-                        }
-                        if (write(ready[1], "r", 1) != 1)
+                        if (!map_touched(len) || write(ready[1], "r", 1) != 1)
                                 _exit(1);
                         close(ready[1]);
                         burn(duty, 10000, 0);

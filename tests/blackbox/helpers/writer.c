@@ -7,11 +7,7 @@
 #include "common.h"
 
 int main(int argc, char **argv) {
-        if (argc != 3) {
-                fprintf(stderr, "usage: writer PATH BYTES\n");
-                return 2;
-        }
-        die_with_parent();
+        helper_start(argc, 2, 2, "writer PATH BYTES");
         long long total = parse_int(argv[2], "bytes");
         static char chunk[1 << 20];
         memset(chunk, 0x5a, sizeof chunk);
