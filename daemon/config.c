@@ -336,11 +336,9 @@ static int finish_ini(struct ini_ctx *x, int ir) {
 int config_load_file(struct config *c, const char *path, bool missing_ok, char *errbuf, size_t errlen) {
         _cleanup_fclose_ FILE *f = fopen(path, "re");
         if (!f) {
-                int r = -errno;
-                if (r == -ENOENT && missing_ok)
+                if (errno == ENOENT && missing_ok)
                         return 0;
-                snprintf(errbuf, errlen, "%s: %s", path, strerror(-r));
-                return r;
+                return errorf(errbuf, errlen, errno, "%s: %m", path);
         }
         struct ini_ctx x = { c, path, errbuf, errlen, 0 };
         return finish_ini(&x, ini_parse_file(f, on_ini_key, &x));

@@ -31,10 +31,9 @@ static void help(void) {
 }
 
 static int add_override(struct manager *m, size_t *n, const char *key, const char *value) {
-        char **o = realloc(m->overrides, (*n + 3) * sizeof *o);
+        char **o = GREEDY_REALLOC(m->overrides, *n + 3);
         if (!o)
                 return -ENOMEM;
-        m->overrides = o;
         o[*n] = strdup(key);
         o[*n + 1] = strdup(value);
         o[*n + 2] = NULL;
