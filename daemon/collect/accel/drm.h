@@ -23,12 +23,9 @@
  * runs in a fixed order and a run's processes leader first, and a process's
  * fds are taken in fd order, so the winner stays the same from tick to tick.
  *
- * Time is always the caller's (CLOCK_MONOTONIC in ns, or a test's clock):
- * drm_clients_begin() takes it, nothing here reads a clock.
- *
- * Conventions: int returns, 0 (or a count) or -errno; outputs written only
- * on success. ENOENT, ESRCH and EACCES from a process's files are the
- * process exiting or not being ours to read: never logged here. */
+ * Time is the caller's (CLOCK_MONOTONIC usec_t, or a test's clock), taken
+ * by drm_clients_begin(). ENOENT, ESRCH and EACCES from a process's files
+ * mean it exited or is not ours to read: never logged here. */
 #pragma once
 
 #include <stdbool.h>
