@@ -139,18 +139,33 @@ static int query_array(struct store *s, const struct query_limits *l, const char
         return 0;
 }
 
-int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
+/* The first row of sql with its parameters, read by row(): 0, -ENOENT if there is none, row()'s
+ * error, -ETIMEDOUT or -EIO. */
+static int query_row(struct store *s, const struct query_limits *l, const char *sql, const struct param *params,
+                     int (*row)(sqlite3_stmt *st, void *userdata), void *userdata) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st);
+        int r = prepare(s, db, sql, &st);
         if (r == 0) {
-                bind_params(st, PARAMS(p_int(id)));
+                bind_params(st, params);
                 r = step_one(db, st);
-                r = r == 1 ? store_row_to_run_info(st, ret) : r == 0 ? -ENOENT : r;
         }
+        if (r == 1)
+                r = row(st, userdata);
+        else if (r == 0)
+                r = -ENOENT;
         reader_end(s);
         return r;
+}
+
+static int run_info_row(sqlite3_stmt *st, void *userdata) {
+        return store_row_to_run_info(st, userdata);
+}
+
+int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
+        return query_row(s, l, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", PARAMS(p_int(id)), run_info_row,
+                         ret);
 }
 
 static int fill_run_info(sqlite3_stmt *st, void *elem) {
@@ -189,25 +204,23 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
+struct sample_at {
+        struct sample *sample;
+        char **gpu_json;
+};
+
+static int sample_at_row(sqlite3_stmt *st, void *userdata) {
+        struct sample_at *x = userdata;
+        store_row_to_sample(st, 0, x->sample);
+        if (x->gpu_json)
+                *x->gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+        return 0;
+}
+
 int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
                     char **ret_gpu_json) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st);
-        if (r == 0) {
-                bind_params(st, PARAMS(p_int(ts), p_int(run_id)));
-                r = step_one(db, st);
-        }
-        if (r == 1) {
-                store_row_to_sample(st, 0, ret);
-                if (ret_gpu_json)
-                        *ret_gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
-                r = 0;
-        } else if (r == 0)
-                r = -ENOENT;
-        reader_end(s);
-        return r;
+        return query_row(s, l, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?",
+                         PARAMS(p_int(ts), p_int(run_id)), sample_at_row, &(struct sample_at){ ret, ret_gpu_json });
 }
 
 /* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
@@ -415,25 +428,14 @@ int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, s
                            PARAMS(p_int(run_id), p_int(l->max_rows)), 0, &marks, (void **)ret, ret_n, NULL);
 }
 
+static int ts_row(sqlite3_stmt *st, void *userdata) {
+        *(int64_t *)userdata = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
 int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st);
-        if (r == 0) {
-                bind_params(st, PARAMS(p_int(run_id), p_text(label)));
-                r = step_one(db, st);
-        }
-        if (r == 0) /* an aggregate always has a row */
-                r = step_error(db, SQLITE_DONE);
-        else if (r == 1 && sqlite3_column_type(st, 0) == SQLITE_NULL)
-                r = -ENOENT;
-        else if (r == 1) {
-                *ret_ts = sqlite3_column_int64(st, 0);
-                r = 0;
-        }
-        reader_end(s);
-        return r;
+        return query_row(s, l, "SELECT ts FROM marks WHERE run_id = ? AND label = ? ORDER BY ts DESC LIMIT 1",
+                         PARAMS(p_int(run_id), p_text(label)), ts_row, ret_ts);
 }
 
 static int fill_gauge(sqlite3_stmt *st, void *elem) {
