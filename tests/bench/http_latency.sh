@@ -39,6 +39,7 @@ TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
 MLMOND_PID=
 MHD_PID=
 SENDER_PID=
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
 bench_cleanup() {
         exec 3>&- 4>&- 2>/dev/null
         for p in $SENDER_PID $MHD_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done

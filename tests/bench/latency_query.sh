@@ -45,6 +45,7 @@ fstype=$(stat -f -c %T "$TMP")
 
 MLMOND_PID=
 SENDERS=()
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
 bench_cleanup() {
         for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 }

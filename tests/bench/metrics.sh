@@ -67,6 +67,7 @@ MLMOND_PID=
 NODE_PID=
 SENDER_PID=
 SLEEPERS=()
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
 bench_cleanup() {
         exec 3>&- 2>/dev/null
         for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do kill "$p" 2>/dev/null; done

@@ -67,6 +67,7 @@ fi
 SPAWNER=
 MLMOND_PID=
 PIDSTAT_PID=
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
 bench_cleanup() {
         [[ -n $PIDSTAT_PID ]] && kill "$PIDSTAT_PID" 2>/dev/null && wait "$PIDSTAT_PID" 2>/dev/null
         stop_mlmond
