@@ -188,42 +188,40 @@ static int parse_number(const struct config_key *k, const char *value, double *r
 
 static int set_key(struct config *c, const struct config_key *k, const char *value, char *err, size_t errlen) {
         void *field = (char *)c + k->offset;
-        usec_t u;
-        double v;
+        bool duration = k->type == KEY_DURATION || k->type == KEY_SECONDS;
+        usec_t u = 0;
+        double v = 0;
         int r;
 
-        switch (k->type) {
-        case KEY_STRING:
+        if (k->type == KEY_STRING)
                 return set_string(k, field, value, err, errlen);
+        r = duration ? parse_usec(k, value, &u, err, errlen) : parse_number(k, value, &v, err, errlen);
+        if (r < 0)
+                return r;
+        switch (k->type) {
+        case KEY_STRING: /* set above */
+                break;
         case KEY_DURATION:
+                *(usec_t *)field = u;
+                break;
         case KEY_SECONDS:
-                r = parse_usec(k, value, &u, err, errlen);
-                if (r < 0)
-                        return r;
-                if (k->type == KEY_DURATION)
-                        *(usec_t *)field = u;
-                else
-                        *(double *)field = (double)u / USEC_PER_SEC;
-                return 0;
+                *(double *)field = (double)u / USEC_PER_SEC;
+                break;
         case KEY_UINT:
+                *(unsigned *)field = (unsigned)v;
+                break;
         case KEY_SIZE:
+                *(size_t *)field = (size_t)v;
+                break;
         case KEY_MIB:
-        case KEY_DOUBLE:
         case KEY_DOUBLE_MIB:
-                r = parse_number(k, value, &v, err, errlen);
-                if (r < 0)
-                        return r;
-                if (k->type == KEY_UINT)
-                        *(unsigned *)field = (unsigned)v;
-                else if (k->type == KEY_SIZE)
-                        *(size_t *)field = (size_t)v;
-                else if (k->type == KEY_MIB || k->type == KEY_DOUBLE_MIB)
-                        *(double *)field = v * MIB;
-                else
-                        *(double *)field = v;
-                return 0;
+                *(double *)field = v * MIB;
+                break;
+        case KEY_DOUBLE:
+                *(double *)field = v;
+                break;
         }
-        return -EINVAL;
+        return 0;
 }
 
 static const struct config_key *find_key(const char *section, const char *name) {

@@ -33,6 +33,52 @@
 
 static const double intervals[] = { 0.25, 0.5, 1, 5, 10 };
 
+/* The series every row starts from: sampled every dt for `duration` s from `base` bytes, growing
+ * `rate` bytes/s, with Gaussian noise (a fraction of base); the set_*() below add its features. */
+static struct spec series(const char *name, double dt, double duration, double base, double rate, double noise,
+                          uint64_t seed) {
+        return (struct spec){
+                .name = name, .dt = dt, .duration = duration, .base = base, .rate = rate, .noise = noise, .seed = seed
+        };
+}
+
+/* A step of `size` bytes at `at` s, rising over `rise` s. */
+static void set_step(struct spec *sp, double at, double size, double rise) {
+        sp->step_at = at;
+        sp->step_size = size;
+        sp->step_rise = rise;
+}
+
+static void set_ramp(struct spec *sp, enum ramp ramp, double size, double time, double tau) {
+        sp->ramp = ramp;
+        sp->ramp_size = size;
+        sp->ramp_time = time;
+        sp->ramp_tau = tau;
+}
+
+/* A garbage collector's sawtooth: `amp` bytes peak to peak every `period` s. */
+static void set_saw(struct spec *sp, double amp, double period) {
+        sp->saw_amp = amp;
+        sp->saw_period = period;
+}
+
+/* No samples for `len` s from `from` s on. */
+static void set_gap(struct spec *sp, double from, double len) {
+        sp->gap_from = from;
+        sp->gap_len = len;
+}
+
+/* The leak must be found within `goal` s. */
+static void expect_leak(struct spec *sp, double goal) {
+        sp->leak = true;
+        sp->goal = goal;
+}
+
+/* linear_goal() of the series' own base, rate and noise. */
+static double own_goal(const struct spec *sp, const struct leak_params *p) {
+        return linear_goal(p, sp->base, sp->rate, sp->noise, sp->dt);
+}
+
 static void table_linear(const struct leak_params *p) {
         static const double rates[] = { 0.5 * MIB, 2 * MIB, 10 * MIB };
         static const double noises[] = { 0, 0.01, 0.05 };
@@ -42,67 +88,40 @@ static void table_linear(const struct leak_params *p) {
                                 char name[96];
                                 snprintf(name, sizeof name, "linear %.1f MiB/s on 300 MiB, noise %.0f%%",
                                          rates[a] / MIB, 100 * noises[b]);
-                                struct spec sp = {
-                                        .name = name,
-                                        .dt = intervals[c],
-                                        .duration = 600,
-                                        .base = 300 * MIB,
-                                        .rate = rates[a],
-                                        .noise = noises[b],
-                                        .seed = 100 * a + 10 * b + c + 1,
-                                        .leak = true,
-                                        .goal = linear_goal(p, 300 * MIB, rates[a], noises[b], intervals[c]),
-                                };
+                                struct spec sp = series(name, intervals[c], 600, 300 * MIB, rates[a], noises[b],
+                                                        100 * a + 10 * b + c + 1);
+                                expect_leak(&sp, own_goal(&sp, p));
                                 check_row(&sp, p);
                         }
         /* the headline goal, spelled out: 2 MiB/s on 300 MiB at 500 ms within
          * 60 s of registration, grace included */
         for (int seed = 1; seed <= 20; seed++) {
-                struct spec sp = { .name = "goal: 2 MiB/s on 300 MiB, noise 1%, outliers",
-                                   .dt = 0.5,
-                                   .duration = 300,
-                                   .base = 300 * MIB,
-                                   .rate = 2 * MIB,
-                                   .noise = 0.01,
-                                   .outliers = 0.005,
-                                   .seed = 1000 + (uint64_t)seed,
-                                   .leak = true,
-                                   .goal = 60 };
+                struct spec sp = series("goal: 2 MiB/s on 300 MiB, noise 1%, outliers", 0.5, 300, 300 * MIB, 2 * MIB,
+                                        0.01, 1000 + (uint64_t)seed);
+                sp.outliers = 0.005;
+                expect_leak(&sp, 60);
                 check_row(&sp, p);
         }
         /* rare +-200 MiB outliers (1 sample in 200) */
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "linear 2 MiB/s on 300 MiB, noise 1%, outliers +-200 MiB",
-                                   .dt = intervals[c],
-                                   .duration = 600,
-                                   .base = 300 * MIB,
-                                   .rate = 2 * MIB,
-                                   .noise = 0.01,
-                                   .outliers = 0.005,
-                                   .seed = 2000 + c,
-                                   .leak = true,
-                                   .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec sp = series("linear 2 MiB/s on 300 MiB, noise 1%, outliers +-200 MiB", intervals[c], 600,
+                                        300 * MIB, 2 * MIB, 0.01, 2000 + c);
+                sp.outliers = 0.005;
+                expect_leak(&sp, own_goal(&sp, p));
                 check_row(&sp, p);
                 sp.name = "linear 0.5 MiB/s on 2 GiB, noise 1%, outliers +-200 MiB";
                 sp.duration = 1200;
                 sp.base = 2 * GIB;
                 sp.rate = 0.5 * MIB;
-                sp.goal = linear_goal(p, 2 * GIB, 0.5 * MIB, 0.01, intervals[c]);
+                sp.goal = own_goal(&sp, p);
                 check_row(&sp, p);
         }
         /* a leak that starts late, after 5 min of flat */
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "flat 5 min, then 2 MiB/s, noise 1%",
-                                   .dt = intervals[c],
-                                   .duration = 900,
-                                   .base = 300 * MIB,
-                                   .rate = 2 * MIB,
-                                   .leak_from = 300,
-                                   .noise = 0.01,
-                                   .seed = 3000 + c,
-                                   .leak = true,
-                                   .goal = intervals[c] < 5 ? 60
-                                                            : linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec sp = series("flat 5 min, then 2 MiB/s, noise 1%", intervals[c], 900, 300 * MIB, 2 * MIB,
+                                        0.01, 3000 + c);
+                sp.leak_from = 300;
+                expect_leak(&sp, intervals[c] < 5 ? 60 : own_goal(&sp, p));
                 check_row(&sp, p);
         }
 }
@@ -115,24 +134,27 @@ static void table_slow(const struct leak_params *defaults) {
         p.n_windows = 6;
         p.windows_s[5] = 1800;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "slow 50 MiB/h on 300 MiB, noise 1%, defaults",
-                                   .dt = intervals[c],
-                                   .duration = 1200,
-                                   .base = 300 * MIB,
-                                   .rate = 50 * MIB / 3600,
-                                   .noise = 0.01,
-                                   .seed = 4000 + c };
+                struct spec sp = series("slow 50 MiB/h on 300 MiB, noise 1%, defaults", intervals[c], 1200, 300 * MIB,
+                                        50 * MIB / 3600, 0.01, 4000 + c);
                 check_row(&sp, defaults);
                 sp.name = "slow 50 MiB/h on 300 MiB, noise 1%, windows + 30 min";
                 sp.duration = 2400;
-                sp.leak = true;
-                sp.goal = p.grace_s + 1800;
+                expect_leak(&sp, p.grace_s + 1800);
                 check_row(&sp, &p);
         }
 }
 
 static void table_quiet(const struct leak_params *p) {
         static const double noises[] = { 0, 0.01, 0.05 };
+        static const struct {
+                const char *name;
+                enum ramp ramp;
+                double size, time, tau;
+        } ramps[] = {
+                { "model load 0 -> 4 GiB in 20 s", RAMP_LINEAR, 4 * GIB, 20, 0 },
+                { "cache warm-up, logarithmic: +1 GiB in 40 s", RAMP_LOG, 1 * GIB, 40, 2 },
+                { "cache warm-up, exponential: +2 GiB, tau 8 s", RAMP_EXP, 2 * GIB, 0, 8 },
+        };
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
                 uint64_t seed = 5000 + 100 * c;
                 for (size_t b = 0; b < ELEMENTSOF(noises); b++) {
@@ -142,12 +164,7 @@ static void table_quiet(const struct leak_params *p) {
                                  100 * noises[b]);
                         snprintf(name[2], sizeof name[2], "flat 4 GiB, noise %.0f%%, outliers +-200 MiB",
                                  100 * noises[b]);
-                        struct spec sp = { .name = name[0],
-                                           .dt = intervals[c],
-                                           .duration = 1000,
-                                           .base = 300 * MIB,
-                                           .noise = noises[b],
-                                           .seed = seed++ };
+                        struct spec sp = series(name[0], intervals[c], 1000, 300 * MIB, 0, noises[b], seed++);
                         check_row(&sp, p);
                         sp.name = name[1];
                         sp.outliers = 0.005;
@@ -163,48 +180,15 @@ static void table_quiet(const struct leak_params *p) {
                         static const char *const names[] = { "one big allocation: +2 GiB at 45 s, at once",
                                                              "one big allocation: +2 GiB at 200 s over 2.5 s, noise 1%",
                                                              "one big allocation: +2 GiB at 500 s over 5 s, noise 1%" };
-                        struct spec sp = { .name = names[k],
-                                           .dt = intervals[c],
-                                           .duration = 1000,
-                                           .base = 300 * MIB,
-                                           .step_at = at[k],
-                                           .step_size = 2 * GIB,
-                                           .step_rise = k * 2.5,
-                                           .noise = k == 0 ? 0 : 0.01,
-                                           .seed = seed++ };
+                        struct spec sp = series(names[k], intervals[c], 1000, 300 * MIB, 0, k == 0 ? 0 : 0.01, seed++);
+                        set_step(&sp, at[k], 2 * GIB, k * 2.5);
                         check_row(&sp, p);
                 }
-                struct spec load = { .name = "model load 0 -> 4 GiB in 20 s",
-                                     .dt = intervals[c],
-                                     .duration = 900,
-                                     .base = 200 * MIB,
-                                     .ramp = RAMP_LINEAR,
-                                     .ramp_size = 4 * GIB,
-                                     .ramp_time = 20,
-                                     .noise = 0.01,
-                                     .seed = seed++ };
-                check_row(&load, p);
-                struct spec logw = { .name = "cache warm-up, logarithmic: +1 GiB in 40 s",
-                                     .dt = intervals[c],
-                                     .duration = 900,
-                                     .base = 200 * MIB,
-                                     .ramp = RAMP_LOG,
-                                     .ramp_size = 1 * GIB,
-                                     .ramp_time = 40,
-                                     .ramp_tau = 2,
-                                     .noise = 0.01,
-                                     .seed = seed++ };
-                check_row(&logw, p);
-                struct spec expw = { .name = "cache warm-up, exponential: +2 GiB, tau 8 s",
-                                     .dt = intervals[c],
-                                     .duration = 900,
-                                     .base = 200 * MIB,
-                                     .ramp = RAMP_EXP,
-                                     .ramp_size = 2 * GIB,
-                                     .ramp_tau = 8,
-                                     .noise = 0.01,
-                                     .seed = seed++ };
-                check_row(&expw, p);
+                for (size_t k = 0; k < ELEMENTSOF(ramps); k++) {
+                        struct spec sp = series(ramps[k].name, intervals[c], 900, 200 * MIB, 0, 0.01, seed++);
+                        set_ramp(&sp, ramps[k].ramp, ramps[k].size, ramps[k].time, ramps[k].tau);
+                        check_row(&sp, p);
+                }
         }
 }
 
@@ -219,15 +203,9 @@ static void table_sawtooth(const struct leak_params *p) {
                                 snprintf(name, sizeof name,
                                          "GC sawtooth +-%.0f MiB every %.0f s, jitter 25%%, noise 0.5%%",
                                          amps[a] / 2 / MIB, periods[q]);
-                                struct spec sp = { .name = name,
-                                                   .dt = intervals[c],
-                                                   .duration = 1000,
-                                                   .base = 500 * MIB,
-                                                   .saw_amp = amps[a],
-                                                   .saw_period = periods[q],
-                                                   .saw_jitter = 0.25,
-                                                   .noise = 0.005,
-                                                   .seed = seed++ };
+                                struct spec sp = series(name, intervals[c], 1000, 500 * MIB, 0, 0.005, seed++);
+                                set_saw(&sp, amps[a], periods[q]);
+                                sp.saw_jitter = 0.25;
                                 check_row(&sp, p);
                         }
         /* a slow leak under the sawtooth must be found within 5 min */
@@ -237,31 +215,18 @@ static void table_sawtooth(const struct leak_params *p) {
                                 char name[96];
                                 snprintf(name, sizeof name, "0.5 MiB/s under a sawtooth +-50 MiB every %.0f s%s",
                                          periods[q], jit ? ", jitter 25%" : "");
-                                struct spec sp = { .name = name,
-                                                   .dt = intervals[c],
-                                                   .duration = 600,
-                                                   .base = 500 * MIB,
-                                                   .rate = 0.5 * MIB,
-                                                   .saw_amp = 100 * MIB,
-                                                   .saw_period = periods[q],
-                                                   .saw_jitter = jit ? 0.25 : 0,
-                                                   .noise = 0.005,
-                                                   .seed = seed++,
-                                                   .leak = true,
-                                                   .goal = 300 };
+                                struct spec sp = series(name, intervals[c], 600, 500 * MIB, 0.5 * MIB, 0.005, seed++);
+                                set_saw(&sp, 100 * MIB, periods[q]);
+                                sp.saw_jitter = jit ? 0.25 : 0;
+                                expect_leak(&sp, 300);
                                 check_row(&sp, p);
                         }
         /* the collector stops freeing and memory climbs on: found once the
          * climb outlasts twice the longest cycle (and a window) */
         for (size_t c = 0; c < 3; c++) {
-                struct spec sp = { .name = "sawtooth +-50 MiB every 20 s for 5 min, then 2 MiB/s without drops",
-                                   .dt = intervals[c],
-                                   .duration = 300,
-                                   .base = 500 * MIB,
-                                   .saw_amp = 100 * MIB,
-                                   .saw_period = 20,
-                                   .noise = 0.005,
-                                   .seed = seed++ };
+                struct spec sp = series("sawtooth +-50 MiB every 20 s for 5 min, then 2 MiB/s without drops",
+                                        intervals[c], 300, 500 * MIB, 0, 0.005, seed++);
+                set_saw(&sp, 100 * MIB, 20);
                 /* built in two parts: the sawtooth, then the climb from its last level */
                 size_t cap = (size_t)(900 / sp.dt) + 2, n;
                 struct leak_point *pts = malloc(cap * sizeof *pts);
@@ -302,25 +267,17 @@ static void table_sawtooth(const struct leak_params *p) {
 static void table_walk(const struct leak_params *p) {
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++)
                 for (int k = 0; k < 4; k++) {
-                        struct spec sp = { .name = "random walk, steps 0.2 MiB, no drift",
-                                           .dt = intervals[c],
-                                           .duration = 900,
-                                           .base = 300 * MIB,
-                                           .walk = 0.2 * MIB,
-                                           .seed = 7000 + 10 * c + (uint64_t)k };
+                        struct spec sp = series("random walk, steps 0.2 MiB, no drift", intervals[c], 900, 300 * MIB, 0,
+                                                0, 7000 + 10 * c + (uint64_t)k);
+                        sp.walk = 0.2 * MIB;
                         check_row(&sp, p);
                 }
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "random walk, steps 1 MiB, drift 2 MiB/s",
-                                   .dt = intervals[c],
-                                   .duration = 600,
-                                   .base = 300 * MIB,
-                                   .walk = 1 * MIB,
-                                   .rate = 2 * MIB,
-                                   .seed = 7100 + c,
-                                   .leak = true };
+                struct spec sp = series("random walk, steps 1 MiB, drift 2 MiB/s", intervals[c], 600, 300 * MIB,
+                                        2 * MIB, 0, 7100 + c);
+                sp.walk = 1 * MIB;
                 /* per sample, the steps add up to sqrt(t / dt) MiB: treat as noise */
-                sp.goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.05, intervals[c]);
+                expect_leak(&sp, linear_goal(p, 300 * MIB, 2 * MIB, 0.05, intervals[c]));
                 check_row(&sp, p);
         }
 }
@@ -332,70 +289,37 @@ static void table_walk(const struct leak_params *p) {
 static void table_gaps(const struct leak_params *p) {
         uint64_t seed = 8000;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec leak = { .name = "2 MiB/s with 2 min missing at 3 min",
-                                     .dt = intervals[c],
-                                     .duration = 900,
-                                     .base = 300 * MIB,
-                                     .rate = 2 * MIB,
-                                     .noise = 0.01,
-                                     .gap_from = 180,
-                                     .gap_len = 120,
-                                     .seed = seed++,
-                                     .leak = true,
-                                     .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec leak = series("2 MiB/s with 2 min missing at 3 min", intervals[c], 900, 300 * MIB, 2 * MIB,
+                                          0.01, seed++);
+                set_gap(&leak, 180, 120);
+                expect_leak(&leak, own_goal(&leak, p));
                 check_row(&leak, p);
                 struct outcome o;
                 judge(&leak, p, &o);
                 CHECK(o.last.suspected);
-                struct spec flat = { .name = "flat, 2 min missing at 3 min",
-                                     .dt = intervals[c],
-                                     .duration = 1200,
-                                     .base = 300 * MIB,
-                                     .noise = 0.01,
-                                     .gap_from = 180,
-                                     .gap_len = 120,
-                                     .seed = seed++ };
+                struct spec flat = series("flat, 2 min missing at 3 min", intervals[c], 1200, 300 * MIB, 0, 0.01,
+                                          seed++);
+                set_gap(&flat, 180, 120);
                 check_row(&flat, p);
                 flat.name = "flat, 5 min missing at 8 min";
-                flat.gap_from = 480;
-                flat.gap_len = 300;
+                set_gap(&flat, 480, 300);
                 flat.seed = seed++;
                 check_row(&flat, p);
-                struct spec late = { .name = "2 MiB/s, 5 min missing at 8 min: still found after it",
-                                     .dt = intervals[c],
-                                     .duration = 1500,
-                                     .base = 300 * MIB,
-                                     .rate = 2 * MIB,
-                                     .noise = 0.01,
-                                     .gap_from = 480,
-                                     .gap_len = 300,
-                                     .seed = seed++,
-                                     .leak = true,
-                                     .goal = linear_goal(p, 300 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec late = series("2 MiB/s, 5 min missing at 8 min: still found after it", intervals[c], 1500,
+                                          300 * MIB, 2 * MIB, 0.01, seed++);
+                set_gap(&late, 480, 300);
+                expect_leak(&late, own_goal(&late, p));
                 judge(&late, p, &o);
                 CHECK(o.last.suspected && fabs(o.last.slope_bytes_per_s / (2 * MIB) - 1) <= SLOPE_TOL);
-                struct spec hidden = { .name = "+1 GiB hidden in 2 min missing",
-                                       .dt = intervals[c],
-                                       .duration = 900,
-                                       .base = 300 * MIB,
-                                       .noise = 0.01,
-                                       .gap_from = 180,
-                                       .gap_len = 120,
-                                       .step_at = 240,
-                                       .step_size = 1 * GIB,
-                                       .step_rise = 30,
-                                       .seed = seed++ };
+                struct spec hidden = series("+1 GiB hidden in 2 min missing", intervals[c], 900, 300 * MIB, 0, 0.01,
+                                            seed++);
+                set_gap(&hidden, 180, 120);
+                set_step(&hidden, 240, 1 * GIB, 30);
                 check_row(&hidden, p);
-                struct spec saw = { .name = "sawtooth +-50 MiB every 20 s, 2 min missing",
-                                    .dt = intervals[c],
-                                    .duration = 900,
-                                    .base = 500 * MIB,
-                                    .saw_amp = 100 * MIB,
-                                    .saw_period = 20,
-                                    .noise = 0.005,
-                                    .gap_from = 300,
-                                    .gap_len = 120,
-                                    .seed = seed++ };
+                struct spec saw = series("sawtooth +-50 MiB every 20 s, 2 min missing", intervals[c], 900, 500 * MIB, 0,
+                                         0.005, seed++);
+                set_saw(&saw, 100 * MIB, 20);
+                set_gap(&saw, 300, 120);
                 check_row(&saw, p);
         }
 }
@@ -409,17 +333,10 @@ static void table_gaps(const struct leak_params *p) {
 static void table_restart(const struct leak_params *p) {
         uint64_t seed = 9000;
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "2 MiB/s, restart at 5 min, model load 1 GiB in 10 s, flat",
-                                   .dt = intervals[c],
-                                   .duration = 1200,
-                                   .base = 300 * MIB,
-                                   .rate = 2 * MIB,
-                                   .noise = 0.01,
-                                   .restart_at = 300,
-                                   .ramp = RAMP_LINEAR,
-                                   .ramp_size = 1 * GIB,
-                                   .ramp_time = 10,
-                                   .seed = seed++ };
+                struct spec sp = series("2 MiB/s, restart at 5 min, model load 1 GiB in 10 s, flat", intervals[c], 1200,
+                                        300 * MIB, 2 * MIB, 0.01, seed++);
+                sp.restart_at = 300;
+                set_ramp(&sp, RAMP_LINEAR, 1 * GIB, 10, 0);
                 /* before the restart: the leak; the ramp here runs at t = 0 too */
                 struct outcome o;
                 judge(&sp, p, &o);
@@ -444,18 +361,13 @@ static void table_restart(const struct leak_params *p) {
                 CHECK(before && !after);
                 free(pts);
 
-                struct spec again = { .name = "restart at 5 min, then 2 MiB/s",
-                                      .dt = intervals[c],
-                                      .duration = 900,
-                                      .base = 300 * MIB,
-                                      .noise = 0.01,
-                                      .restart_at = 300,
-                                      .restart_rate = 2 * MIB,
-                                      .seed = seed++,
-                                      .leak = true,
-                                      .true_rate = 2 * MIB,
-                                      .leak_from = 300,
-                                      .goal = linear_goal(p, 5 * MIB, 2 * MIB, 0.01, intervals[c]) };
+                struct spec again = series("restart at 5 min, then 2 MiB/s", intervals[c], 900, 300 * MIB, 0, 0.01,
+                                           seed++);
+                again.restart_at = 300;
+                again.restart_rate = 2 * MIB;
+                again.true_rate = 2 * MIB;
+                again.leak_from = 300;
+                expect_leak(&again, linear_goal(p, 5 * MIB, 2 * MIB, 0.01, intervals[c]));
                 check_row(&again, p);
         }
 }
@@ -464,13 +376,8 @@ static void table_restart(const struct leak_params *p) {
  * mark), then the first window needs 80% of its span. */
 static void table_grace(const struct leak_params *defaults) {
         for (size_t c = 0; c < ELEMENTSOF(intervals); c++) {
-                struct spec sp = { .name = "2 MiB/s from registration",
-                                   .dt = intervals[c],
-                                   .duration = 400,
-                                   .base = 300 * MIB,
-                                   .rate = 2 * MIB,
-                                   .noise = 0.01,
-                                   .seed = 9500 + c };
+                struct spec sp = series("2 MiB/s from registration", intervals[c], 400, 300 * MIB, 2 * MIB, 0.01,
+                                        9500 + c);
                 struct outcome o;
                 judge(&sp, defaults, &o);
                 CHECK(o.first_judged_t >= defaults->grace_s + defaults->min_coverage * defaults->windows_s[0]);
@@ -520,32 +427,20 @@ static void table_regressions(const struct leak_params *p) {
         for (size_t c = 0; c < 3; c++) {
                 /* a 37 s GC cycle whose first drop comes 17 s in: until the
                  * second drop, the climb must not pass for a stopped sawtooth */
-                struct spec mid = { .name = "sawtooth +-50 MiB every 37 s, first drop at 17 s",
-                                    .dt = intervals[c],
-                                    .duration = 600,
-                                    .base = 500 * MIB,
-                                    .saw_amp = 100 * MIB,
-                                    .saw_period = 37,
-                                    .saw_first = 17,
-                                    .noise = 0.002,
-                                    .seed = 9700 + c };
+                struct spec mid = series("sawtooth +-50 MiB every 37 s, first drop at 17 s", intervals[c], 600,
+                                         500 * MIB, 0, 0.002, 9700 + c);
+                set_saw(&mid, 100 * MIB, 37);
+                mid.saw_first = 17;
                 check_row(&mid, p);
                 /* a -150 MiB outlier on the trough right after a GC drop (its
                  * neighbours do not agree: not taken for an outlier) */
-                struct spec dip = { .name = "0.5 MiB/s under a sawtooth, -150 MiB outlier on a trough",
-                                    .dt = intervals[c],
-                                    .duration = 600,
-                                    .base = 300 * MIB,
-                                    .rate = 0.5 * MIB,
-                                    .saw_amp = 100 * MIB,
-                                    .saw_period = 20,
-                                    .saw_first = 15,
-                                    .dip_at = 235,
-                                    .dip = 150 * MIB,
-                                    .noise = 0.002,
-                                    .seed = 9710 + c,
-                                    .leak = true,
-                                    .goal = 300 };
+                struct spec dip = series("0.5 MiB/s under a sawtooth, -150 MiB outlier on a trough", intervals[c], 600,
+                                         300 * MIB, 0.5 * MIB, 0.002, 9710 + c);
+                set_saw(&dip, 100 * MIB, 20);
+                dip.saw_first = 15;
+                dip.dip_at = 235;
+                dip.dip = 150 * MIB;
+                expect_leak(&dip, 300);
                 check_row(&dip, p);
                 /* ...on a 200 MiB process, 40 s in: it falls below a quarter
                  * of the level, but is no restart (the next sample is back) */
@@ -559,17 +454,11 @@ static void table_regressions(const struct leak_params *p) {
          * to the next one passed for a GC drop, and held the windows for a
          * minute */
         for (size_t c = 0; c < 3; c++) {
-                struct spec first = { .name = "2 MiB/s on 300 MiB, +174 MiB outlier on the first sample",
-                                      .dt = intervals[c],
-                                      .duration = 300,
-                                      .base = 300 * MIB,
-                                      .rate = 2 * MIB,
-                                      .noise = 0.01,
-                                      .dip_at = 0,
-                                      .dip = -174 * MIB,
-                                      .seed = 9750 + c,
-                                      .leak = true,
-                                      .goal = 60 };
+                struct spec first = series("2 MiB/s on 300 MiB, +174 MiB outlier on the first sample", intervals[c],
+                                           300, 300 * MIB, 2 * MIB, 0.01, 9750 + c);
+                first.dip_at = 0;
+                first.dip = -174 * MIB;
+                expect_leak(&first, 60);
                 check_row(&first, p);
         }
         /* one allocation of 300-600 MiB on 3.5 GiB with 2% noise (70 MiB):
@@ -577,15 +466,9 @@ static void table_regressions(const struct leak_params *p) {
          * 14, 22 and 239 passed for leaks with max_step_fit 1.0. */
         for (uint64_t k = 0; k < 40; k++) {
                 uint64_t sd = k < 4 ? (uint64_t[]){ 2, 14, 22, 239 }[k] : 300 + k;
-                struct spec step = { .name = "one allocation of 300-600 MiB on 3.5 GiB, noise 2%",
-                                     .dt = 0.5,
-                                     .duration = 900,
-                                     .base = 3.5 * GIB,
-                                     .step_at = 300 + (double)(sd % 20) * 25,
-                                     .step_size = (300 + (double)(sd % 7) * 50) * MIB,
-                                     .step_rise = (double)(sd % 5),
-                                     .noise = 0.02,
-                                     .seed = sd };
+                struct spec step = series("one allocation of 300-600 MiB on 3.5 GiB, noise 2%", 0.5, 900, 3.5 * GIB, 0,
+                                          0.02, sd);
+                set_step(&step, 300 + (double)(sd % 20) * 25, (300 + (double)(sd % 7) * 50) * MIB, (double)(sd % 5));
                 check_row(&step, p);
         }
 }

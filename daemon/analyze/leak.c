@@ -617,17 +617,15 @@ static void set_reason(struct leak_verdict *v, const struct window_result *r, co
                          span, g, r->z, p->min_z, r->floors);
                 break;
         case W_START:
+        case W_STEADY: {
+                bool first = r->why == W_START;
                 snprintf(v->reason, sizeof v->reason,
-                         "no steady growth: the floor of the last %s rose %s, unevenly: its first half %s (a step, or "
-                         "growth that just started)",
-                         span, g, r->part_slope <= 0 ? "is flat" : "grows much slower");
+                         "no steady growth: the floor of the last %s rose %s, unevenly: its %s half %s (a step, or "
+                         "growth that %s)",
+                         span, g, first ? "first" : "second", r->part_slope <= 0 ? "is flat" : "grows much slower",
+                         first ? "just started" : "is slowing down");
                 break;
-        case W_STEADY:
-                snprintf(v->reason, sizeof v->reason,
-                         "no steady growth: the floor of the last %s rose %s, unevenly: its second half %s (a step, or "
-                         "growth that is slowing down)",
-                         span, g, r->part_slope <= 0 ? "is flat" : "grows much slower");
-                break;
+        }
         case W_STEP:
                 fmt_dur(dur, sizeof dur, t_end - r->end_from);
                 snprintf(v->reason, sizeof v->reason,

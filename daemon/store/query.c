@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/query.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "store/param.h"
 
 struct budget {
         usec_t deadline;
@@ -77,84 +80,117 @@ static int read_rows(sqlite3 *db, sqlite3_stmt *st, size_t max_rows, row_fn row,
         return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : step_error(db, rc);
 }
 
-/* read_rows() into a growing array of elements of `size` bytes: fill()
- * reads the row into its element. */
+/* The rows of an array query: elements of `size` bytes; fill() reads a row into one. What an
+ * element holds is freed with it: the strings at the offsets in `strings` (0: none), and what done()
+ * frees (when not NULL). */
+struct array_type {
+        size_t size;
+        int (*fill)(sqlite3_stmt *st, void *elem);
+        size_t strings[2];
+        void (*done)(void *elem);
+};
+
+static void array_free(void *v, size_t n, const struct array_type *t) {
+        for (size_t i = 0; i < n; i++) {
+                char *e = (char *)v + i * t->size;
+                for (size_t j = 0; j < ELEMENTSOF(t->strings); j++)
+                        if (t->strings[j])
+                                free(*(char **)(e + t->strings[j]));
+                if (t->done)
+                        t->done(e);
+        }
+        free(v);
+}
+
+/* read_rows() into a growing array. */
 struct array_rows {
         void *array;
-        size_t size;
-        int (*fill)(sqlite3_stmt *st, void *elem, void *userdata);
-        void *userdata;
+        const struct array_type *t;
 };
 
 static int array_row(sqlite3_stmt *st, size_t i, void *userdata) {
         struct array_rows *a = userdata;
-        if (!greedy_realloc(&a->array, i + 1, a->size))
+        if (!greedy_realloc(&a->array, i + 1, a->t->size))
                 return -ENOMEM;
-        return a->fill(st, (char *)a->array + i * a->size, a->userdata);
+        return a->t->fill(st, (char *)a->array + i * a->t->size);
 }
 
-static int read_array(sqlite3 *db, sqlite3_stmt *st, size_t max_rows, void **array, size_t size,
-                      int (*fill)(sqlite3_stmt *st, void *elem, void *userdata), void *userdata, size_t *ret_n,
-                      bool *ret_truncated) {
-        struct array_rows a = { *array, size, fill, userdata };
-        int r = read_rows(db, st, max_rows, array_row, &a, ret_n, ret_truncated);
-        *array = a.array;
-        return r;
-}
-
-int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
+/* The rows of sql with its parameters (at most max_rows, 0: all; see read_rows()) in a new array:
+ * *ret and *ret_n, or a negative errno and nothing. */
+static int query_array(struct store *s, const struct query_limits *l, const char *sql, const struct param *params,
+                       size_t max_rows, const struct array_type *t, void **ret, size_t *ret_n, bool *ret_truncated) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", &st);
+        struct array_rows a = { NULL, t };
+        size_t n = 0;
+        int r = prepare(s, db, sql, &st);
         if (r == 0) {
-                sqlite3_bind_int64(st, 1, id);
-                r = step_one(db, st);
-                r = r == 1 ? store_row_to_run_info(st, ret) : r == 0 ? -ENOENT : r;
+                bind_params(st, params);
+                r = read_rows(db, st, max_rows, array_row, &a, &n, ret_truncated);
         }
+        reader_end(s);
+        if (r < 0) {
+                array_free(a.array, n, t);
+                return r;
+        }
+        *ret = a.array;
+        *ret_n = n;
+        return 0;
+}
+
+/* The first row of sql with its parameters, read by row(): 0, -ENOENT if there is none, row()'s
+ * error, -ETIMEDOUT or -EIO. */
+static int query_row(struct store *s, const struct query_limits *l, const char *sql, const struct param *params,
+                     int (*row)(sqlite3_stmt *st, void *userdata), void *userdata) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, db, sql, &st);
+        if (r == 0) {
+                bind_params(st, params);
+                r = step_one(db, st);
+        }
+        if (r == 1)
+                r = row(st, userdata);
+        else if (r == 0)
+                r = -ENOENT;
         reader_end(s);
         return r;
 }
 
-void run_infos_free(struct run_info *v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                run_info_done(&v[i]);
-        free(v);
+static int run_info_row(sqlite3_stmt *st, void *userdata) {
+        return store_row_to_run_info(st, userdata);
 }
 
-static int fill_run_info(sqlite3_stmt *st, void *elem, void *userdata) {
+int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
+        return query_row(s, l, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", PARAMS(p_int(id)), run_info_row,
+                         ret);
+}
+
+static int fill_run_info(sqlite3_stmt *st, void *elem) {
         return store_row_to_run_info(st, elem);
+}
+
+static void run_info_elem_done(void *elem) {
+        run_info_done(elem);
+}
+
+static const struct array_type run_infos = { sizeof(struct run_info), fill_run_info, {}, run_info_elem_done };
+
+void run_infos_free(struct run_info *v, size_t n) {
+        array_free(v, n, &run_infos);
 }
 
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct run_info *v = NULL;
-        size_t n = 0;
-        int r = prepare(s, db,
-                        "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                        "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
-                        &st);
-        if (r == 0) {
-                if (f->state >= 0)
-                        sqlite3_bind_text(st, 1, run_state_to_string((enum run_state)f->state), -1, SQLITE_STATIC);
-                if (f->name)
-                        sqlite3_bind_text(st, 2, f->name, -1, SQLITE_STATIC);
-                if (f->pid > 0)
-                        sqlite3_bind_int(st, 3, f->pid);
-                sqlite3_bind_int64(st, 4, (int64_t)l->max_rows + 1);
-                r = read_array(db, st, l->max_rows, (void **)&v, sizeof *v, fill_run_info, NULL, &n, ret_truncated);
-        }
-        reader_end(s);
-        if (r < 0) {
-                run_infos_free(v, n);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return query_array(s, l,
+                           "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
+                           "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
+                           PARAMS(f->state >= 0 ? p_text(run_state_to_string((enum run_state)f->state)) : p_null(),
+                                  p_text(f->name), f->pid > 0 ? p_int(f->pid) : p_null(),
+                                  p_int((int64_t)l->max_rows + 1)),
+                           l->max_rows, &run_infos, (void **)ret, ret_n, ret_truncated);
 }
 
 static char *col_text_dup(sqlite3_stmt *st, int i) {
@@ -168,26 +204,23 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
+struct sample_at {
+        struct sample *sample;
+        char **gpu_json;
+};
+
+static int sample_at_row(sqlite3_stmt *st, void *userdata) {
+        struct sample_at *x = userdata;
+        store_row_to_sample(st, 0, x->sample);
+        if (x->gpu_json)
+                *x->gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+        return 0;
+}
+
 int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
                     char **ret_gpu_json) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?", &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, ts);
-                sqlite3_bind_int64(st, 2, run_id);
-                r = step_one(db, st);
-        }
-        if (r == 1) {
-                store_row_to_sample(st, 0, ret);
-                if (ret_gpu_json)
-                        *ret_gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
-                r = 0;
-        } else if (r == 0)
-                r = -ENOENT;
-        reader_end(s);
-        return r;
+        return query_row(s, l, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?",
+                         PARAMS(p_int(ts), p_int(run_id)), sample_at_row, &(struct sample_at){ ret, ret_gpu_json });
 }
 
 /* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
@@ -234,12 +267,8 @@ int query_samples(struct store *s, const struct query_limits *l, int64_t run_id,
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
         int r = prepare(s, db, sql, &st);
         if (r == 0) {
-                if (step_ms > 0)
-                        sqlite3_bind_int64(st, 1, step_ms);
-                sqlite3_bind_int64(st, 2, run_id);
-                sqlite3_bind_int64(st, 3, from);
-                sqlite3_bind_int64(st, 4, until);
-                sqlite3_bind_int64(st, 5, (int64_t)limit + 1);
+                bind_params(st, PARAMS(step_ms > 0 ? p_int(step_ms) : p_null(), p_int(run_id), p_int(from),
+                                       p_int(until), p_int((int64_t)limit + 1)));
                 r = read_rows(db, st, limit, sample_row, &rows, &n, ret_truncated);
         }
         reader_end(s);
@@ -286,9 +315,7 @@ static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t fro
         int r = prepare(s, db, sql, &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, from);
-        sqlite3_bind_int64(st, 3, until);
+        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
         r = step_one(db, st);
         if (r <= 0)
                 return r == 0 ? -ENOENT : r;
@@ -311,9 +338,7 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
                 if (store_reader_prepare(
                             s, "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
                             &st) == SQLITE_OK) {
-                        sqlite3_bind_int64(st, 1, run_id);
-                        sqlite3_bind_int64(st, 2, from);
-                        sqlite3_bind_int64(st, 3, until);
+                        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
                         r = step_one(db, st);
                         if (r == 1) {
                                 w.samples = (uint64_t)sqlite3_column_int64(st, 0);
@@ -361,11 +386,7 @@ static int merge_slices(struct store *s, sqlite3 *db, const char *table, int64_t
         int r = prepare(s, db, streq(table, "op_slices") ? raw : rollup, &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, from);
-        sqlite3_bind_int64(st, 2, until);
-        sqlite3_bind_int64(st, 3, run_id);
-        if (op_filter)
-                sqlite3_bind_text(st, 4, op_filter, -1, SQLITE_STATIC);
+        bind_params(st, PARAMS(p_int(from), p_int(until), p_int(run_id), p_text(op_filter)));
         struct slice_rows x = { .a = a };
         size_t n;
         hist_init(&x.h);
@@ -389,70 +410,35 @@ int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int
         return r;
 }
 
-void marks_free(struct mark *v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                free(v[i].label);
-        free(v);
-}
-
-static int fill_mark(sqlite3_stmt *st, void *elem, void *userdata) {
+static int fill_mark(sqlite3_stmt *st, void *elem) {
         struct mark *m = elem;
         m->ts_ms = sqlite3_column_int64(st, 0);
         m->label = strdup((const char *)sqlite3_column_text(st, 1));
         return m->label ? 0 : -ENOMEM;
 }
 
+static const struct array_type marks = { sizeof(struct mark), fill_mark, { offsetof(struct mark, label) }, NULL };
+
+void marks_free(struct mark *v, size_t n) {
+        array_free(v, n, &marks);
+}
+
 int query_marks(struct store *s, const struct query_limits *l, int64_t run_id, struct mark **ret, size_t *ret_n) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct mark *v = NULL;
-        size_t n = 0;
-        int r = prepare(s, db, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?", &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, run_id);
-                sqlite3_bind_int64(st, 2, l->max_rows);
-                r = read_array(db, st, 0, (void **)&v, sizeof *v, fill_mark, NULL, &n, NULL);
-        }
-        reader_end(s);
-        if (r < 0) {
-                marks_free(v, n);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
+        return query_array(s, l, "SELECT ts, label FROM marks WHERE run_id = ? ORDER BY ts LIMIT ?",
+                           PARAMS(p_int(run_id), p_int(l->max_rows)), 0, &marks, (void **)ret, ret_n, NULL);
+}
+
+static int ts_row(sqlite3_stmt *st, void *userdata) {
+        *(int64_t *)userdata = sqlite3_column_int64(st, 0);
         return 0;
 }
 
 int query_mark_ts(struct store *s, const struct query_limits *l, int64_t run_id, const char *label, int64_t *ret_ts) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, "SELECT max(ts) FROM marks WHERE run_id = ? AND label = ?", &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, run_id);
-                sqlite3_bind_text(st, 2, label, -1, SQLITE_STATIC);
-                r = step_one(db, st);
-        }
-        if (r == 0) /* an aggregate always has a row */
-                r = step_error(db, SQLITE_DONE);
-        else if (r == 1 && sqlite3_column_type(st, 0) == SQLITE_NULL)
-                r = -ENOENT;
-        else if (r == 1) {
-                *ret_ts = sqlite3_column_int64(st, 0);
-                r = 0;
-        }
-        reader_end(s);
-        return r;
+        return query_row(s, l, "SELECT ts FROM marks WHERE run_id = ? AND label = ? ORDER BY ts DESC LIMIT 1",
+                         PARAMS(p_int(run_id), p_text(label)), ts_row, ret_ts);
 }
 
-void gauge_points_free(struct gauge_point *v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                free(v[i].name);
-        free(v);
-}
-
-static int fill_gauge(sqlite3_stmt *st, void *elem, void *userdata) {
+static int fill_gauge(sqlite3_stmt *st, void *elem) {
         struct gauge_point *g = elem;
         g->ts_ms = sqlite3_column_int64(st, 0);
         g->name = strdup((const char *)sqlite3_column_text(st, 1));
@@ -460,45 +446,26 @@ static int fill_gauge(sqlite3_stmt *st, void *elem, void *userdata) {
         return g->name ? 0 : -ENOMEM;
 }
 
+static const struct array_type gauge_points = {
+        sizeof(struct gauge_point), fill_gauge, { offsetof(struct gauge_point, name) }, NULL
+};
+
+void gauge_points_free(struct gauge_point *v, size_t n) {
+        array_free(v, n, &gauge_points);
+}
+
 int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                  unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct gauge_point *v = NULL;
-        size_t n = 0;
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
-        int r = prepare(s, db,
-                        "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
-                        "ORDER BY ts LIMIT ?",
-                        &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, from);
-                sqlite3_bind_int64(st, 2, until);
-                sqlite3_bind_int64(st, 3, run_id);
-                sqlite3_bind_int64(st, 4, (int64_t)limit + 1);
-                r = read_array(db, st, limit, (void **)&v, sizeof *v, fill_gauge, NULL, &n, ret_truncated);
-        }
-        reader_end(s);
-        if (r < 0) {
-                gauge_points_free(v, n);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return query_array(s, l,
+                           "SELECT ts, name, value FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? "
+                           "ORDER BY ts LIMIT ?",
+                           PARAMS(p_int(from), p_int(until), p_int(run_id), p_int((int64_t)limit + 1)), limit,
+                           &gauge_points, (void **)ret, ret_n, ret_truncated);
 }
 
-void leak_events_free(struct leak_event *v, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(v[i].reason);
-                free(v[i].metric);
-        }
-        free(v);
-}
-
-static int fill_leak_event(sqlite3_stmt *st, void *elem, void *userdata) {
+static int fill_leak_event(sqlite3_stmt *st, void *elem) {
         struct leak_event *e = elem;
         e->ts_ms = sqlite3_column_int64(st, 0);
         e->suspected = sqlite3_column_int(st, 1) != 0;
@@ -511,27 +478,20 @@ static int fill_leak_event(sqlite3_stmt *st, void *elem, void *userdata) {
         return -ENOMEM;
 }
 
+static const struct array_type leak_events = {
+        sizeof(struct leak_event),
+        fill_leak_event,
+        { offsetof(struct leak_event, reason), offsetof(struct leak_event, metric) },
+        NULL,
+};
+
+void leak_events_free(struct leak_event *v, size_t n) {
+        array_free(v, n, &leak_events);
+}
+
 int query_leak_events(struct store *s, const struct query_limits *l, int64_t run_id, struct leak_event **ret,
                       size_t *ret_n) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct leak_event *v = NULL;
-        size_t n = 0;
-        int r = prepare(s, db,
-                        "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
-                        &st);
-        if (r == 0) {
-                sqlite3_bind_int64(st, 1, run_id);
-                sqlite3_bind_int64(st, 2, l->max_rows);
-                r = read_array(db, st, 0, (void **)&v, sizeof *v, fill_leak_event, NULL, &n, NULL);
-        }
-        reader_end(s);
-        if (r < 0) {
-                leak_events_free(v, n);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
+        return query_array(s, l,
+                           "SELECT ts, suspected, reason, metric FROM leak_events WHERE run_id = ? ORDER BY ts LIMIT ?",
+                           PARAMS(p_int(run_id), p_int(l->max_rows)), 0, &leak_events, (void **)ret, ret_n, NULL);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/store.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "collect/accel/gpu.h"
 #include "analyze/leak.h"
 #include "analyze/ops.h"
+#include "store/param.h"
 #include "util.h"
 
 extern const char *const sql_migrations[];
@@ -252,44 +254,104 @@ static int step_done(struct store *s, sqlite3_stmt *st) {
         return 0;
 }
 
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *t) {
-        if (t)
-                sqlite3_bind_text(st, i, t, -1, SQLITE_STATIC);
-        else
-                sqlite3_bind_null(st, i);
+/* Binds v and runs st (a write) to its end: 0, or -EIO counted as a write error. */
+static int step_params(struct store *s, sqlite3_stmt *st, const struct param *v) {
+        bind_params(st, v);
+        return step_done(s, st);
 }
 
-/* Values above INT64_MAX do not occur for our counters in practice
- * (2^63 ns = 292 years); clamp rather than wrap. */
-static void bind_u64(sqlite3_stmt *st, int i, bool known, uint64_t v) {
-        if (known)
-                sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
-        else
-                sqlite3_bind_null(st, i);
+/* The same through a statement prepared for this one write. */
+static int exec_params(struct store *s, const char *sql, const struct param *v) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare_once(s->w, sql, &st) < 0)
+                return -EIO;
+        return step_params(s, st, v);
 }
 
-static void bind_double(sqlite3_stmt *st, int i, bool known, double v) {
-        if (known && v == v)
-                sqlite3_bind_double(st, i, v);
-        else
-                sqlite3_bind_null(st, i);
+static char *col_strdup(sqlite3_stmt *st, int i) {
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? strdup((const char *)t) : NULL;
+}
+
+static bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
+        if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                return false;
+        int64_t x = sqlite3_column_int64(st, i);
+        *v = x < 0 ? 0 : (uint64_t)x;
+        return true;
+}
+
+static bool col_double(sqlite3_stmt *st, int i, double *v) {
+        if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                return false;
+        *v = sqlite3_column_double(st, i);
+        return true;
+}
+
+/* STORE_SAMPLE_COLUMNS after ts, in its order, grouped by the flag that says whether they are known
+ * (else they are stored as NULL; read back, the group's first column sets the flag): their type and
+ * where they lie in struct sample. */
+#define FIELD(f) offsetof(struct sample, f)
+#define ALWAYS 0
+static const struct sample_group {
+        enum { COL_U64, COL_U32, COL_DOUBLE } type;
+        size_t known;     /* the flag's offset; ALWAYS: always known */
+        size_t fields[4]; /* offsets; 0 ends the list (ts_ms lies there) */
+} sample_groups[] = {
+        { COL_DOUBLE, FIELD(has_cpu_pct), { FIELD(cpu_pct) } },
+        { COL_U64, ALWAYS, { FIELD(cpu_time_ns), FIELD(user_time_ns), FIELD(system_time_ns) } },
+        { COL_U64, FIELD(has_rss), { FIELD(rss_bytes), FIELD(rss_anon_bytes) } },
+        { COL_U64, FIELD(has_peak_rss), { FIELD(peak_rss_bytes) } },
+        { COL_U32, ALWAYS, { FIELD(threads), FIELD(processes) } },
+        { COL_U64, FIELD(has_io), { FIELD(read_bytes), FIELD(write_bytes), FIELD(rchar_bytes), FIELD(wchar_bytes) } },
+        { COL_DOUBLE, FIELD(has_io_rate), { FIELD(read_bytes_per_s), FIELD(write_bytes_per_s) } },
+        { COL_U64, FIELD(has_net), { FIELD(netns_rx_bytes), FIELD(netns_tx_bytes) } },
+        { COL_DOUBLE, FIELD(has_net_rate), { FIELD(netns_rx_bytes_per_s), FIELD(netns_tx_bytes_per_s) } },
+        { COL_U64, FIELD(has_gpu_mem), { FIELD(gpu_mem_bytes) } },
+        { COL_DOUBLE, FIELD(has_gpu_util), { FIELD(gpu_util_pct) } },
+        { COL_DOUBLE, FIELD(has_energy), { FIELD(energy_j) } },
+};
+#undef ALWAYS
+#undef FIELD
+
+static struct param sample_param(const struct sample *m, const struct sample_group *g, size_t field) {
+        const char *base = (const char *)m;
+        bool known = g->known == 0 || *(const bool *)(base + g->known);
+        switch (g->type) {
+        case COL_U64:
+                return p_u64(known, *(const uint64_t *)(base + field));
+        case COL_U32:
+                return p_u64(known, *(const uint32_t *)(base + field));
+        case COL_DOUBLE:
+                return p_double(known, *(const double *)(base + field));
+        }
+        return p_null();
+}
+
+/* Reads column k into the field; whether it was not NULL. */
+static bool sample_read(sqlite3_stmt *st, int k, const struct sample_group *g, char *field) {
+        uint64_t u;
+        switch (g->type) {
+        case COL_U64:
+                return col_u64(st, k, (uint64_t *)field);
+        case COL_U32:
+                if (!col_u64(st, k, &u))
+                        return false;
+                *(uint32_t *)field = (uint32_t)u;
+                return true;
+        case COL_DOUBLE:
+                return col_double(st, k, (double *)field);
+        }
+        return false;
 }
 
 int store_insert_run(struct store *s, struct run_info *ri) {
-        sqlite3_stmt *st = s->insert_run;
-        sqlite3_bind_int(st, 1, ri->pid);
-        bind_u64(st, 2, true, ri->start_time_ticks);
-        sqlite3_bind_text(st, 3, ri->boot_id, -1, SQLITE_STATIC);
-        bind_u64(st, 4, ri->has_uid, ri->uid);
-        bind_text_or_null(st, 5, ri->name);
-        bind_text_or_null(st, 6, ri->comm);
-        bind_text_or_null(st, 7, ri->cmdline);
-        sqlite3_bind_text(st, 8, ri->tags_json ? ri->tags_json : "{}", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 9, ri->interval_ms);
-        sqlite3_bind_int(st, 10, ri->children);
-        sqlite3_bind_text(st, 11, run_state_to_string(ri->state), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 12, ri->registered_ts_ms);
-        int r = step_done(s, st);
+        int r = step_params(s, s->insert_run,
+                            PARAMS(p_int(ri->pid), p_u64(true, ri->start_time_ticks), p_text(ri->boot_id),
+                                   p_u64(ri->has_uid, ri->uid), p_text(ri->name), p_text(ri->comm), p_text(ri->cmdline),
+                                   p_text(ri->tags_json ? ri->tags_json : "{}"), p_int(ri->interval_ms),
+                                   p_int(ri->children), p_text(run_state_to_string(ri->state)),
+                                   p_int(ri->registered_ts_ms)));
         if (r < 0)
                 return r;
         ri->id = sqlite3_last_insert_rowid(s->w);
@@ -297,77 +359,40 @@ int store_insert_run(struct store *s, struct run_info *ri) {
 }
 
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms) {
-        sqlite3_stmt *st = s->update_state;
-        sqlite3_bind_text(st, 1, run_state_to_string(state), -1, SQLITE_STATIC);
-        if (ended_ts_ms)
-                sqlite3_bind_int64(st, 2, ended_ts_ms);
-        else
-                sqlite3_bind_null(st, 2);
-        sqlite3_bind_int64(st, 3, id);
-        return step_done(s, st);
+        return step_params(
+                s, s->update_state,
+                PARAMS(p_text(run_state_to_string(state)), ended_ts_ms ? p_int(ended_ts_ms) : p_null(), p_int(id)));
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, "UPDATE runs SET comm=?, cmdline=? WHERE id=?", &st) < 0)
-                return -EIO;
-        bind_text_or_null(st, 1, comm);
-        bind_text_or_null(st, 2, cmdline);
-        sqlite3_bind_int64(st, 3, id);
-        return step_done(s, st);
+        return exec_params(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
+                           PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
 }
 
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t) {
-        sqlite3_stmt *st = s->update_totals;
-        bind_u64(st, 1, t->last_ts_ms != 0, (uint64_t)t->last_ts_ms);
-        bind_u64(st, 2, true, t->samples);
-        bind_u64(st, 3, true, t->cpu_time_ns);
-        bind_u64(st, 4, true, t->user_time_ns);
-        bind_u64(st, 5, true, t->system_time_ns);
-        bind_u64(st, 6, t->has_rss, t->peak_rss_bytes);
-        bind_u64(st, 7, t->has_rss, t->final_rss_bytes);
-        bind_u64(st, 8, t->samples > 0, t->threads_max);
-        bind_u64(st, 9, t->has_io, t->read_bytes);
-        bind_u64(st, 10, t->has_io, t->write_bytes);
-        bind_u64(st, 11, t->has_net, t->netns_rx_bytes);
-        bind_u64(st, 12, t->has_net, t->netns_tx_bytes);
-        bind_u64(st, 13, t->has_gpu_mem, t->peak_gpu_mem_bytes);
-        bind_u64(st, 14, true, t->gpu_util_samples);
-        bind_double(st, 15, true, t->gpu_util_sum_pct);
-        bind_double(st, 16, t->has_energy, t->energy_j);
-        sqlite3_bind_int64(st, 17, id);
-        return step_done(s, st);
+        return step_params(s, s->update_totals,
+                           PARAMS(p_u64(t->last_ts_ms != 0, (uint64_t)t->last_ts_ms), p_u64(true, t->samples),
+                                  p_u64(true, t->cpu_time_ns), p_u64(true, t->user_time_ns),
+                                  p_u64(true, t->system_time_ns), p_u64(t->has_rss, t->peak_rss_bytes),
+                                  p_u64(t->has_rss, t->final_rss_bytes), p_u64(t->samples > 0, t->threads_max),
+                                  p_u64(t->has_io, t->read_bytes), p_u64(t->has_io, t->write_bytes),
+                                  p_u64(t->has_net, t->netns_rx_bytes), p_u64(t->has_net, t->netns_tx_bytes),
+                                  p_u64(t->has_gpu_mem, t->peak_gpu_mem_bytes), p_u64(true, t->gpu_util_samples),
+                                  p_double(true, t->gpu_util_sum_pct), p_double(t->has_energy, t->energy_j),
+                                  p_int(id)));
 }
 
 int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
-        sqlite3_stmt *st = s->insert_sample;
-        int i = 1;
-        sqlite3_bind_int64(st, i++, m->ts_ms);
-        bind_double(st, i++, m->has_cpu_pct, m->cpu_pct);
-        bind_u64(st, i++, true, m->cpu_time_ns);
-        bind_u64(st, i++, true, m->user_time_ns);
-        bind_u64(st, i++, true, m->system_time_ns);
-        bind_u64(st, i++, m->has_rss, m->rss_bytes);
-        bind_u64(st, i++, m->has_rss, m->rss_anon_bytes);
-        bind_u64(st, i++, m->has_peak_rss, m->peak_rss_bytes);
-        bind_u64(st, i++, true, m->threads);
-        bind_u64(st, i++, true, m->processes);
-        bind_u64(st, i++, m->has_io, m->read_bytes);
-        bind_u64(st, i++, m->has_io, m->write_bytes);
-        bind_u64(st, i++, m->has_io, m->rchar_bytes);
-        bind_u64(st, i++, m->has_io, m->wchar_bytes);
-        bind_double(st, i++, m->has_io_rate, m->read_bytes_per_s);
-        bind_double(st, i++, m->has_io_rate, m->write_bytes_per_s);
-        bind_u64(st, i++, m->has_net, m->netns_rx_bytes);
-        bind_u64(st, i++, m->has_net, m->netns_tx_bytes);
-        bind_double(st, i++, m->has_net_rate, m->netns_rx_bytes_per_s);
-        bind_double(st, i++, m->has_net_rate, m->netns_tx_bytes_per_s);
-        bind_u64(st, i++, m->has_gpu_mem, m->gpu_mem_bytes);
-        bind_double(st, i++, m->has_gpu_util, m->gpu_util_pct);
-        bind_double(st, i++, m->has_energy, m->energy_j);
-        bind_text_or_null(st, i++, gpu_json);
-        sqlite3_bind_int64(st, i++, run_id);
-        return step_done(s, st);
+        struct param v[ELEMENTSOF(sample_groups) * ELEMENTSOF(sample_groups[0].fields) + 4];
+        size_t n = 0;
+        v[n++] = p_int(m->ts_ms);
+        for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++)
+                for (size_t j = 0; j < ELEMENTSOF(sample_groups[i].fields) && sample_groups[i].fields[j]; j++)
+                        v[n++] = sample_param(m, &sample_groups[i], sample_groups[i].fields[j]);
+        v[n++] = p_text(gpu_json);
+        v[n++] = p_int(run_id);
+        v[n] = (struct param){ .type = PARAM_END };
+        return step_params(s, s->insert_sample, v);
 }
 
 /* One op row (raw slice or minute rollup) through st: the histogram, if it
@@ -378,17 +403,9 @@ static int insert_op_row(struct store *s, sqlite3_stmt *st, int64_t ts, int64_t 
         size_t len = 0;
         if (h->count > 0 && hist_encode(h, &blob, &len) < 0)
                 return -ENOMEM;
-        sqlite3_bind_int64(st, 1, ts);
-        sqlite3_bind_int64(st, 2, run_id);
-        sqlite3_bind_text(st, 3, op, -1, SQLITE_STATIC);
-        bind_text_or_null(st, 4, category);
-        sqlite3_bind_double(st, 5, count);
-        sqlite3_bind_int64(st, 6, (int64_t)h->count);
-        if (blob)
-                sqlite3_bind_blob(st, 7, blob, (int)len, SQLITE_STATIC);
-        else
-                sqlite3_bind_null(st, 7);
-        return step_done(s, st);
+        return step_params(s, st,
+                           PARAMS(p_int(ts), p_int(run_id), p_text(op), p_text(category), p_double(true, count),
+                                  p_int((int64_t)h->count), p_blob(blob, len)));
 }
 
 int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
@@ -396,81 +413,47 @@ int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice
 }
 
 int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {
-        sqlite3_stmt *st = s->insert_gauge;
-        sqlite3_bind_int64(st, 1, g->ts);
-        sqlite3_bind_int64(st, 2, run_id);
-        sqlite3_bind_text(st, 3, g->name, -1, SQLITE_STATIC);
-        sqlite3_bind_double(st, 4, g->value);
-        return step_done(s, st);
+        return step_params(s, s->insert_gauge,
+                           PARAMS(p_int(g->ts), p_int(run_id), p_text(g->name), p_double(true, g->value)));
 }
 
 int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w,
-                         "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
-                         "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                         &st) < 0)
-                return -EIO;
-        sqlite3_bind_int64(st, 1, ts_ms);
-        sqlite3_bind_text(st, 2, d->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, d->kind, -1, SQLITE_STATIC);
-        bind_text_or_null(st, 4, d->driver[0] ? d->driver : NULL);
-        bind_double(st, 5, d->has_busy, d->busy_pct);
-        bind_u64(st, 6, d->has_mem_used, d->mem_used_bytes);
-        bind_u64(st, 7, d->has_mem_total, d->mem_total_bytes);
-        bind_double(st, 8, d->has_power, d->power_w);
-        bind_double(st, 9, d->has_energy, d->energy_j);
-        bind_double(st, 10, d->has_temp, d->temp_c);
-        bind_double(st, 11, d->has_freq, d->freq_mhz);
-        bind_text_or_null(st, 12, detail_json);
-        return step_done(s, st);
+        return exec_params(s,
+                           "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                           "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                           PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
+                                  p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
+                                  p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
+                                  p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
+                                  p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
 }
 
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)", &st) < 0)
-                return -EIO;
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, ts_ms);
-        sqlite3_bind_text(st, 3, label, -1, SQLITE_STATIC);
-        return step_done(s, st);
+        return exec_params(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
+                           PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
 }
 
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w,
-                         "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
-                         "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
-                         &st) < 0)
-                return -EIO;
-        sqlite3_bind_int64(st, 1, run_id);
-        sqlite3_bind_int64(st, 2, ts_ms);
-        sqlite3_bind_int(st, 3, suspected);
-        sqlite3_bind_text(st, 4, metric, -1, SQLITE_STATIC);
-        bind_double(st, 5, v->evaluated, v->slope_bytes_per_s);
-        bind_double(st, 6, v->evaluated, v->growth_bytes);
-        bind_double(st, 7, v->evaluated, v->window_s);
-        bind_double(st, 8, v->evaluated, v->confidence);
-        sqlite3_bind_text(st, 9, v->reason, -1, SQLITE_STATIC);
-        return step_done(s, st);
+        return exec_params(s,
+                           "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                           "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                           PARAMS(p_int(run_id), p_int(ts_ms), p_int(suspected), p_text(metric),
+                                  p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
+                                  p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
+                                  p_text(v->reason)));
 }
 
 int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, "UPDATE runs SET leak = ? WHERE id = ?", &st) < 0)
-                return -EIO;
-        bind_text_or_null(st, 1, leak_json);
-        sqlite3_bind_int64(st, 2, run_id);
-        return step_done(s, st);
+        return exec_params(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
 }
 
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(db, "SELECT value FROM meta WHERE key=?", &st) < 0)
                 return -EIO;
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        bind_params(st, PARAMS(p_text(key)));
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
@@ -484,8 +467,7 @@ static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &st) < 0)
                 return -EIO;
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, v);
+        bind_params(st, PARAMS(p_text(key), p_int(v)));
         return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
 }
 
@@ -494,21 +476,19 @@ static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
  * catches up over several ticks instead of stalling one. */
 #define ROLLUP_MAX_SPAN_MS (60 * MINUTE_MS)
 
-static int write_op_rollup(struct store *s, int64_t minute, int64_t run_id, const struct op_agg *g) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w,
-                         "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, hist) "
-                         "VALUES (?,?,?,?,?,?,?)",
-                         &st) < 0)
-                return -EIO;
-        return insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
-}
-
 /* Writes one (minute, run)'s merged ops unless r is already an error, and
  * empties the group; returns the first error. */
 static int write_op_rollups(struct store *s, int64_t minute, int64_t run_id, struct op_aggs *group, int r) {
-        for (size_t i = 0; i < group->n && r == 0; i++)
-                r = write_op_rollup(s, minute, run_id, &group->v[i]);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (r == 0 && prepare_once(s->w,
+                                   "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, "
+                                   "hist) VALUES (?,?,?,?,?,?,?)",
+                                   &st) < 0)
+                r = -EIO;
+        for (size_t i = 0; i < group->n && r == 0; i++) {
+                const struct op_agg *g = &group->v[i];
+                r = insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
+        }
         op_aggs_done(group);
         return r;
 }
@@ -522,8 +502,7 @@ static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
                          "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
                          &st) < 0)
                 return -EIO;
-        sqlite3_bind_int64(st, 1, from);
-        sqlite3_bind_int64(st, 2, until);
+        bind_params(st, PARAMS(p_int(from), p_int(until)));
         struct op_aggs group = {};
         int64_t g_minute = 0, g_run = 0;
         int rc, r = 0;
@@ -576,8 +555,7 @@ int store_rollup(struct store *s, int64_t upto_ms) {
                                "FROM samples WHERE ts >= ? AND ts < ? GROUP BY 1, run_id",
                                -1, &st, NULL) != SQLITE_OK)
                 return log_warning_errno(EIO, "rollup: %s", sqlite3_errmsg(s->w));
-        sqlite3_bind_int64(st, 1, from);
-        sqlite3_bind_int64(st, 2, until);
+        bind_params(st, PARAMS(p_int(from), p_int(until)));
         if (store_begin(s) < 0)
                 return -EIO;
         if (sqlite3_step(st) != SQLITE_DONE || rollup_op_slices(s, from, until) < 0 ||
@@ -599,8 +577,7 @@ static int delete_batch(struct store *s, const char *table, const char *key, int
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(s->w, sql, &st) < 0)
                 return -EIO;
-        sqlite3_bind_int64(st, 1, cutoff);
-        sqlite3_bind_int(st, 2, (int)batch);
+        bind_params(st, PARAMS(p_int(cutoff), p_int(batch)));
         if (store_begin(s) < 0)
                 return -EIO;
         if (sqlite3_step(st) != SQLITE_DONE) {
@@ -639,26 +616,6 @@ int store_checkpoint(struct store *s, bool truncate) {
         int rc = sqlite3_wal_checkpoint_v2(
                 s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         return rc == SQLITE_OK ? 0 : -EBUSY;
-}
-
-static char *col_strdup(sqlite3_stmt *st, int i) {
-        const unsigned char *t = sqlite3_column_text(st, i);
-        return t ? strdup((const char *)t) : NULL;
-}
-
-static bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
-        if (sqlite3_column_type(st, i) == SQLITE_NULL)
-                return false;
-        int64_t x = sqlite3_column_int64(st, i);
-        *v = x < 0 ? 0 : (uint64_t)x;
-        return true;
-}
-
-static bool col_double(sqlite3_stmt *st, int i, double *v) {
-        if (sqlite3_column_type(st, i) == SQLITE_NULL)
-                return false;
-        *v = sqlite3_column_double(st, i);
-        return true;
 }
 
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
@@ -711,33 +668,18 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
 }
 
 void store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
-        uint64_t u;
+        char *base = (char *)m;
+        int k = c;
         memset(m, 0, sizeof *m);
-        m->ts_ms = sqlite3_column_int64(st, c + 0);
-        m->has_cpu_pct = col_double(st, c + 1, &m->cpu_pct);
-        col_u64(st, c + 2, &m->cpu_time_ns);
-        col_u64(st, c + 3, &m->user_time_ns);
-        col_u64(st, c + 4, &m->system_time_ns);
-        m->has_rss = col_u64(st, c + 5, &m->rss_bytes);
-        col_u64(st, c + 6, &m->rss_anon_bytes);
-        m->has_peak_rss = col_u64(st, c + 7, &m->peak_rss_bytes);
-        if (col_u64(st, c + 8, &u))
-                m->threads = (uint32_t)u;
-        if (col_u64(st, c + 9, &u))
-                m->processes = (uint32_t)u;
-        m->has_io = col_u64(st, c + 10, &m->read_bytes);
-        col_u64(st, c + 11, &m->write_bytes);
-        col_u64(st, c + 12, &m->rchar_bytes);
-        col_u64(st, c + 13, &m->wchar_bytes);
-        m->has_io_rate = col_double(st, c + 14, &m->read_bytes_per_s);
-        col_double(st, c + 15, &m->write_bytes_per_s);
-        m->has_net = col_u64(st, c + 16, &m->netns_rx_bytes);
-        col_u64(st, c + 17, &m->netns_tx_bytes);
-        m->has_net_rate = col_double(st, c + 18, &m->netns_rx_bytes_per_s);
-        col_double(st, c + 19, &m->netns_tx_bytes_per_s);
-        m->has_gpu_mem = col_u64(st, c + 20, &m->gpu_mem_bytes);
-        m->has_gpu_util = col_double(st, c + 21, &m->gpu_util_pct);
-        m->has_energy = col_double(st, c + 22, &m->energy_j);
+        m->ts_ms = sqlite3_column_int64(st, k++);
+        for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++) {
+                const struct sample_group *g = &sample_groups[i];
+                for (size_t j = 0; j < ELEMENTSOF(g->fields) && g->fields[j]; j++) {
+                        bool known = sample_read(st, k++, g, base + g->fields[j]);
+                        if (j == 0 && g->known)
+                                *(bool *)(base + g->known) = known;
+                }
+        }
 }
 
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {
@@ -772,8 +714,7 @@ int store_catch_up_totals(struct store *s, struct run_info *ri) {
         if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
                          &st) < 0)
                 return -EIO;
-        sqlite3_bind_int64(st, 1, ri->totals.last_ts_ms);
-        sqlite3_bind_int64(st, 2, ri->id);
+        bind_params(st, PARAMS(p_int(ri->totals.last_ts_ms), p_int(ri->id)));
         int rc;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 struct sample m;

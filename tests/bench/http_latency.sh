@@ -23,30 +23,10 @@
 # 3 goal missed with -S.
 set -u -o pipefail
 
-REPS=3
-DUR=10
-CONNS=32
-THREADS=2
-RATE=1000
-PREFILL=60
-KEEP=0
-STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$SRCDIR/tests/bench/lib.sh"
-MLMOND=${MLMOND:-}
-
-while getopts "r:d:c:t:R:P:m:kSh" o; do
-        case $o in
-        r) REPS=$OPTARG ;;
-        d) DUR=$OPTARG ;;
-        c) CONNS=$OPTARG ;;
-        t) THREADS=$OPTARG ;;
-        R) RATE=$OPTARG ;;
-        P) PREFILL=$OPTARG ;;
-        *) common_opt "$o" ;;
-        esac
-done
+bench_parse_options r:REPS=3 d:DUR=10 c:CONNS=32 t:THREADS=2 R:RATE=1000 P:PREFILL=60 -- "$@"
 
 for v in REPS DUR CONNS THREADS RATE PREFILL; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
 find_mlmond build-t3 build-bench build
@@ -59,18 +39,12 @@ TMP=$(mktemp -d /var/tmp/mlmond-http.XXXXXX) || die "mktemp failed"
 MLMOND_PID=
 MHD_PID=
 SENDER_PID=
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
+bench_cleanup() {
         exec 3>&- 4>&- 2>/dev/null
         for p in $SENDER_PID $MHD_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        stop_mlmond
-        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
-        exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -O2 -Wall -o "$TMP/mhd_minimal" "$SRCDIR/tests/bench/mhd_minimal.c" $(pkg-config --cflags --libs libmicrohttpd) ||

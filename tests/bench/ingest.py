@@ -13,7 +13,7 @@ deltas as a cross-check), the loss %, the kernel's UDP receive-buffer drops,
 and the daemon's CPU per line. Then the highest rate of the ladder with no
 loss, per listener.
 
-Goals (issue 3): >= 500 000 lines/s on the unix socket; no loss at
+Goals: >= 500 000 lines/s on the unix socket; no loss at
 100 000 lines/s on either listener.
 
 usage: tests/bench/ingest.py [-d SECONDS] [-r RATE,RATE,...] [-l unix,udp,unix-blocking]

@@ -25,28 +25,10 @@
 # Exit status: 0 ran, 1 mlmond misbehaved (wrong count, crash, errors logged), 2 setup error.
 set -u -o pipefail
 
-N=1000000
-LOAD=50
-OPS=1
-Q=100
-TMPBASE=${TMPDIR_BENCH:-/var/tmp}
-KEEP=0
-STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$SRCDIR/tests/bench/lib.sh"
-MLMOND=${MLMOND:-}
-
-while getopts "n:L:o:q:m:t:kSh" o; do
-        case $o in
-        n) N=$OPTARG ;;
-        L) LOAD=$OPTARG ;;
-        o) OPS=$OPTARG ;;
-        q) Q=$OPTARG ;;
-        t) TMPBASE=$OPTARG ;;
-        *) common_opt "$o" ;;
-        esac
-done
+bench_parse_options n:N=1000000 L:LOAD=50 o:OPS=1 q:Q=100 "t:TMPBASE=${TMPDIR_BENCH:-/var/tmp}" -- "$@"
 
 [[ $N =~ ^[0-9]+$ && $N -ge 1 ]] || die "-n must be a positive integer"
 [[ $LOAD =~ ^[0-9]+$ && $LOAD -ge 1 && $LOAD -le 110 ]] || die "-L must be an integer in 1..110"
@@ -63,17 +45,11 @@ fstype=$(stat -f -c %T "$TMP")
 
 MLMOND_PID=
 SENDERS=()
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
+bench_cleanup() {
         for p in "${SENDERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        stop_mlmond
-        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
-        exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 gcc -O2 -Wall -o "$TMP/statsd_send" "$SRCDIR/tests/bench/statsd_send.c" -lm || die "cannot build statsd_send"
 sched_ns() { local s=0 a t; for t in /proc/$1/task/*/schedstat; do read -r a _ <"$t" && s=$((s + a)); done; echo $s; }

@@ -1,10 +1,80 @@
-# Shared by the HTTP benchmarks (http_latency.sh, latency_query.sh, metrics.sh); sourced, not run.
-# Expects: PY (a python3), TMP (the run's scratch directory), MLMOND (the binary), die().
+# Shared by the benchmarks (http_latency.sh, latency_query.sh, metrics.sh, sampling.sh); sourced,
+# not run. Expects SRCDIR (the source tree); the helpers below also use PY (a python3), TMP (the
+# run's scratch directory) and MLMOND (the binary) once the script has set them.
 # shellcheck shell=bash
+
+# die MESSAGE: a setup error: the message on stderr, exit status 2.
+die() { echo "${0##*/}: $*" >&2; exit 2; }
+
+# bench_parse_options SPEC... -- "$@": the script's own options and the common ones (-m PATH:
+# the mlmond binary, default $MLMOND; -k: keep the temporary directory; -S: strict; -h: the
+# script's header comment as help). A SPEC is "x:VAR=DEFAULT" (-x VALUE sets VAR, DEFAULT
+# otherwise) or "x+VAR" (-x sets VAR to 1, 0 otherwise). An unknown option exits 2.
+bench_parse_options() {
+        local specs=() spec optstring=h o
+        while [[ $1 != -- ]]; do specs+=("$1"); shift; done
+        shift
+        specs+=("m:MLMOND=${MLMOND:-}" k+KEEP S+STRICT)
+        for spec in "${specs[@]}"; do
+                if [[ $spec == ?:* ]]; then
+                        optstring+=${spec:0:2}
+                        spec=${spec:2}
+                        printf -v "${spec%%=*}" '%s' "${spec#*=}"
+                else
+                        optstring+=${spec:0:1}
+                        printf -v "${spec:2}" 0
+                fi
+        done
+        OPTIND=1
+        while getopts "$optstring" o; do
+                case $o in
+                h) sed -n '3,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+                '?') exit 2 ;;
+                esac
+                for spec in "${specs[@]}"; do
+                        [[ ${spec:0:1} == "$o" ]] || continue
+                        if [[ $spec == ?:* ]]; then
+                                spec=${spec:2}
+                                printf -v "${spec%%=*}" '%s' "$OPTARG"
+                        else
+                                printf -v "${spec:2}" 1
+                        fi
+                done
+        done
+}
+
+# find_mlmond BUILDDIR...: unless MLMOND is set, the first SRCDIR/BUILDDIR/daemon/mlmond that is
+# an executable; dies if there is none.
+find_mlmond() {
+        local d
+        if [[ -z $MLMOND ]]; then
+                for d in "$@"; do
+                        [[ -x $SRCDIR/$d/daemon/mlmond ]] && { MLMOND=$SRCDIR/$d/daemon/mlmond; break; }
+                done
+        fi
+        [[ -x $MLMOND ]] || die "mlmond binary not found (build it, or pass -m PATH / MLMOND=)"
+}
 
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ucurl() { curl -sf --max-time 30 --unix-socket "$TMP/sock" "$@"; }
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# bench_traps: from now on, the script's exit (also by SIGINT or SIGTERM: status 130, 143) runs its
+# bench_cleanup (which ends what the script started, in its order), stops mlmond, and removes TMP
+# unless KEEP; the exit status stays the script's.
+bench_traps() {
+        trap bench_exit EXIT
+        trap 'exit 130' INT
+        trap 'exit 143' TERM
+}
+bench_exit() {
+        local rc=$?
+        trap - EXIT INT TERM
+        bench_cleanup
+        stop_mlmond
+        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+        exit "$rc"
+}
 
 # start_mlmond CONFIG_TEXT: mlmond on a free loopback port (PORT), its unix socket and StatsD socket
 # in TMP, log in TMP/mlmond.log; returns once /v1/health answers (else exits 1 with the log: mlmond

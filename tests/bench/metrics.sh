@@ -33,34 +33,11 @@
 # 3 goal missed with -S.
 set -u -o pipefail
 
-RUNS=100
-OPS=2
-REPS=3
-DUR=10
-CONNS=32
-THREADS=2
-RATE=0
-KEEP=0
-STRICT=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$SRCDIR/tests/bench/lib.sh"
-MLMOND=${MLMOND:-}
-BUILDDIR=$SRCDIR/build-bench-metrics
-
-while getopts "n:o:r:d:c:t:R:m:B:kSh" o; do
-        case $o in
-        n) RUNS=$OPTARG ;;
-        o) OPS=$OPTARG ;;
-        r) REPS=$OPTARG ;;
-        d) DUR=$OPTARG ;;
-        c) CONNS=$OPTARG ;;
-        t) THREADS=$OPTARG ;;
-        R) RATE=$OPTARG ;;
-        B) BUILDDIR=$OPTARG ;;
-        *) common_opt "$o" ;;
-        esac
-done
+bench_parse_options n:RUNS=100 o:OPS=2 r:REPS=3 d:DUR=10 c:CONNS=32 t:THREADS=2 R:RATE=0 \
+        "B:BUILDDIR=$SRCDIR/build-bench-metrics" -- "$@"
 
 for v in RUNS OPS REPS DUR CONNS THREADS RATE; do [[ ${!v} =~ ^[0-9]+$ ]] || die "bad $v"; done
 ((RUNS >= 1)) || die "at least one run"
@@ -90,19 +67,13 @@ MLMOND_PID=
 NODE_PID=
 SENDER_PID=
 SLEEPERS=()
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
+bench_cleanup() {
         exec 3>&- 2>/dev/null
         for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do kill "$p" 2>/dev/null; done
         for p in $SENDER_PID $NODE_PID "${SLEEPERS[@]}"; do wait "$p" 2>/dev/null; done
-        stop_mlmond
-        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
-        exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 
 # --- mlmond, RUNS sleeping processes registered, OPS ops of timings each ---

@@ -30,32 +30,11 @@
 # refused, crash, errors in its log, bad exit status), 2 usage/setup error.
 set -u -o pipefail
 
-N=1000
-D=60
-SETTLE=3
-INTERVAL=1s
-TMPBASE=${TMPDIR_BENCH:-/var/tmp}
-PERF_S=0
-KEEP=0
-STRICT=0
-RESTART=0
 SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$SRCDIR/tests/bench/lib.sh"
-MLMOND=${MLMOND:-}
-
-while getopts "n:d:s:m:t:P:RkSh" o; do
-        case $o in
-        n) N=$OPTARG ;;
-        d) D=$OPTARG ;;
-        s) SETTLE=$OPTARG ;;
-        t) TMPBASE=$OPTARG ;;
-        P) PERF_S=$OPTARG ;;
-        R) RESTART=1 ;;
-        *) common_opt "$o" ;;
-        esac
-done
-
+INTERVAL=1s
+bench_parse_options n:N=1000 d:D=60 s:SETTLE=3 "t:TMPBASE=${TMPDIR_BENCH:-/var/tmp}" P:PERF_S=0 R+RESTART -- "$@"
 
 [[ $N =~ ^[0-9]+$ && $N -ge 1 ]] || die "-n must be a positive integer"
 [[ $D =~ ^[0-9]+$ && $D -ge 2 ]] || die "-d must be an integer >= 2"
@@ -88,9 +67,8 @@ fi
 SPAWNER=
 MLMOND_PID=
 PIDSTAT_PID=
-cleanup() {
-        local rc=$?
-        trap - EXIT INT TERM
+# shellcheck disable=SC2317 # bench_exit (lib.sh) runs it
+bench_cleanup() {
         [[ -n $PIDSTAT_PID ]] && kill "$PIDSTAT_PID" 2>/dev/null && wait "$PIDSTAT_PID" 2>/dev/null
         stop_mlmond
         if [[ -n $SPAWNER ]]; then
@@ -103,12 +81,8 @@ cleanup() {
                 fi
                 wait "$SPAWNER" 2>/dev/null
         fi
-        if ((KEEP)); then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
-        exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 now_ms() { date +%s%3N; }
 now_s() { date +%s.%N; }
