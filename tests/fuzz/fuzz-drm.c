@@ -3,9 +3,7 @@
  * two at its middle as two readings of one client, one second apart,
  * through the client table: every utilisation known must be in [0, 100].
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-drm.c daemon/collect/accel/drm.c lib/util.c -lm -o fuzz-drm
- *   ./fuzz-drm -max_total_time=60 tests/fuzz/corpus/drm
+ *   tools/fuzz.sh 60 drm
  *
  * Also #included by tests/gpu/test-drm.c, which runs it on the fixture
  * files cut and spliced. */

@@ -7,9 +7,7 @@
  *    tracked here, the buckets add up, a histogram of the first half merged
  *    with one of the second equals the histogram of all, and it round-trips.
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-histogram.c daemon/analyze/histogram.c lib/util.c -lm -o fuzz-histogram
- *   ./fuzz-histogram -max_total_time=60 tests/fuzz/corpus/histogram */
+ *   tools/fuzz.sh 60 histogram */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

@@ -4,9 +4,7 @@
  * answer must be the same as when the text is parsed whole, and a body must
  * be NUL-terminated and no longer than the input.
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-http-client.c lib/http-client.c lib/util.c -ljson-c -lm -o fuzz-http-client
- *   ./fuzz-http-client -max_total_time=60 tests/fuzz/corpus/http-client */
+ *   tools/fuzz.sh 60 http-client */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

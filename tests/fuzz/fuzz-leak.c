@@ -9,9 +9,7 @@
  *  - every prefix of up to 64 points, and the whole series, are judged.
  * test-leak runs this target on generated inputs in every build:
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-leak.c daemon/analyze/leak.c -lm -o fuzz-leak
- *   ./fuzz-leak -max_total_time=60 */
+ *   tools/fuzz.sh 60 leak */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

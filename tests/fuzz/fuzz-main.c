@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Replays inputs through LLVMFuzzerTestOneInput() without libFuzzer, so a
- * corpus or a crash reproducer can run under any compiler and sanitizer:
+ * corpus or a crash reproducer can run under any compiler and sanitizer.
+ * Every build makes one per target (tests/fuzz/meson.build):
  *
- *   gcc -g -fsanitize=address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-main.c tests/fuzz/fuzz-procfs.c daemon/collect/procfs.c lib/util.c -lm -o fuzz-procfs-replay
- *   ./fuzz-procfs-replay tests/fuzz/corpus/procfs [FILE...]
+ *   build/tests/fuzz/fuzz-procfs-replay tests/fuzz/corpus/procfs [FILE...]
  *
  * Each argument is a file, or a directory whose regular files are all run. */
 #include <dirent.h>

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: every proc_parse_*() on the same NUL-terminated input.
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-procfs.c daemon/collect/procfs*.c lib/util.c -lm -o fuzz-procfs
- *   ./fuzz-procfs -max_total_time=30 tests/fuzz/corpus/procfs */
+ *   tools/fuzz.sh 60 procfs */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

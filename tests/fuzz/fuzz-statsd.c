@@ -4,9 +4,7 @@
  * ASan catches any read past len. Every metric it hands out must keep the
  * promises of statsd.h; each line is also parsed alone and must agree.
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib -Idaemon \
- *       tests/fuzz/fuzz-statsd.c daemon/ingest/statsd.c lib/json-util.c -ljson-c -lm -o fuzz-statsd
- *   ./fuzz-statsd -max_total_time=60 tests/fuzz/corpus/statsd */
+ *   tools/fuzz.sh 60 statsd */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
