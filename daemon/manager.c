@@ -389,6 +389,7 @@ static int manager_tick(struct manager *m) {
         m->last_tick_ms = (double)(end - start) / 1000.0;
         m->last_tick_end_mono = end;
         manager_rearm_tick(m, end);
+        (void)manager_health(m); /* keeps its bookkeeping current */
         return 0;
 }
 
@@ -436,13 +437,52 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* Watchdog = pipeline liveness: ping only while ticks are on time, from the
- * main loop. A stuck sampler stops the pings and systemd restarts us. */
+/* How long a failed write or an overrun keeps health "degraded": three
+ * default intervals, at least one maintenance period. */
+static usec_t health_window(const struct manager *m) {
+        usec_t w = 3 * m->config.interval_usec;
+        return w > MAINTENANCE_PERIOD_USEC ? w : MAINTENANCE_PERIOD_USEC;
+}
+
+unsigned manager_health(struct manager *m) {
+        usec_t now = now_usec(CLOCK_MONOTONIC), window = health_window(m);
+        uint64_t errors = store_write_errors(m->store) + m->tick_errors;
+        unsigned h = 0;
+        char why[160] = "";
+
+        if (errors != m->health_db_errors) {
+                m->health_db_errors = errors;
+                m->health_db_error_mono = now;
+        }
+        if (m->overruns != m->health_overruns) {
+                m->health_overruns = m->overruns;
+                m->health_overrun_mono = now;
+        }
+        if (m->health_db_error_mono && now - m->health_db_error_mono < window)
+                h |= HEALTH_DB_WRITES_FAILING;
+        if ((m->health_overrun_mono && now - m->health_overrun_mono < window) ||
+            now - m->last_tick_end_mono > 2 * m->config.interval_usec + USEC_PER_SEC)
+                h |= HEALTH_SAMPLER_LATE;
+        if (!api_accepting(m->api, why, sizeof why)) {
+                h |= HEALTH_LISTENER_NOT_ACCEPTING;
+                if (!m->listener_stuck)
+                        log_warning("http: %s; watchdog pings stop", why);
+        } else if (m->listener_stuck)
+                log_notice("http: the listeners accept connections again");
+        m->listener_stuck = h & HEALTH_LISTENER_NOT_ACCEPTING;
+        return h;
+}
+
+/* Watchdog = pipeline liveness: ping only while ticks are on time and the
+ * HTTP listeners take their connections, from the main loop. A stuck
+ * sampler or a dead listener stops the pings and systemd restarts us.
+ * Failing writes do not: a restart does not make a full disk any emptier. */
 static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
         usec_t now = now_usec(CLOCK_MONOTONIC);
         usec_t late = 2 * m->config.interval_usec + USEC_PER_SEC;
-        if (now - m->last_tick_end_mono <= late)
+        bool listening = !(manager_health(m) & HEALTH_LISTENER_NOT_ACCEPTING);
+        if (now - m->last_tick_end_mono <= late && listening)
                 sd_notify(false, "WATCHDOG=1");
         sd_event_source_set_time_relative(s, m->watchdog_usec / 3);
         sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
