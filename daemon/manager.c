@@ -12,6 +12,10 @@
 
 #include <string.h>
 
+#include <limits.h>
+
+#include <sys/file.h>
+
 #include <sys/resource.h>
 
 #include <sys/socket.h>
@@ -72,6 +76,7 @@ int manager_new(struct manager **ret) {
                 free(m);
                 return r;
         }
+        m->lock_fd = -1;
         m->collect.clk_tck = sysconf(_SC_CLK_TCK);
         m->collect.page_size = sysconf(_SC_PAGESIZE);
         if (m->collect.clk_tck <= 0)
@@ -109,6 +114,7 @@ void manager_free(struct manager *m) {
                         free(*o);
         free(m->overrides);
         free(m->pid_cache);
+        safe_close(m->lock_fd);
         free(m);
 }
 
@@ -597,6 +603,33 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         return 0;
 }
 
+/* One mlmond per database: <db>.lock, flock()ed for the process's life
+ * (released by the kernel however we exit), says which pid holds it. A
+ * second instance on the same paths stops here, before it touches the
+ * first one's database or sockets. */
+static int manager_lock_db(struct manager *m) {
+        char path[PATH_MAX], pid[32] = "";
+        if ((size_t)snprintf(path, sizeof path, "%s.lock", m->config.db_path) >= sizeof path)
+                return log_error_errno(ENAMETOOLONG, "db: %s: %m", m->config.db_path);
+        _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0)
+                return log_error_errno(errno, "db: cannot open %s: %m", path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno != EWOULDBLOCK)
+                        return log_error_errno(errno, "db: cannot lock %s: %m", path);
+                ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+                pid[n > 0 ? n : 0] = 0;
+                pid[strcspn(pid, "\n")] = 0;
+                return log_error_errno(EBUSY, "db: %s is in use by another mlmond (pid %s); not starting",
+                                       m->config.db_path, *pid ? pid : "?");
+        }
+        int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+                log_debug_errno(errno, "db: cannot write the pid to %s: %m", path);
+        m->lock_fd = TAKE_FD(fd);
+        return 0;
+}
+
 static void raise_nofile(void) {
         /* Each run holds up to 6 fds (pidfd, dir, stat, statm, schedstat, io). */
         struct rlimit rl;
@@ -635,6 +668,9 @@ int manager_start(struct manager *m) {
             (q = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
                 return log_error_errno(q, "cannot watch signals: %m");
 
+        q = manager_lock_db(m);
+        if (q < 0)
+                return q;
         q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);
