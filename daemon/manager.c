@@ -155,7 +155,7 @@ void manager_rearm_tick(struct manager *m, usec_t now) {
  * zombie shows its final CPU time and I/O: a job shorter than one interval
  * is then still measured), the state change stored, fds closed, dropped
  * from the active set. */
-int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample) {
+int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason) {
         int64_t now_ms = now_realtime_ms();
         struct sample s;
         bool have = false;
@@ -175,6 +175,8 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 ops_rotate(&r->ops, INT64_MAX);
                 store_run_ops(m, r);
                 store_leak_json(m, r);
+                if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
+                        m->tick_errors++;
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -302,6 +304,23 @@ static bool tick_txn(struct manager *m, bool *in_txn) {
         return true;
 }
 
+/* A non-root owner's process changed credentials (it exec'ed a setuid
+ * program, say): what it does now is not its owner's to see. The run ends
+ * as unregistered with what was measured before, and a mark says why. The
+ * tick's writes so far are committed first: the end has a transaction of
+ * its own. */
+static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) {
+        static const char reason[] = "the process changed credentials";
+        if (*in_txn) {
+                if (store_commit(m->store) < 0)
+                        m->tick_errors++;
+                *in_txn = false;
+        }
+        log_notice("run %lld (pid %d): %s; the run ends, what was measured before is kept", (long long)r->info.id,
+                   r->info.pid, reason);
+        manager_end_run(m, r, RUN_UNREGISTERED, false, reason);
+}
+
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -337,10 +356,14 @@ static int manager_tick(struct manager *m) {
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {
-                                manager_end_run(m, r, RUN_EXITED, false);
+                                manager_end_run(m, r, RUN_EXITED, false, NULL);
                                 continue;
                         }
                         manager_drop_run(m, i);
+                        continue;
+                }
+                if (q == -EPERM) {
+                        end_run_credentials(m, r, &in_txn);
                         continue;
                 }
                 usec_t interval = (usec_t)r->info.interval_ms * USEC_PER_MSEC;

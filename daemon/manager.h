@@ -128,8 +128,9 @@ void manager_rearm_tick(struct manager *m, usec_t now);
  * /v1/health's "degraded" and the watchdog. */
 unsigned manager_health(struct manager *m);
 /* Ends a run (exited, unregistered, lost): a last sample if asked, the
- * totals stored, the run dropped from memory. */
-int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample);
+ * totals stored, a mark with the reason if one is given, the run dropped
+ * from memory. */
+int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason);
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
