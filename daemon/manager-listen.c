@@ -96,6 +96,7 @@ static void op_stats(void *userdata, struct manager_stats *ret) {
                 .has_self_cpu = m->has_self_cpu,
                 .self_cpu_pct = m->self_cpu_pct,
                 .db_write_errors = store_write_errors(m->store) + m->tick_errors,
+                .health = manager_health(m),
                 .statsd_received = c->received,
                 .statsd_malformed = c->malformed,
                 .statsd_unmatched = c->unmatched,

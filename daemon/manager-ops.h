@@ -44,6 +44,13 @@ struct caller {
         uid_t uid;
 };
 
+/* What makes /v1/health say "degraded" (bits of manager_stats.health). */
+enum {
+        HEALTH_DB_WRITES_FAILING = 1 << 0,      /* a write failed recently */
+        HEALTH_LISTENER_NOT_ACCEPTING = 1 << 1, /* connections wait unaccepted */
+        HEALTH_SAMPLER_LATE = 1 << 2,           /* an overrun recently, or no tick for 2 intervals */
+};
+
 /* The daemon's own figures, copied for one answer (/v1/health,
  * /v1/system, /metrics): renderers read this, never the manager. */
 struct manager_stats {
@@ -53,6 +60,7 @@ struct manager_stats {
         bool has_self_cpu;
         double self_cpu_pct;
         uint64_t db_write_errors;
+        unsigned health; /* HEALTH_* bits; none: "ok" */
         uint64_t statsd_received, statsd_malformed, statsd_unmatched;
         struct host_sample host;
         bool has_host_cpu; /* host_cpu: the host's CPU time counters */

@@ -16,7 +16,7 @@ void manager_forget_senders(struct manager *m);
  * than at its next tick. */
 static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct run *r = userdata;
-        manager_end_run(r->owner, r, RUN_EXITED, true);
+        manager_end_run(r->owner, r, RUN_EXITED, true, NULL);
         return 0;
 }
 
@@ -201,7 +201,7 @@ int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t
                 snprintf(err, errlen, "run %lld is not yours", (long long)id);
                 return -EPERM;
         }
-        if (manager_end_run(m, r, RUN_UNREGISTERED, false) < 0) {
+        if (manager_end_run(m, r, RUN_UNREGISTERED, false, NULL) < 0) {
                 snprintf(err, errlen, "database error");
                 return -EIO;
         }

@@ -12,6 +12,10 @@
 
 #include <string.h>
 
+#include <limits.h>
+
+#include <sys/file.h>
+
 #include <sys/resource.h>
 
 #include <sys/socket.h>
@@ -72,6 +76,7 @@ int manager_new(struct manager **ret) {
                 free(m);
                 return r;
         }
+        m->lock_fd = -1;
         m->collect.clk_tck = sysconf(_SC_CLK_TCK);
         m->collect.page_size = sysconf(_SC_PAGESIZE);
         if (m->collect.clk_tck <= 0)
@@ -109,6 +114,7 @@ void manager_free(struct manager *m) {
                         free(*o);
         free(m->overrides);
         free(m->pid_cache);
+        safe_close(m->lock_fd);
         free(m);
 }
 
@@ -149,7 +155,7 @@ void manager_rearm_tick(struct manager *m, usec_t now) {
  * zombie shows its final CPU time and I/O: a job shorter than one interval
  * is then still measured), the state change stored, fds closed, dropped
  * from the active set. */
-int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample) {
+int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason) {
         int64_t now_ms = now_realtime_ms();
         struct sample s;
         bool have = false;
@@ -169,6 +175,8 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 ops_rotate(&r->ops, INT64_MAX);
                 store_run_ops(m, r);
                 store_leak_json(m, r);
+                if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
+                        m->tick_errors++;
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -296,6 +304,23 @@ static bool tick_txn(struct manager *m, bool *in_txn) {
         return true;
 }
 
+/* A non-root owner's process changed credentials (it exec'ed a setuid
+ * program, say): what it does now is not its owner's to see. The run ends
+ * as unregistered with what was measured before, and a mark says why. The
+ * tick's writes so far are committed first: the end has a transaction of
+ * its own. */
+static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) {
+        static const char reason[] = "the process changed credentials";
+        if (*in_txn) {
+                if (store_commit(m->store) < 0)
+                        m->tick_errors++;
+                *in_txn = false;
+        }
+        log_notice("run %lld (pid %d): %s; the run ends, what was measured before is kept", (long long)r->info.id,
+                   r->info.pid, reason);
+        manager_end_run(m, r, RUN_UNREGISTERED, false, reason);
+}
+
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -331,10 +356,14 @@ static int manager_tick(struct manager *m) {
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {
-                                manager_end_run(m, r, RUN_EXITED, false);
+                                manager_end_run(m, r, RUN_EXITED, false, NULL);
                                 continue;
                         }
                         manager_drop_run(m, i);
+                        continue;
+                }
+                if (q == -EPERM) {
+                        end_run_credentials(m, r, &in_txn);
                         continue;
                 }
                 usec_t interval = (usec_t)r->info.interval_ms * USEC_PER_MSEC;
@@ -389,6 +418,7 @@ static int manager_tick(struct manager *m) {
         m->last_tick_ms = (double)(end - start) / 1000.0;
         m->last_tick_end_mono = end;
         manager_rearm_tick(m, end);
+        (void)manager_health(m); /* keeps its bookkeeping current */
         return 0;
 }
 
@@ -436,13 +466,52 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* Watchdog = pipeline liveness: ping only while ticks are on time, from the
- * main loop. A stuck sampler stops the pings and systemd restarts us. */
+/* How long a failed write or an overrun keeps health "degraded": three
+ * default intervals, at least one maintenance period. */
+static usec_t health_window(const struct manager *m) {
+        usec_t w = 3 * m->config.interval_usec;
+        return w > MAINTENANCE_PERIOD_USEC ? w : MAINTENANCE_PERIOD_USEC;
+}
+
+unsigned manager_health(struct manager *m) {
+        usec_t now = now_usec(CLOCK_MONOTONIC), window = health_window(m);
+        uint64_t errors = store_write_errors(m->store) + m->tick_errors;
+        unsigned h = 0;
+        char why[160] = "";
+
+        if (errors != m->health_db_errors) {
+                m->health_db_errors = errors;
+                m->health_db_error_mono = now;
+        }
+        if (m->overruns != m->health_overruns) {
+                m->health_overruns = m->overruns;
+                m->health_overrun_mono = now;
+        }
+        if (m->health_db_error_mono && now - m->health_db_error_mono < window)
+                h |= HEALTH_DB_WRITES_FAILING;
+        if ((m->health_overrun_mono && now - m->health_overrun_mono < window) ||
+            now - m->last_tick_end_mono > 2 * m->config.interval_usec + USEC_PER_SEC)
+                h |= HEALTH_SAMPLER_LATE;
+        if (!api_accepting(m->api, why, sizeof why)) {
+                h |= HEALTH_LISTENER_NOT_ACCEPTING;
+                if (!m->listener_stuck)
+                        log_warning("http: %s; watchdog pings stop", why);
+        } else if (m->listener_stuck)
+                log_notice("http: the listeners accept connections again");
+        m->listener_stuck = h & HEALTH_LISTENER_NOT_ACCEPTING;
+        return h;
+}
+
+/* Watchdog = pipeline liveness: ping only while ticks are on time and the
+ * HTTP listeners take their connections, from the main loop. A stuck
+ * sampler or a dead listener stops the pings and systemd restarts us.
+ * Failing writes do not: a restart does not make a full disk any emptier. */
 static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
         usec_t now = now_usec(CLOCK_MONOTONIC);
         usec_t late = 2 * m->config.interval_usec + USEC_PER_SEC;
-        if (now - m->last_tick_end_mono <= late)
+        bool listening = !(manager_health(m) & HEALTH_LISTENER_NOT_ACCEPTING);
+        if (now - m->last_tick_end_mono <= late && listening)
                 sd_notify(false, "WATCHDOG=1");
         sd_event_source_set_time_relative(s, m->watchdog_usec / 3);
         sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -557,6 +626,33 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         return 0;
 }
 
+/* One mlmond per database: <db>.lock, flock()ed for the process's life
+ * (released by the kernel however we exit), says which pid holds it. A
+ * second instance on the same paths stops here, before it touches the
+ * first one's database or sockets. */
+static int manager_lock_db(struct manager *m) {
+        char path[PATH_MAX], pid[32] = "";
+        if ((size_t)snprintf(path, sizeof path, "%s.lock", m->config.db_path) >= sizeof path)
+                return log_error_errno(ENAMETOOLONG, "db: %s: %m", m->config.db_path);
+        _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0)
+                return log_error_errno(errno, "db: cannot open %s: %m", path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno != EWOULDBLOCK)
+                        return log_error_errno(errno, "db: cannot lock %s: %m", path);
+                ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+                pid[n > 0 ? n : 0] = 0;
+                pid[strcspn(pid, "\n")] = 0;
+                return log_error_errno(EBUSY, "db: %s is in use by another mlmond (pid %s); not starting",
+                                       m->config.db_path, *pid ? pid : "?");
+        }
+        int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+                log_debug_errno(errno, "db: cannot write the pid to %s: %m", path);
+        m->lock_fd = TAKE_FD(fd);
+        return 0;
+}
+
 static void raise_nofile(void) {
         /* Each run holds up to 6 fds (pidfd, dir, stat, statm, schedstat, io). */
         struct rlimit rl;
@@ -595,6 +691,9 @@ int manager_start(struct manager *m) {
             (q = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
                 return log_error_errno(q, "cannot watch signals: %m");
 
+        q = manager_lock_db(m);
+        if (q < 0)
+                return q;
         q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);

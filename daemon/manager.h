@@ -42,6 +42,11 @@ struct manager {
         double last_tick_ms;
         usec_t last_tick_end_mono;
         usec_t watchdog_usec;
+        /* health: the counts last seen and when they last grew */
+        uint64_t health_db_errors, health_overruns;
+        usec_t health_db_error_mono, health_overrun_mono;
+        bool listener_stuck; /* logged once per episode */
+        int lock_fd;         /* <db>.lock, flock()ed for the process's life */
         /* self cost over the last maintenance period */
         usec_t self_prev_cpu_usec, self_prev_mono;
         double self_cpu_pct;
@@ -119,9 +124,13 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
 usec_t grid_next(usec_t after, usec_t interval);
 /* Arms the sampler timer for the earliest due run. */
 void manager_rearm_tick(struct manager *m, usec_t now);
+/* What is wrong now (HEALTH_* bits of manager-ops.h): the figures behind
+ * /v1/health's "degraded" and the watchdog. */
+unsigned manager_health(struct manager *m);
 /* Ends a run (exited, unregistered, lost): a last sample if asked, the
- * totals stored, the run dropped from memory. */
-int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample);
+ * totals stored, a mark with the reason if one is given, the run dropped
+ * from memory. */
+int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason);
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);

@@ -29,11 +29,61 @@ void log_set_max_level(int prio) {
         log_max_level = prio;
 }
 
+/* Warnings and errors are rate-limited per format string (in practice per
+ * call site): a failing disk must not fill the journal with one line per
+ * tick. At most log_burst lines of one format per log_interval; the first
+ * line of the next interval says how many were suppressed. */
+#define LOG_RATELIMIT_SLOTS 32
+
+static usec_t log_interval = 10 * USEC_PER_SEC;
+static unsigned log_burst = 5;
+
+static struct log_ratelimit {
+        const char *fmt;
+        usec_t begin;
+        unsigned count, suppressed;
+} log_limits[LOG_RATELIMIT_SLOTS];
+
+void log_set_ratelimit(usec_t interval_usec, unsigned burst) {
+        log_interval = interval_usec;
+        log_burst = burst;
+        memset(log_limits, 0, sizeof log_limits);
+}
+
+/* Whether a line of fmt may be written now; *ret_suppressed: the lines of
+ * fmt dropped in the interval that has just ended. */
+static bool log_ratelimit_pass(const char *fmt, unsigned *ret_suppressed) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        struct log_ratelimit *l = NULL, *oldest = &log_limits[0];
+        for (size_t i = 0; i < LOG_RATELIMIT_SLOTS && !l; i++) {
+                if (log_limits[i].fmt == fmt)
+                        l = &log_limits[i];
+                else if (log_limits[i].begin < oldest->begin)
+                        oldest = &log_limits[i];
+        }
+        if (!l) {
+                l = oldest;
+                *l = (struct log_ratelimit){ .fmt = fmt, .begin = now };
+        }
+        *ret_suppressed = 0;
+        if (now - l->begin >= log_interval) {
+                *ret_suppressed = l->suppressed;
+                *l = (struct log_ratelimit){ .fmt = fmt, .begin = now };
+        }
+        if (l->count < log_burst) {
+                l->count++;
+                return true;
+        }
+        l->suppressed++;
+        return false;
+}
+
 int log_internal(int prio, int error, const char *fmt, ...) {
         int e = error < 0 ? -error : error;
+        unsigned suppressed = 0;
 
-        if (prio <= log_max_level) {
-                char msg[1024];
+        if (prio <= log_max_level && (prio > LOG_WARNING || log_ratelimit_pass(fmt, &suppressed))) {
+                char msg[1024], more[64] = "";
                 int saved = errno;
                 va_list ap;
                 errno = e; /* what %m prints */
@@ -41,10 +91,12 @@ int log_internal(int prio, int error, const char *fmt, ...) {
                 vsnprintf(msg, sizeof msg, fmt, ap);
                 va_end(ap);
                 errno = saved;
+                if (suppressed > 0)
+                        snprintf(more, sizeof more, " (\u2026 %u more suppressed)", suppressed);
                 if (log_prefix_prio)
-                        fprintf(stderr, "<%d>%s\n", prio, msg);
+                        fprintf(stderr, "<%d>%s%s\n", prio, msg, more);
                 else
-                        fprintf(stderr, "%s: %s\n", log_ident, msg);
+                        fprintf(stderr, "%s: %s%s\n", log_ident, msg, more);
         }
         return e ? -e : -EIO;
 }
@@ -345,10 +397,20 @@ int unix_socket_bind(const char *path, int type, bool passcred, const char *what
         if (passcred && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
                 return errorf(err, errlen, errno, "%s: SO_PASSCRED: %m", what);
         }
-        /* a stale socket from a previous instance */
+        /* A socket left by an instance that is gone refuses connections:
+         * replace it. One that answers belongs to a live process: leave it. */
         struct stat st;
-        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-                unlink(path);
+        if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+                _cleanup_close_ int probe = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (probe < 0)
+                        return errorf(err, errlen, errno, "%s: %m", what);
+                if (connect(probe, (struct sockaddr *)&sun, sizeof sun) == 0 || errno == EAGAIN) {
+                        snprintf(err, errlen, "%s: %s is in use by a running process (another mlmond?)", what, path);
+                        return -EADDRINUSE;
+                }
+                if (errno == ECONNREFUSED)
+                        unlink(path);
+        }
         if (bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
                 return errorf(err, errlen, errno, "%s: cannot bind %s: %m", what, path);
         }

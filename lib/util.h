@@ -91,6 +91,11 @@ int log_internal(int prio, int error, const char *fmt, ...) _printf_(3, 4);
 #define log_notice(...) log_internal(LOG_NOTICE, 0, __VA_ARGS__)
 #define log_info(...) log_internal(LOG_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_internal(LOG_DEBUG, 0, __VA_ARGS__)
+/* Warnings and errors are rate-limited per format string: at most `burst`
+ * lines of one format per `interval` (5 per 10 s by default); the next one
+ * written says "(… N more suppressed)". */
+void log_set_ratelimit(uint64_t interval_usec, unsigned burst);
+
 #define log_error_errno(e, ...) log_internal(LOG_ERR, (e), __VA_ARGS__)
 #define log_warning_errno(e, ...) log_internal(LOG_WARNING, (e), __VA_ARGS__)
 #define log_debug_errno(e, ...) log_internal(LOG_DEBUG, (e), __VA_ARGS__)
@@ -166,7 +171,8 @@ static inline bool address_off(const char *s) {
 }
 
 /* A unix socket of `type` bound at path, mode 0666 (callers authorize each
- * peer themselves), a stale socket there replaced; SO_PASSCRED set first if
+ * peer themselves), a stale socket there (one that refuses connections)
+ * replaced, a live one left alone (-EADDRINUSE); SO_PASSCRED set first if
  * passcred. Returns the fd (non-blocking, close-on-exec) or -errno with a
  * one-line reason in err, prefixed by what ("socket", "statsd_socket"). */
 int unix_socket_bind(const char *path, int type, bool passcred, const char *what, char *err, size_t errlen);

@@ -178,6 +178,60 @@ static void test_greedy_realloc(void) {
         free(v);
 }
 
+/* Runs fn with stderr sent to a file; returns what it wrote (malloc'ed). */
+static char *capture_stderr(void (*fn)(void)) {
+        char path[] = "/tmp/test-util-log-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        fflush(stderr);
+        int saved = dup(STDERR_FILENO);
+        dup2(fd, STDERR_FILENO);
+        fn();
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        char *out = NULL;
+        size_t len = 0;
+        CHECK_EQ_INT(read_file_at(AT_FDCWD, path, 1 << 20, &out, &len), 0);
+        close(fd);
+        unlink(path);
+        return out;
+}
+
+static unsigned count_lines(const char *s, const char *needle) {
+        unsigned n = 0;
+        for (const char *p = s; p && (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+static void log_flood(void) {
+        for (int i = 0; i < 100; i++)
+                log_warning("write failed: %d", i);
+        for (int i = 0; i < 3; i++)
+                log_warning("another failure %d", i); /* a format of its own */
+        for (int i = 0; i < 100; i++)
+                log_info("routine %d", i); /* below warning: never limited */
+}
+
+static void log_after_interval(void) {
+        usleep(60 * 1000);
+        log_warning("write failed: %d", 100);
+}
+
+/* Warnings are limited per format: a burst, then one line saying how many
+ * were dropped once the interval is over. */
+static void test_log_ratelimit(void) {
+        log_set_ratelimit(50 * USEC_PER_MSEC, 5);
+        _cleanup_free_ char *a = capture_stderr(log_flood);
+        CHECK_EQ_INT(count_lines(a, "write failed"), 5);
+        CHECK_EQ_INT(count_lines(a, "another failure"), 3);
+        CHECK_EQ_INT(count_lines(a, "routine"), 100);
+        _cleanup_free_ char *b = capture_stderr(log_after_interval);
+        CHECK(b && strstr(b, "write failed: 100 (\u2026 95 more suppressed)"));
+        log_set_ratelimit(10 * USEC_PER_SEC, 5);
+}
+
 int main(void) {
         test_durations();
         test_numbers();
@@ -185,5 +239,6 @@ int main(void) {
         test_json();
         test_log_errno();
         test_greedy_realloc();
+        test_log_ratelimit();
         TEST_DONE();
 }

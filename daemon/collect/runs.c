@@ -135,6 +135,9 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
                         return proc_errno_is_gone(r) ? -ESRCH : r;
                 }
         }
+        struct stat dir_st;
+        run->has_dir_uid = fstat(run->dirfd, &dir_st) == 0;
+        run->dir_uid = dir_st.st_uid;
         run->info.pid = pid;
         run->info.start_time_ticks = st.starttime_ticks;
         run->info.has_uid = status.has_uids;
@@ -577,6 +580,16 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
         }
 }
 
+/* The owner of /proc/PID is the process's effective uid, or root once it
+ * is not dumpable (proc(5)), read fresh by fstat() on the kept dirfd: a
+ * cheap sign that its credentials changed since it was registered. */
+static bool credentials_changed(const struct run *r) {
+        struct stat st;
+        if (!r->has_dir_uid || !r->info.has_uid || r->info.uid == 0)
+                return false;
+        return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
+}
+
 int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                struct sample *ret) {
         _cleanup_free_ struct reading *rd = NULL;
@@ -586,6 +599,11 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         q = read_members(ctx, r, final, &rd, &nrd);
         if (q < 0)
                 return q;
+        if (credentials_changed(r)) {
+                for (size_t i = 0; i < nrd; i++)
+                        reading_done(r, &rd[i]);
+                return -EPERM;
+        }
 
         struct sample s = { .ts_ms = now_ms };
         struct deltas d = {};

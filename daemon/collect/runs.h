@@ -60,6 +60,8 @@ struct run {
         struct accel_run accel;    /* per-device use and the energy estimate */
         void *owner;               /* the manager, for event callbacks */
         bool identity_changed;     /* comm/cmdline re-read (exec): store them */
+        bool has_dir_uid;
+        uid_t dir_uid; /* owner of /proc/PID at attach: moves with the process's credentials */
 };
 
 /* Host-wide context the collector needs. */
@@ -100,7 +102,10 @@ void run_free(struct run *r);
 void run_close_fds(struct run *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the
- * baseline (rates unknown). Returns -ESRCH when the process is gone.
+ * baseline (rates unknown). Returns -ESRCH when the process is gone, and
+ * -EPERM (nothing read kept) when a process of a non-root owner changed
+ * credentials (a setuid exec, setuid(), became non-dumpable): what it
+ * does now is no longer its owner's to see.
  * final: the process has exited but not been reaped (pidfd readable): a
  * zombie still shows its CPU time and I/O; its RSS is kept from before. */
 int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,

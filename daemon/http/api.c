@@ -203,6 +203,10 @@ int api_new(const struct api_options *o, struct api **ret, char *err, size_t err
         return 0;
 }
 
+bool api_accepting(struct api *a, char *why, size_t len) {
+        return !a || server_accepting(a->server, why, len);
+}
+
 void api_free(struct api *a) {
         if (!a)
                 return;

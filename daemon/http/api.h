@@ -3,6 +3,7 @@
  * and the store's queries (served by server.c). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <systemd/sd-event.h>
 
@@ -22,3 +23,7 @@ struct api_options {
 
 int api_new(const struct api_options *o, struct api **ret, char *err, size_t errlen);
 void api_free(struct api *a);
+
+/* Whether the HTTP listeners take their connections (see
+ * server_accepting()); why says which one does not. */
+bool api_accepting(struct api *a, char *why, size_t len);

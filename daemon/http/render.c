@@ -258,7 +258,14 @@ json_object *render_health(const struct manager_stats *m) {
         json_object *o = json_object_new_object();
         uint64_t rss = 0;
         bool has_rss = self_rss(&rss);
-        json_add_string(o, "status", "ok");
+        static const char *const reasons[] = { "database writes failing", "a listener is not accepting",
+                                               "sampler late" };
+        json_object *why = json_object_new_array();
+        for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
+                if (m->health & (1u << i))
+                        json_object_array_add(why, json_object_new_string(reasons[i]));
+        json_add_string(o, "status", m->health ? "degraded" : "ok");
+        json_object_object_add(o, "reasons", why);
         json_add_string(o, "version", MLMOND_VERSION);
         json_add_double(o, "uptime_s", true, (double)m->uptime_usec / 1e6);
         json_add_u64(o, "runs_active", true, m->n_runs);

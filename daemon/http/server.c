@@ -518,3 +518,43 @@ void server_free(struct server *a) {
         safe_close(a->tcp_fd); /* not handed to libmicrohttpd (listen = none) */
         free(a);
 }
+
+/* ---- whether the listeners take their connections -------------------------
+ * A listening socket that stays readable (connections wait in its backlog)
+ * for longer than LISTENER_STUCK_USEC is not being served: libmicrohttpd
+ * has stopped accepting on it. Polled without waiting; `since` remembers
+ * when each one was first seen with connections waiting. */
+#include <poll.h>
+
+#define LISTENER_STUCK_USEC (2 * USEC_PER_SEC)
+
+bool server_accepting(struct server *s, char *why, size_t len) {
+        static const struct server *seen;
+        static usec_t since[2];
+        struct listener *ls[2] = { &s->tcp, &s->unx };
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        bool ok = true;
+
+        if (seen != s) {
+                seen = s;
+                since[0] = since[1] = 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ls); i++) {
+                const union MHD_DaemonInfo *di = ls[i]->mhd ? MHD_get_daemon_info(ls[i]->mhd, MHD_DAEMON_INFO_LISTEN_FD)
+                                                            : NULL;
+                struct pollfd p = { .fd = di ? di->listen_fd : -1, .events = POLLIN };
+                if (p.fd < 0 || poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) {
+                        since[i] = 0;
+                        continue;
+                }
+                if (since[i] == 0)
+                        since[i] = now;
+                if (now - since[i] >= LISTENER_STUCK_USEC) {
+                        if (ok)
+                                snprintf(why, len, "%s listener: connections have waited %.1f s unaccepted",
+                                         ls[i]->unix_socket ? "unix socket" : "TCP", (double)(now - since[i]) / 1e6);
+                        ok = false;
+                }
+        }
+        return ok;
+}

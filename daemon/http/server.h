@@ -6,6 +6,7 @@
  * socket takes every method and identifies its caller with SO_PEERCRED. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
@@ -29,3 +30,9 @@ struct server_options {
 
 int server_new(const struct server_options *o, struct server **ret, char *err, size_t errlen);
 void server_free(struct server *s);
+
+/* Whether every listener takes its connections: false, with the reason in
+ * why, when a listening socket has had connections waiting unaccepted for
+ * more than 2 s (libmicrohttpd no longer serves it). Cheap: a poll() with
+ * no wait per listener; call it every second or so. */
+bool server_accepting(struct server *s, char *why, size_t len);

@@ -2,11 +2,16 @@
 """A run's life: exit detection, unregistering, and surviving a daemon that
 was killed with SIGKILL (registrations, samples, database integrity)."""
 
+import os
 import signal
 import sqlite3
+import stat
+import subprocess
 import time
 
-from conftest import now_ms, wait_for
+import pytest
+
+from conftest import as_user, now_ms, wait_for
 
 
 def states(mlmond, state="all"):
@@ -138,3 +143,66 @@ def test_restart_after_sigkill(mlmond, helpers):
     procs[0].kill(signal.SIGKILL)
     wait_for(lambda: mlmond.run(runs[0]["id"])["state"] == "exited", 2.0, what="exit after the restart")
     assert time.monotonic() - t <= 1.0
+
+
+NOBODY = 65534
+SU = "/usr/bin/su"
+
+
+def proc_uids(pid):
+    """(comm, real uid, effective uid) of pid, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            st = dict(line.split(":", 1) for line in f.read().splitlines())
+    except FileNotFoundError:
+        return None
+    uids = st["Uid"].split()
+    return st["Name"].strip(), int(uids[0]), int(uids[1])
+
+
+def test_run_ends_when_its_process_changes_credentials(mlmond):
+    """A user registers their own process, which then execs setuid su: its
+    /proc files are root's now, so the run ends (issue 17, defect 5) with
+    what was measured before, a mark and a log line saying why."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to act as another user")
+    try:
+        st = os.stat(SU)
+    except FileNotFoundError:
+        pytest.skip(f"no {SU}")
+    if st.st_uid != 0 or not st.st_mode & stat.S_ISUID:
+        pytest.skip(f"{SU} is not setuid root here")
+    # a shell of uid 65534 that, told to, becomes su (which then waits for a
+    # password on its stdin, a pipe that never gives one)
+    p = subprocess.Popen(as_user(NOBODY) + ["/bin/sh", "-c", f"read go; exec {SU} root -c true"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: proc_uids(p.pid) == ("sh", NOBODY, NOBODY), 5.0, what="the shell of uid 65534")
+        r = mlmond.ctl("register", p.pid, "--name", "mine", user=NOBODY)
+        assert r.returncode == 0, r.stderr.decode()
+        run_id = int(r.stdout.decode().strip())
+        run = mlmond.wait_sample_after(run_id, mlmond.run(run_id)["registered_ts"])
+        assert run["state"] == "running" and run["uid"] == NOBODY, run
+
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        ids = wait_for(lambda: (lambda u: u if u and u[0] == "su" else None)(proc_uids(p.pid)), 5.0,
+                       what="the shell to exec su")
+        if ids[2] != 0:
+            pytest.skip("a setuid exec does not raise privileges here (nosuid, no_new_privs?)")
+        ended = wait_for(lambda: (lambda x: x if x["state"] != "running" else None)(mlmond.run(run_id)), 3.0,
+                         what="the run to end")
+        assert ended["state"] == "unregistered", ended
+        st, marks = mlmond.get(f"/v1/runs/{run_id}/marks")
+        assert st == 200 and [m["label"] for m in marks["marks"]] == ["the process changed credentials"], marks
+        mlmond.wait_log(rf"run {run_id} \(pid {p.pid}\): the process changed credentials")
+        # what was measured before is kept, nothing after
+        n = ended["summary"]["samples"]
+        assert n >= 1 and len(mlmond.samples(run_id)) == n
+        time.sleep(0.6)
+        assert mlmond.run(run_id)["summary"]["samples"] == n
+        assert proc_uids(p.pid)[0] == "su", "su left early: the test proves nothing"
+    finally:
+        p.kill()
+        p.wait()
+        p.stdin.close()
