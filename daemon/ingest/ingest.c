@@ -25,9 +25,15 @@
  * sampler; the socket stays readable and the loop comes back. */
 #define BATCHES_PER_WAKEUP 64
 #define RCVBUF_BYTES (8 * 1024 * 1024)
-#define PORT_CACHE_USEC (10 * USEC_PER_SEC)
-#define PORT_CACHE_MISS_USEC (2 * USEC_PER_SEC)
-#define PORT_CACHE_MAX 1024
+/* The UDP index (source port -> socket -> owner uid and run): rebuilt when
+ * a datagram needs it and it is older than INDEX_MAX_AGE, or when a port is
+ * not in it, but at most once per INDEX_MIN_GAP, however many ports send;
+ * right away after ingest_forget_ports() (a run came or went). In between,
+ * a datagram costs one binary search, hit or miss. */
+#define INDEX_MAX_AGE (10 * USEC_PER_SEC)
+#define INDEX_MIN_GAP USEC_PER_SEC
+/* Sockets looked at per process when the index is built. */
+#define INDEX_FDS_PER_PID 65536
 
 struct listener {
         struct ingest *g;
@@ -37,10 +43,12 @@ struct listener {
         char *unlink_path;
 };
 
-struct port_owner {
+struct udp_entry {
         uint16_t port;
-        int64_t run_id; /* 0: no registered owner */
-        usec_t expires;
+        bool v6;
+        uint32_t uid; /* the socket's owner */
+        uint64_t inode;
+        int64_t run_id; /* the run holding the socket, 0: none */
 };
 
 struct ingest {
@@ -50,68 +58,172 @@ struct ingest {
         int udp_fd; /* the socket systemd passed, until start_udp takes it */
         struct ingest_counters counters;
         struct listener unx, udp;
-        uint8_t *bufs; /* BATCH * DGRAM_MAX, shared: one thread */
-        struct port_owner *ports;
-        size_t n_ports;
+        uint8_t *bufs;           /* BATCH * DGRAM_MAX, shared: one thread */
+        struct udp_entry *index; /* by port, v4 first */
+        size_t n_index;
+        usec_t index_built; /* 0: never, or forgotten */
+        usec_t index_tried;
+        bool index_forgotten;
 };
 
-/* What one datagram's lines resolve to when they carry no run/pid tag. */
+/* Who sent one datagram: the run its untagged lines go to, and the uid
+ * that decides where its tags may reach. */
 struct dgram_ctx {
         struct ingest *g;
         bool is_unix;
         int sender_pid;       /* unix: from SCM_CREDENTIALS, 0 if unknown */
         uint16_t sender_port; /* udp */
+        bool sender_v6;       /* udp: came over IPv6 */
         bool resolved;
+        bool has_uid; /* unix: SCM_CREDENTIALS; udp: the source socket's owner */
+        uid_t uid;
         struct run *run;
 };
 
-static bool pid_has_socket(const char *proc_root, int pid, uint64_t inode) {
-        _cleanup_close_ int piddir = proc_open_pid_dir(proc_root, pid);
-        return piddir >= 0 && proc_has_socket(piddir, inode) > 0;
+static int entry_by_inode(const void *a, const void *b) {
+        uint64_t x = ((const struct udp_entry *)a)->inode, y = ((const struct udp_entry *)b)->inode;
+        return (x > y) - (x < y);
 }
 
-/* The registered process (or member of a registered tree) holding the UDP
- * socket bound to port: /proc/net/udp{,6} gives the socket's inode, the
- * processes' fd tables say who has it. Cached per port. */
-static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
-        const struct manager_link *m = &g->m;
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        for (size_t i = 0; i < g->n_ports; i++)
-                if (g->ports[i].port == port && g->ports[i].expires > now)
-                        return g->ports[i].run_id ? m->ops->find_run(m->userdata, g->ports[i].run_id) : NULL;
+static int entry_by_port(const void *a, const void *b) {
+        const struct udp_entry *x = a, *y = b;
+        if (x->port != y->port)
+                return x->port < y->port ? -1 : 1;
+        return (x->v6 > y->v6) - (x->v6 < y->v6);
+}
 
-        struct run *owner = NULL;
-        uint64_t inode = 0;
-        bool have_inode = proc_read_udp_port_inode(g->proc_root, port, &inode) == 0;
+/* Marks the index's sockets that pid holds as run's (first run wins). */
+static void index_claim(struct ingest *g, int pid, int64_t run_id, uint64_t **inodes, size_t *n_inodes) {
+        _cleanup_close_ int piddir = proc_open_pid_dir(g->proc_root, pid);
+        *n_inodes = 0;
+        if (piddir < 0 || proc_read_socket_inodes(piddir, INDEX_FDS_PER_PID, inodes, n_inodes) < 0)
+                return;
+        for (size_t i = 0; i < *n_inodes; i++) {
+                struct udp_entry key = { .inode = (*inodes)[i] };
+                struct udp_entry *e = bsearch(&key, g->index, g->n_index, sizeof *g->index, entry_by_inode);
+                /* an inode is one socket: neighbours with the same inode are none */
+                if (e && e->run_id == 0)
+                        e->run_id = run_id;
+        }
+}
+
+/* /proc/net/udp{,6} into the index, then the running runs' fd tables
+ * (the process, and the members of a registered tree) name the owners. */
+static int index_rebuild(struct ingest *g, usec_t now) {
+        const struct manager_link *m = &g->m;
+        _cleanup_free_ struct proc_udp_socket *socks = NULL;
+        _cleanup_free_ uint64_t *inodes = NULL;
+        size_t n_socks = 0, n_inodes = 0;
+
+        g->index_tried = now;
+        g->index_forgotten = false;
+        int r = proc_read_udp_sockets(g->proc_root, &socks, &n_socks);
+        if (r < 0) {
+                g->n_index = 0;
+                return log_debug_errno(r, "statsd: cannot read the UDP socket tables: %m");
+        }
+        if (!GREEDY_REALLOC(g->index, n_socks)) {
+                g->n_index = 0;
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n_socks; i++)
+                g->index[i] = (struct udp_entry){
+                        .port = socks[i].local_port, .v6 = socks[i].v6, .uid = socks[i].uid, .inode = socks[i].inode
+                };
+        g->n_index = n_socks;
+        qsort(g->index, g->n_index, sizeof *g->index, entry_by_inode);
+
         size_t n_runs = 0;
         struct run *const *runs = m->ops->running(m->userdata, &n_runs);
-        for (size_t i = 0; have_inode && i < n_runs && !owner; i++) {
-                struct run *r = runs[i];
-                if (pid_has_socket(g->proc_root, r->info.pid, inode))
-                        owner = r;
-                for (size_t j = 0; !owner && r->info.children && j < r->n_members; j++)
-                        if (r->members[j].pid != r->info.pid && pid_has_socket(g->proc_root, r->members[j].pid, inode))
-                                owner = r;
+        for (size_t i = 0; i < n_runs; i++) {
+                struct run *rn = runs[i];
+                index_claim(g, rn->info.pid, rn->info.id, &inodes, &n_inodes);
+                for (size_t j = 0; rn->info.children && j < rn->n_members; j++)
+                        if (rn->members[j].pid != rn->info.pid)
+                                index_claim(g, rn->members[j].pid, rn->info.id, &inodes, &n_inodes);
         }
+        qsort(g->index, g->n_index, sizeof *g->index, entry_by_port);
+        g->index_built = now;
+        return 0;
+}
 
-        size_t slot = g->n_ports;
-        for (size_t i = 0; i < g->n_ports; i++)
-                if (g->ports[i].port == port || g->ports[i].expires <= now) {
-                        slot = i;
-                        break;
-                }
-        if (slot == g->n_ports) {
-                if (g->n_ports < PORT_CACHE_MAX) {
-                        if (!GREEDY_REALLOC(g->ports, g->n_ports + 1))
-                                return owner;
-                        g->n_ports++;
-                } else
-                        slot = port % PORT_CACHE_MAX;
+/* The first entry on port, or NULL. */
+static const struct udp_entry *index_find(const struct ingest *g, uint16_t port) {
+        size_t lo = 0, hi = g->n_index;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (g->index[mid].port < port)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        g->ports[slot] = (struct port_owner){ .port = port,
-                                              .run_id = owner ? owner->info.id : 0,
-                                              .expires = now + (owner ? PORT_CACHE_USEC : PORT_CACHE_MISS_USEC) };
-        return owner;
+        return lo < g->n_index && g->index[lo].port == port ? &g->index[lo] : NULL;
+}
+
+/* A port whose socket has an owner run is trusted for INDEX_MAX_AGE; an
+ * unknown or unowned one (a new socket, a run's new child) asks for a
+ * rebuild, which comes at most once per INDEX_MIN_GAP for all of them. */
+static bool index_due(const struct ingest *g, usec_t now, bool owned) {
+        if (g->index_forgotten)
+                return true;
+        if (now - g->index_tried < INDEX_MIN_GAP)
+                return false;
+        return g->index_built == 0 || !owned || now - g->index_built >= INDEX_MAX_AGE;
+}
+
+/* Reads the entries on the sender's port into c; whether one has a run. */
+static bool udp_sender_read(struct dgram_ctx *c, int64_t *ret_run_id) {
+        const struct ingest *g = c->g;
+        const struct udp_entry *e = index_find(g, c->sender_port);
+        bool found = false;
+        *ret_run_id = 0;
+        c->has_uid = false;
+        for (; e && e < g->index + g->n_index && e->port == c->sender_port; e++) {
+                if (c->sender_v6 && !e->v6)
+                        continue;
+                if (found && e->uid != c->uid) {
+                        *ret_run_id = 0; /* ambiguous: neither a uid nor a run */
+                        return false;
+                }
+                found = true;
+                c->uid = e->uid;
+                if (!*ret_run_id)
+                        *ret_run_id = e->run_id;
+        }
+        c->has_uid = found;
+        return *ret_run_id != 0;
+}
+
+/* The sender of a UDP datagram: the socket bound to its source port (an
+ * IPv4 datagram may come from an IPv6 socket too). Sockets of different
+ * owners on one port (bound to different addresses) make it unknown: a
+ * neighbour could bind 127.0.0.2:P to pass for the owner of 127.0.0.1:P. */
+static void udp_sender(struct dgram_ctx *c) {
+        struct ingest *g = c->g;
+        const struct manager_link *m = &g->m;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        int64_t run_id;
+        bool owned = udp_sender_read(c, &run_id);
+        if (index_due(g, now, owned) && index_rebuild(g, now) >= 0)
+                (void)udp_sender_read(c, &run_id);
+        c->run = run_id ? m->ops->find_run(m->userdata, run_id) : NULL;
+}
+
+static void resolve_sender(struct dgram_ctx *c) {
+        const struct manager_link *m = &c->g->m;
+        if (c->resolved)
+                return;
+        c->resolved = true;
+        if (c->is_unix)
+                c->run = m->ops->run_for_pid(m->userdata, c->sender_pid);
+        else
+                udp_sender(c);
+}
+
+/* A tag may reach a run only where the sender could write to it over
+ * HTTP: root, or the run's owner. */
+static bool sender_may_write(const struct dgram_ctx *c, const struct run *r) {
+        return c->has_uid && (c->uid == 0 || (r->info.has_uid && r->info.uid == c->uid));
 }
 
 static void on_metric(const struct statsd_metric *x, void *userdata) {
@@ -121,16 +233,16 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct run *r;
 
         n->received++;
-        if (x->has_run)
-                r = m->ops->find_run(m->userdata, x->run);
-        else if (x->has_pid)
-                r = m->ops->run_for_pid(m->userdata, x->pid);
-        else {
-                if (!c->resolved) {
-                        c->run = c->is_unix ? m->ops->run_for_pid(m->userdata, c->sender_pid)
-                                            : udp_port_owner(c->g, c->sender_port);
-                        c->resolved = true;
+        if (x->has_run || x->has_pid) {
+                r = x->has_run ? m->ops->find_run(m->userdata, x->run) : m->ops->run_for_pid(m->userdata, x->pid);
+                if (r && !c->is_unix)
+                        resolve_sender(c); /* the uid of the source port's socket */
+                if (r && !sender_may_write(c, r)) {
+                        n->refused++;
+                        return;
                 }
+        } else {
+                resolve_sender(c);
                 r = c->run;
         }
         if (!r) {
@@ -163,13 +275,17 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
                                 struct ucred cred;
                                 memcpy(&cred, CMSG_DATA(cm), sizeof cred);
                                 c.sender_pid = cred.pid;
+                                c.uid = cred.uid;
+                                c.has_uid = true;
                         }
         } else {
                 const struct sockaddr_storage *ss = h->msg_name;
                 if (ss->ss_family == AF_INET)
                         c.sender_port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-                else if (ss->ss_family == AF_INET6)
+                else if (ss->ss_family == AF_INET6) {
                         c.sender_port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+                        c.sender_v6 = true;
+                }
         }
         uint64_t malformed = 0;
         statsd_parse_datagram((const char *)h->msg_iov->iov_base, mm->msg_len, on_metric, &c, &malformed);
@@ -326,7 +442,7 @@ void ingest_free(struct ingest *g) {
         safe_close(g->udp_fd);
         free(g->bufs);
         free(g->proc_root);
-        free(g->ports);
+        free(g->index);
         free(g);
 }
 
@@ -337,5 +453,5 @@ const struct ingest_counters *ingest_counters(const struct ingest *g) {
 
 void ingest_forget_ports(struct ingest *g) {
         if (g)
-                g->n_ports = 0;
+                g->index_forgotten = true;
 }
