@@ -25,13 +25,24 @@
  * sampler; the socket stays readable and the loop comes back. */
 #define BATCHES_PER_WAKEUP 64
 #define RCVBUF_BYTES (8 * 1024 * 1024)
-/* The UDP index (source port -> socket -> owner uid and run): rebuilt when
- * a datagram needs it and it is older than INDEX_MAX_AGE, or when a port is
- * not in it, but at most once per INDEX_MIN_GAP, however many ports send;
- * right away after ingest_forget_ports() (a run came or went). In between,
- * a datagram costs one binary search, hit or miss. */
+/* The UDP index (source port -> socket -> owner uid and run), rebuilt from
+ * /proc/net/udp{,6} and the runs' fd tables only when a datagram needs it:
+ *  - for a port that is not in it (a new socket), or one without a run
+ *    after ingest_forget_ports() (a run came or went): at most once per
+ *    INDEX_FAST_GAP, or twenty times the last rebuild's cost if that is
+ *    more (reading /proc/net/udp takes milliseconds, however few sockets
+ *    there are: rebuilds take at most a twentieth of the time); those
+ *    datagrams wait for it (up to DEFER_MAX of them, then they count as
+ *    from nobody);
+ *  - for a port in it without a run (a run's new child, or a stranger),
+ *    at most once per INDEX_SLOW_GAP; for one with a run after
+ *    INDEX_MAX_AGE.
+ * In between a datagram costs one binary search, hit or miss, however many
+ * ports send. */
 #define INDEX_MAX_AGE (10 * USEC_PER_SEC)
-#define INDEX_MIN_GAP USEC_PER_SEC
+#define INDEX_SLOW_GAP USEC_PER_SEC
+#define INDEX_FAST_GAP (100 * USEC_PER_MSEC)
+#define DEFER_MAX 128
 /* Sockets looked at per process when the index is built. */
 #define INDEX_FDS_PER_PID 65536
 
@@ -51,6 +62,13 @@ struct udp_entry {
         int64_t run_id; /* the run holding the socket, 0: none */
 };
 
+struct deferred {
+        uint16_t port;
+        bool v6;
+        size_t len;
+        char data[];
+};
+
 struct ingest {
         struct manager_link m;
         sd_event *event;
@@ -61,9 +79,13 @@ struct ingest {
         uint8_t *bufs;           /* BATCH * DGRAM_MAX, shared: one thread */
         struct udp_entry *index; /* by port, v4 first */
         size_t n_index;
-        usec_t index_built; /* 0: never, or forgotten */
+        usec_t index_built; /* 0: never */
         usec_t index_tried;
+        usec_t index_cost; /* the last rebuild's */
         bool index_forgotten;
+        struct deferred **deferred; /* from unknown ports, until the next rebuild */
+        size_t n_deferred;
+        sd_event_source *retry;
 };
 
 /* Who sent one datagram: the run its untagged lines go to, and the uid
@@ -144,6 +166,7 @@ static int index_rebuild(struct ingest *g, usec_t now) {
         }
         qsort(g->index, g->n_index, sizeof *g->index, entry_by_port);
         g->index_built = now;
+        g->index_cost = now_usec(CLOCK_MONOTONIC) - now;
         return 0;
 }
 
@@ -160,53 +183,64 @@ static const struct udp_entry *index_find(const struct ingest *g, uint16_t port)
         return lo < g->n_index && g->index[lo].port == port ? &g->index[lo] : NULL;
 }
 
-/* A port whose socket has an owner run is trusted for INDEX_MAX_AGE; an
- * unknown or unowned one (a new socket, a run's new child) asks for a
- * rebuild, which comes at most once per INDEX_MIN_GAP for all of them. */
-static bool index_due(const struct ingest *g, usec_t now, bool owned) {
-        if (g->index_forgotten)
-                return true;
-        if (now - g->index_tried < INDEX_MIN_GAP)
-                return false;
-        return g->index_built == 0 || !owned || now - g->index_built >= INDEX_MAX_AGE;
-}
+enum port_state { PORT_UNKNOWN, PORT_NO_RUN, PORT_RUN };
 
-/* Reads the entries on the sender's port into c; whether one has a run. */
-static bool udp_sender_read(struct dgram_ctx *c, int64_t *ret_run_id) {
+/* Reads the entries on the sender's port into c. */
+static enum port_state udp_sender_read(struct dgram_ctx *c) {
         const struct ingest *g = c->g;
+        const struct manager_link *m = &g->m;
         const struct udp_entry *e = index_find(g, c->sender_port);
+        int64_t run_id = 0;
         bool found = false;
-        *ret_run_id = 0;
         c->has_uid = false;
+        c->run = NULL;
         for (; e && e < g->index + g->n_index && e->port == c->sender_port; e++) {
                 if (c->sender_v6 && !e->v6)
                         continue;
-                if (found && e->uid != c->uid) {
-                        *ret_run_id = 0; /* ambiguous: neither a uid nor a run */
-                        return false;
-                }
+                if (found && e->uid != c->uid)
+                        return PORT_NO_RUN; /* ambiguous: neither a uid nor a run */
                 found = true;
                 c->uid = e->uid;
-                if (!*ret_run_id)
-                        *ret_run_id = e->run_id;
+                if (!run_id)
+                        run_id = e->run_id;
         }
         c->has_uid = found;
-        return *ret_run_id != 0;
+        if (run_id)
+                c->run = m->ops->find_run(m->userdata, run_id);
+        return !found ? PORT_UNKNOWN : run_id ? PORT_RUN : PORT_NO_RUN;
+}
+
+static usec_t index_gap(const struct ingest *g, enum port_state st) {
+        if (st != PORT_UNKNOWN)
+                return INDEX_SLOW_GAP;
+        return 20 * g->index_cost > INDEX_FAST_GAP ? 20 * g->index_cost : INDEX_FAST_GAP;
+}
+
+static bool index_due(const struct ingest *g, usec_t now, enum port_state st) {
+        if (g->index_forgotten || g->index_built == 0)
+                return now - g->index_tried >= index_gap(g, PORT_UNKNOWN);
+        if (st == PORT_RUN && now - g->index_built < INDEX_MAX_AGE)
+                return false;
+        return now - g->index_tried >= index_gap(g, st);
 }
 
 /* The sender of a UDP datagram: the socket bound to its source port (an
  * IPv4 datagram may come from an IPv6 socket too). Sockets of different
  * owners on one port (bound to different addresses) make it unknown: a
- * neighbour could bind 127.0.0.2:P to pass for the owner of 127.0.0.1:P. */
-static void udp_sender(struct dgram_ctx *c) {
+ * neighbour could bind 127.0.0.2:P to pass for the owner of 127.0.0.1:P.
+ * -EAGAIN when the port is new and the index cannot be rebuilt yet, if
+ * may_wait. */
+static int udp_sender(struct dgram_ctx *c, bool may_wait) {
         struct ingest *g = c->g;
-        const struct manager_link *m = &g->m;
         usec_t now = now_usec(CLOCK_MONOTONIC);
-        int64_t run_id;
-        bool owned = udp_sender_read(c, &run_id);
-        if (index_due(g, now, owned) && index_rebuild(g, now) >= 0)
-                (void)udp_sender_read(c, &run_id);
-        c->run = run_id ? m->ops->find_run(m->userdata, run_id) : NULL;
+        enum port_state st = udp_sender_read(c);
+        c->resolved = true;
+        if (index_due(g, now, st)) {
+                if (index_rebuild(g, now) >= 0)
+                        (void)udp_sender_read(c);
+        } else if (may_wait && (st == PORT_UNKNOWN || (st == PORT_NO_RUN && g->index_forgotten)))
+                return -EAGAIN;
+        return 0;
 }
 
 static void resolve_sender(struct dgram_ctx *c) {
@@ -216,8 +250,6 @@ static void resolve_sender(struct dgram_ctx *c) {
         c->resolved = true;
         if (c->is_unix)
                 c->run = m->ops->run_for_pid(m->userdata, c->sender_pid);
-        else
-                udp_sender(c);
 }
 
 /* A tag may reach a run only where the sender could write to it over
@@ -235,8 +267,6 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
         n->received++;
         if (x->has_run || x->has_pid) {
                 r = x->has_run ? m->ops->find_run(m->userdata, x->run) : m->ops->run_for_pid(m->userdata, x->pid);
-                if (r && !c->is_unix)
-                        resolve_sender(c); /* the uid of the source port's socket */
                 if (r && !sender_may_write(c, r)) {
                         n->refused++;
                         return;
@@ -261,8 +291,61 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
                 n->unmatched++; /* dropped: too many ops, or out of memory */
 }
 
+static void parse_lines(struct dgram_ctx *c, const char *buf, size_t len) {
+        uint64_t malformed = 0;
+        statsd_parse_datagram(buf, len, on_metric, c, &malformed);
+        c->g->counters.malformed += malformed;
+        /* an empty datagram is garbage too */
+        if (len == 0)
+                c->g->counters.malformed++;
+}
+
+static void free_deferred(struct ingest *g) {
+        for (size_t i = 0; i < g->n_deferred; i++)
+                free(g->deferred[i]);
+        g->n_deferred = 0;
+}
+
+/* The next rebuild is allowed: the datagrams from new ports get it. */
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct ingest *g = userdata;
+        (void)index_rebuild(g, now_usec(CLOCK_MONOTONIC));
+        for (size_t i = 0; i < g->n_deferred; i++) {
+                struct deferred *d = g->deferred[i];
+                struct dgram_ctx c = { .g = g, .sender_port = d->port, .sender_v6 = d->v6 };
+                (void)udp_sender(&c, false);
+                parse_lines(&c, d->data, d->len);
+        }
+        free_deferred(g);
+        return 0;
+}
+
+/* Keeps a datagram from a port the index does not know until it may be
+ * rebuilt. -ENOSPC when DEFER_MAX are waiting already. */
+static int defer_datagram(struct ingest *g, const struct dgram_ctx *c, const char *buf, size_t len) {
+        if (g->n_deferred >= DEFER_MAX)
+                return -ENOSPC;
+        usec_t when = g->index_tried + index_gap(g, PORT_UNKNOWN);
+        int r = g->retry ? sd_event_source_set_time(g->retry, when)
+                         : sd_event_add_time(g->event, &g->retry, CLOCK_MONOTONIC, when, 0, on_retry, g);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(g->retry, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return r;
+        struct deferred *d = malloc(sizeof *d + len);
+        if (!d || !GREEDY_REALLOC(g->deferred, g->n_deferred + 1)) {
+                free(d);
+                return -ENOMEM;
+        }
+        *d = (struct deferred){ .port = c->sender_port, .v6 = c->sender_v6, .len = len };
+        memcpy(d->data, buf, len);
+        g->deferred[g->n_deferred++] = d;
+        return 0;
+}
+
 static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_unix) {
         const struct msghdr *h = &mm->msg_hdr;
+        const char *buf = h->msg_iov->iov_base;
         if (h->msg_flags & MSG_TRUNC) {
                 g->counters.malformed++;
                 return;
@@ -286,13 +369,12 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
                         c.sender_port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
                         c.sender_v6 = true;
                 }
+                /* from a new port: wait for the next rebuild if there is room */
+                if (udp_sender(&c, g->n_deferred < DEFER_MAX) == -EAGAIN &&
+                    defer_datagram(g, &c, buf, mm->msg_len) >= 0)
+                        return;
         }
-        uint64_t malformed = 0;
-        statsd_parse_datagram((const char *)h->msg_iov->iov_base, mm->msg_len, on_metric, &c, &malformed);
-        g->counters.malformed += malformed;
-        /* an empty datagram is garbage too */
-        if (mm->msg_len == 0)
-                g->counters.malformed++;
+        parse_lines(&c, buf, mm->msg_len);
 }
 
 static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -443,6 +525,9 @@ void ingest_free(struct ingest *g) {
         free(g->bufs);
         free(g->proc_root);
         free(g->index);
+        free_deferred(g);
+        free(g->deferred);
+        sd_event_source_disable_unref(g->retry);
         free(g);
 }
 
