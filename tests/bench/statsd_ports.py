@@ -7,8 +7,10 @@ port. Meanwhile a registered process is sampled (interval 250 ms) and
 /v1/health is asked every 100 ms over the unix socket.
 
 Scenarios: "unregistered" (the hostile neighbour: no socket belongs to a
-run, every line is unmatched) and "registered" (the sender is registered:
-every line lands in its run).
+run, every line is unmatched), "registered" (the sender is registered:
+every line lands in its run) and "fresh" (unregistered, the N sockets held
+open but every datagram sent from a new socket, closed at once: each port
+is new to mlmond).
 
 For each it prints the datagrams sent, the daemon's CPU % over the step
 (schedstat), the tick overruns during the step, the /v1/health answer time
@@ -77,6 +79,7 @@ def sched_ns(pid):
 SENDER = r'''
 import os, socket, sys, time
 n, rate, dur, port = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+fresh = sys.argv[5] == "fresh"
 socks = []
 for _ in range(n):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -93,7 +96,11 @@ while True:
         break
     due = int((now - t0) * rate)
     while sent < due:
-        socks[sent % n].sendto(b"ports.op:1|ms", dest)
+        if fresh:  # a new socket (a new port) for every datagram
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(b"ports.op:1|ms", dest)
+        else:
+            socks[sent % n].sendto(b"ports.op:1|ms", dest)
         sent += 1
     time.sleep(0.001)
 print(sent, flush=True)
@@ -114,7 +121,7 @@ def health_poller(sock, stop, times):
 
 
 def scenario(a, name, sock, udp_port, dpid):
-    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(a.n), str(a.r), str(a.d), str(udp_port)],
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(a.n), str(a.r), str(a.d), str(udp_port), name],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         if sender.stdout.readline().strip() != "ready":
@@ -155,7 +162,7 @@ def main():
     ap.add_argument("-n", type=int, default=2000, help="source ports (default 2000)")
     ap.add_argument("-r", type=int, default=1000, help="datagrams/s (default 1000)")
     ap.add_argument("-d", type=float, default=10.0, help="seconds per scenario (default 10)")
-    ap.add_argument("-s", default="unregistered,registered", help="scenarios")
+    ap.add_argument("-s", default="unregistered,registered,fresh", help="scenarios")
     a = ap.parse_args()
     if not (1 <= a.n <= 20000 and 1 <= a.r <= 100000 and 0 < a.d <= 120):
         sys.exit("statsd_ports.py: -n 1..20000, -r 1..100000, -d up to 120 s")
