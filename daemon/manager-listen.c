@@ -100,6 +100,7 @@ static void op_stats(void *userdata, struct manager_stats *ret) {
                 .statsd_received = c->received,
                 .statsd_malformed = c->malformed,
                 .statsd_unmatched = c->unmatched,
+                .statsd_refused = c->refused,
                 .host = m->host,
                 .has_host_cpu = m->has_host_prev,
                 .host_cpu = m->host_prev_cpu,

@@ -61,7 +61,7 @@ struct manager_stats {
         double self_cpu_pct;
         uint64_t db_write_errors;
         unsigned health; /* HEALTH_* bits; none: "ok" */
-        uint64_t statsd_received, statsd_malformed, statsd_unmatched;
+        uint64_t statsd_received, statsd_malformed, statsd_unmatched, statsd_refused;
         struct host_sample host;
         bool has_host_cpu; /* host_cpu: the host's CPU time counters */
         struct proc_cpu_total host_cpu;

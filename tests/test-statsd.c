@@ -52,7 +52,15 @@ static const struct line_case line_cases[] = {
         OK("t:1e-05|ms", "t", STATSD_TIMING, 1e-05),
         OK("t:1.5E3|ms", "t", STATSD_TIMING, 1500),
         OK("t:1e-999|ms", "t", STATSD_TIMING, 0), /* underflow: kept as 0 */
-        OK("t:12345678901234567890|ms", "t", STATSD_TIMING, 12345678901234567890.0),
+        /* the bounds (statsd.h), on the bound and just past it */
+        OK("t:1e9|ms", "t", STATSD_TIMING, 1e9),
+        OK("t:1000000000.0|h", "t", STATSD_TIMING, 1e9),
+        OK("c:9007199254740992|c", "c", STATSD_COUNTER, 9007199254740992.0),
+        OK("c:-9007199254740992|c", "c", STATSD_COUNTER, -9007199254740992.0),
+        OK("q:9007199254740992|g", "q", STATSD_GAUGE, 9007199254740992.0),
+        OK("q:-9007199254740992|g", "q", STATSD_GAUGE, -9007199254740992.0, .delta = true),
+        OK("t:1|ms|@1e-6", "t", STATSD_TIMING, 1, .rate = 1e-6),
+        OK("c:1|c|@0.000001", "c", STATSD_COUNTER, 1, .rate = 1e-6),
         OK("t:1|ms|@1", "t", STATSD_TIMING, 1, .rate = 1),
         OK("t:1|ms|@1e-3", "t", STATSD_TIMING, 1, .rate = 0.001),
         OK("a.b-c_d/e,f:1|c", "a.b-c_d/e,f", STATSD_COUNTER, 1),
@@ -97,6 +105,19 @@ static const struct line_case line_cases[] = {
         NO("a:-inf|c"),
         NO("a:infinity|g"),
         NO("a:1e999|ms"),
+        NO("t:12345678901234567890|ms"),
+        NO("t:1000000000.0001|ms"),
+        NO("t:1e10|h"),
+        NO("c:1.79e308|c"),
+        NO("c:-1.79e308|c"),
+        NO("c:9007199254740994|c"),
+        NO("c:1e16|c"),
+        NO("q:1e300|g"),
+        NO("q:+1.79e308|g"),
+        NO("q:-1e20|g"),
+        NO("t:1|ms|@1e-300"),
+        NO("t:1|ms|@9.99e-7"),
+        NO("c:1|c|@4.9e-324"),
         NO("a:-1e999|c"),
         NO("a:0x10|c"),
         NO("a:1,5|c"),
@@ -287,11 +308,11 @@ static void test_lengths(void) {
         memcpy(line + 2 + 65, "|c", 2);
         CHECK_EQ_INT(statsd_parse_line(line, 2 + 65 + 2, &m), BAD);
         /* same for the rate */
-        int n = snprintf(line, sizeof line, "a:1|c|@0.%063d", 5);
+        int n = snprintf(line, sizeof line, "a:1|c|@0.5%062d", 0);
         CHECK_EQ_INT(statsd_parse_line(line, (size_t)n, &m), BAD); /* 65 bytes after '@' */
-        n = snprintf(line, sizeof line, "a:1|c|@0.%062d", 5);
+        n = snprintf(line, sizeof line, "a:1|c|@0.5%061d", 0);
         CHECK_EQ_INT(statsd_parse_line(line, (size_t)n, &m), 0);
-        CHECK(m.sample_rate == strtod(line + 7, NULL) && m.sample_rate > 0);
+        CHECK(m.sample_rate == 0.5);
 }
 
 /* The fast path for plain decimals must agree with strtod() to the bit. */
@@ -335,7 +356,10 @@ static void test_numbers_vs_strtod(void) {
                 }
                 int n = snprintf(line, sizeof line, "x:%s|c", num);
                 double want = strtod(num, NULL);
-                if (statsd_parse_line(line, (size_t)n, &m) < 0 || memcmp(&m.value, &want, sizeof want) != 0) {
+                /* beyond STATSD_VALUE_MAX the line is malformed instead */
+                bool in_bounds = fabs(want) <= STATSD_VALUE_MAX;
+                int r = statsd_parse_line(line, (size_t)n, &m);
+                if (in_bounds ? r < 0 || memcmp(&m.value, &want, sizeof want) != 0 : r != BAD) {
                         if (mismatches++ < 5)
                                 fprintf(stderr, "\"%s\": %.17g, strtod %.17g\n", num, m.value, want);
                 }

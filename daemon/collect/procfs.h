@@ -96,6 +96,8 @@ int proc_parse_loadavg(const char *text, struct proc_loadavg *ret);
 /* /proc/net/udp{,6}: the socket bound to a local port (any address). */
 struct proc_udp_socket {
         uint16_t local_port;
+        bool v6;      /* from net/udp6 (set by proc_parse_net_udp_all) */
+        uint32_t uid; /* the socket's owner */
         uint64_t inode;
 };
 /* One socket line, [line, end) without the newline. */
@@ -103,6 +105,10 @@ int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_s
 /* The whole table, header line first: the first socket on port, -ENOENT if
  * none, -EINVAL when the header or a line before the match is malformed. */
 int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret);
+/* Every socket of the table, appended to *sockets (grown with
+ * GREEDY_REALLOC), v6 set on each. Malformed socket lines are skipped;
+ * -EINVAL without a header line, -ENOMEM. */
+int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **sockets, size_t *n);
 
 /* /proc/PID/task/TID/children: space-separated pids. Appends to *pids. */
 int proc_parse_pid_list(const char *text, int **pids, size_t *n);
@@ -131,6 +137,9 @@ int proc_read_netns_inode(int piddir, uint64_t *ret);
 /* Whether one of the process's fds (fd/N -> "socket:[N]") is the socket
  * with this inode: 1 yes, 0 no, or -errno. */
 int proc_has_socket(int piddir, uint64_t inode);
+/* The inodes of the process's sockets (fd/N -> "socket:[N]"), appended to
+ * *inodes (grown with GREEDY_REALLOC); at most max of them. -errno. */
+int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n);
 
 /* Host files under the proc root. */
 int proc_read_boot_id(const char *proc_root, char ret[64]); /* sys/kernel/random/boot_id */
@@ -140,6 +149,10 @@ int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
 /* The inode of the UDP socket bound to port, from net/udp then net/udp6;
  * -ENOENT if neither has one. */
 int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode);
+/* Every UDP socket of net/udp then net/udp6, appended to *sockets: the
+ * index of port -> socket that StatsD attribution uses. A missing table
+ * (no IPv6) is skipped; -errno when neither can be read. */
+int proc_read_udp_sockets(const char *proc_root, struct proc_udp_socket **sockets, size_t *n);
 
 /* ENOENT / ESRCH: the process is gone. */
 static inline bool proc_errno_is_gone(int r) {

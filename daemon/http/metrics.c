@@ -164,10 +164,17 @@ static void put_sample(struct metrics_buf *b, const char *name, const char *suff
         metrics_buf_puts(b, "\n");
 }
 
+/* A counter is a finite number: one that overflowed (a sum of huge
+ * observations) is no count any more, and its sample is left out rather
+ * than written as +Inf (or NaN), which no rate() survives. */
+static bool counter_ok(enum family_type type, double v) {
+        return type != COUNTER || isfinite(v);
+}
+
 /* A family of one series without labels, left out when unknown. */
 static void put_single(struct metrics_buf *b, const char *name, enum family_type type, const char *help, bool known,
                        double v) {
-        if (!known)
+        if (!known || !counter_ok(type, v))
                 return;
         put_header(b, name, type, help);
         put_sample(b, name, NULL, NULL, NULL, v);
@@ -534,7 +541,7 @@ static void put_runs(struct metrics_buf *b, struct run_view *views, size_t n) {
         for (int k = 0; k < _RM_MAX; k++) {
                 bool header = false;
                 for (size_t i = 0; i < n; i++) {
-                        if (!views[i].known[k])
+                        if (!views[i].known[k] || !counter_ok(run_families[k].type, views[i].value[k]))
                                 continue;
                         if (!header)
                                 put_header(b, run_families[k].name, run_families[k].type, run_families[k].help);
@@ -552,6 +559,8 @@ static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
         for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; views[i].ops_known && j < views[i].ledger->n; j++) {
                         const struct metrics_op_total *t = &views[i].ledger->v[j];
+                        if (!counter_ok(COUNTER, t->out_count))
+                                continue;
                         if (!header)
                                 put_header(b, ops_total, COUNTER,
                                            "Operations the application reported since registration: timings plus "
@@ -584,7 +593,8 @@ static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
                                 put_sample(b, duration, NULL, views[i].labels, q.data,
                                            hist_quantile(&w->h, quantiles[k].q) / 1000.0);
                         }
-                        put_sample(b, duration, "_sum", views[i].labels, op.data, t->out_sum_ms / 1000.0);
+                        if (counter_ok(COUNTER, t->out_sum_ms))
+                                put_sample(b, duration, "_sum", views[i].labels, op.data, t->out_sum_ms / 1000.0);
                         put_sample(b, duration, "_count", views[i].labels, op.data, (double)t->out_timings);
                 }
         b->oom = b->oom || op.oom || q.oom;
@@ -774,6 +784,9 @@ static void put_daemon(struct metrics_buf *b, const struct manager_stats *m) {
                    true, m->statsd_malformed);
         put_single(b, "mlmond_statsd_unmatched_total", COUNTER, "StatsD lines dropped: no running run matched.", true,
                    m->statsd_unmatched);
+        put_single(b, "mlmond_statsd_refused_total", COUNTER,
+                   "StatsD lines dropped: a #run:/#pid: tag named a run the sender may not write to.", true,
+                   m->statsd_refused);
         put_single(b, "mlmond_process_cpu_seconds_total", COUNTER, "CPU time mlmond itself has used.", has_cpu,
                    (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_SEC);
         put_single(b, "mlmond_process_resident_memory_bytes", GAUGE, "Resident memory of mlmond itself.", has_rss,

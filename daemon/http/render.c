@@ -278,6 +278,7 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_received", true, m->statsd_received);
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
+        json_add_u64(o, "statsd_refused", true, m->statsd_refused);
         return o;
 }
 

@@ -25,9 +25,26 @@
  * sampler; the socket stays readable and the loop comes back. */
 #define BATCHES_PER_WAKEUP 64
 #define RCVBUF_BYTES (8 * 1024 * 1024)
-#define PORT_CACHE_USEC (10 * USEC_PER_SEC)
-#define PORT_CACHE_MISS_USEC (2 * USEC_PER_SEC)
-#define PORT_CACHE_MAX 1024
+/* The UDP index (source port -> socket -> owner uid and run), rebuilt from
+ * /proc/net/udp{,6} and the runs' fd tables only when a datagram needs it:
+ *  - for a port that is not in it (a new socket), or one without a run
+ *    after ingest_forget_ports() (a run came or went): at most once per
+ *    INDEX_FAST_GAP, or twenty times the last rebuild's cost if that is
+ *    more (reading /proc/net/udp takes milliseconds, however few sockets
+ *    there are: rebuilds take at most a twentieth of the time); those
+ *    datagrams wait for it (up to DEFER_MAX of them, then they count as
+ *    from nobody);
+ *  - for a port in it without a run (a run's new child, or a stranger),
+ *    at most once per INDEX_SLOW_GAP; for one with a run after
+ *    INDEX_MAX_AGE.
+ * In between a datagram costs one binary search, hit or miss, however many
+ * ports send. */
+#define INDEX_MAX_AGE (10 * USEC_PER_SEC)
+#define INDEX_SLOW_GAP USEC_PER_SEC
+#define INDEX_FAST_GAP (100 * USEC_PER_MSEC)
+#define DEFER_MAX 128
+/* Sockets looked at per process when the index is built. */
+#define INDEX_FDS_PER_PID 65536
 
 struct listener {
         struct ingest *g;
@@ -37,10 +54,19 @@ struct listener {
         char *unlink_path;
 };
 
-struct port_owner {
+struct udp_entry {
         uint16_t port;
-        int64_t run_id; /* 0: no registered owner */
-        usec_t expires;
+        bool v6;
+        uint32_t uid; /* the socket's owner */
+        uint64_t inode;
+        int64_t run_id; /* the run holding the socket, 0: none */
+};
+
+struct deferred {
+        uint16_t port;
+        bool v6;
+        size_t len;
+        char data[];
 };
 
 struct ingest {
@@ -50,68 +76,186 @@ struct ingest {
         int udp_fd; /* the socket systemd passed, until start_udp takes it */
         struct ingest_counters counters;
         struct listener unx, udp;
-        uint8_t *bufs; /* BATCH * DGRAM_MAX, shared: one thread */
-        struct port_owner *ports;
-        size_t n_ports;
+        uint8_t *bufs;           /* BATCH * DGRAM_MAX, shared: one thread */
+        struct udp_entry *index; /* by port, v4 first */
+        size_t n_index;
+        usec_t index_built; /* 0: never */
+        usec_t index_tried;
+        usec_t index_cost; /* the last rebuild's */
+        bool index_forgotten;
+        struct deferred **deferred; /* from unknown ports, until the next rebuild */
+        size_t n_deferred;
+        sd_event_source *retry;
 };
 
-/* What one datagram's lines resolve to when they carry no run/pid tag. */
+/* Who sent one datagram: the run its untagged lines go to, and the uid
+ * that decides where its tags may reach. */
 struct dgram_ctx {
         struct ingest *g;
         bool is_unix;
         int sender_pid;       /* unix: from SCM_CREDENTIALS, 0 if unknown */
         uint16_t sender_port; /* udp */
+        bool sender_v6;       /* udp: came over IPv6 */
         bool resolved;
+        bool has_uid; /* unix: SCM_CREDENTIALS; udp: the source socket's owner */
+        uid_t uid;
         struct run *run;
 };
 
-static bool pid_has_socket(const char *proc_root, int pid, uint64_t inode) {
-        _cleanup_close_ int piddir = proc_open_pid_dir(proc_root, pid);
-        return piddir >= 0 && proc_has_socket(piddir, inode) > 0;
+static int entry_by_inode(const void *a, const void *b) {
+        uint64_t x = ((const struct udp_entry *)a)->inode, y = ((const struct udp_entry *)b)->inode;
+        return (x > y) - (x < y);
 }
 
-/* The registered process (or member of a registered tree) holding the UDP
- * socket bound to port: /proc/net/udp{,6} gives the socket's inode, the
- * processes' fd tables say who has it. Cached per port. */
-static struct run *udp_port_owner(struct ingest *g, uint16_t port) {
-        const struct manager_link *m = &g->m;
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        for (size_t i = 0; i < g->n_ports; i++)
-                if (g->ports[i].port == port && g->ports[i].expires > now)
-                        return g->ports[i].run_id ? m->ops->find_run(m->userdata, g->ports[i].run_id) : NULL;
+static int entry_by_port(const void *a, const void *b) {
+        const struct udp_entry *x = a, *y = b;
+        if (x->port != y->port)
+                return x->port < y->port ? -1 : 1;
+        return (x->v6 > y->v6) - (x->v6 < y->v6);
+}
 
-        struct run *owner = NULL;
-        uint64_t inode = 0;
-        bool have_inode = proc_read_udp_port_inode(g->proc_root, port, &inode) == 0;
+/* Marks the index's sockets that pid holds as run's (first run wins). */
+static void index_claim(struct ingest *g, int pid, int64_t run_id, uint64_t **inodes, size_t *n_inodes) {
+        _cleanup_close_ int piddir = proc_open_pid_dir(g->proc_root, pid);
+        *n_inodes = 0;
+        if (piddir < 0 || proc_read_socket_inodes(piddir, INDEX_FDS_PER_PID, inodes, n_inodes) < 0)
+                return;
+        for (size_t i = 0; i < *n_inodes; i++) {
+                struct udp_entry key = { .inode = (*inodes)[i] };
+                struct udp_entry *e = bsearch(&key, g->index, g->n_index, sizeof *g->index, entry_by_inode);
+                /* an inode is one socket: neighbours with the same inode are none */
+                if (e && e->run_id == 0)
+                        e->run_id = run_id;
+        }
+}
+
+/* /proc/net/udp{,6} into the index, then the running runs' fd tables
+ * (the process, and the members of a registered tree) name the owners. */
+static int index_rebuild(struct ingest *g, usec_t now) {
+        const struct manager_link *m = &g->m;
+        _cleanup_free_ struct proc_udp_socket *socks = NULL;
+        _cleanup_free_ uint64_t *inodes = NULL;
+        size_t n_socks = 0, n_inodes = 0;
+
+        g->index_tried = now;
+        g->index_forgotten = false;
+        int r = proc_read_udp_sockets(g->proc_root, &socks, &n_socks);
+        if (r < 0) {
+                g->n_index = 0;
+                return log_debug_errno(r, "statsd: cannot read the UDP socket tables: %m");
+        }
+        if (!GREEDY_REALLOC(g->index, n_socks)) {
+                g->n_index = 0;
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n_socks; i++)
+                g->index[i] = (struct udp_entry){
+                        .port = socks[i].local_port, .v6 = socks[i].v6, .uid = socks[i].uid, .inode = socks[i].inode
+                };
+        g->n_index = n_socks;
+        qsort(g->index, g->n_index, sizeof *g->index, entry_by_inode);
+
         size_t n_runs = 0;
         struct run *const *runs = m->ops->running(m->userdata, &n_runs);
-        for (size_t i = 0; have_inode && i < n_runs && !owner; i++) {
-                struct run *r = runs[i];
-                if (pid_has_socket(g->proc_root, r->info.pid, inode))
-                        owner = r;
-                for (size_t j = 0; !owner && r->info.children && j < r->n_members; j++)
-                        if (r->members[j].pid != r->info.pid && pid_has_socket(g->proc_root, r->members[j].pid, inode))
-                                owner = r;
+        for (size_t i = 0; i < n_runs; i++) {
+                struct run *rn = runs[i];
+                index_claim(g, rn->info.pid, rn->info.id, &inodes, &n_inodes);
+                for (size_t j = 0; rn->info.children && j < rn->n_members; j++)
+                        if (rn->members[j].pid != rn->info.pid)
+                                index_claim(g, rn->members[j].pid, rn->info.id, &inodes, &n_inodes);
         }
+        qsort(g->index, g->n_index, sizeof *g->index, entry_by_port);
+        g->index_built = now;
+        g->index_cost = now_usec(CLOCK_MONOTONIC) - now;
+        return 0;
+}
 
-        size_t slot = g->n_ports;
-        for (size_t i = 0; i < g->n_ports; i++)
-                if (g->ports[i].port == port || g->ports[i].expires <= now) {
-                        slot = i;
-                        break;
-                }
-        if (slot == g->n_ports) {
-                if (g->n_ports < PORT_CACHE_MAX) {
-                        if (!GREEDY_REALLOC(g->ports, g->n_ports + 1))
-                                return owner;
-                        g->n_ports++;
-                } else
-                        slot = port % PORT_CACHE_MAX;
+/* The first entry on port, or NULL. */
+static const struct udp_entry *index_find(const struct ingest *g, uint16_t port) {
+        size_t lo = 0, hi = g->n_index;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (g->index[mid].port < port)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        g->ports[slot] = (struct port_owner){ .port = port,
-                                              .run_id = owner ? owner->info.id : 0,
-                                              .expires = now + (owner ? PORT_CACHE_USEC : PORT_CACHE_MISS_USEC) };
-        return owner;
+        return lo < g->n_index && g->index[lo].port == port ? &g->index[lo] : NULL;
+}
+
+enum port_state { PORT_UNKNOWN, PORT_NO_RUN, PORT_RUN };
+
+/* Reads the entries on the sender's port into c. */
+static enum port_state udp_sender_read(struct dgram_ctx *c) {
+        const struct ingest *g = c->g;
+        const struct manager_link *m = &g->m;
+        const struct udp_entry *e = index_find(g, c->sender_port);
+        int64_t run_id = 0;
+        bool found = false;
+        c->has_uid = false;
+        c->run = NULL;
+        for (; e && e < g->index + g->n_index && e->port == c->sender_port; e++) {
+                if (c->sender_v6 && !e->v6)
+                        continue;
+                if (found && e->uid != c->uid)
+                        return PORT_NO_RUN; /* ambiguous: neither a uid nor a run */
+                found = true;
+                c->uid = e->uid;
+                if (!run_id)
+                        run_id = e->run_id;
+        }
+        c->has_uid = found;
+        if (run_id)
+                c->run = m->ops->find_run(m->userdata, run_id);
+        return !found ? PORT_UNKNOWN : run_id ? PORT_RUN : PORT_NO_RUN;
+}
+
+static usec_t index_gap(const struct ingest *g, enum port_state st) {
+        if (st != PORT_UNKNOWN)
+                return INDEX_SLOW_GAP;
+        return 20 * g->index_cost > INDEX_FAST_GAP ? 20 * g->index_cost : INDEX_FAST_GAP;
+}
+
+static bool index_due(const struct ingest *g, usec_t now, enum port_state st) {
+        if (g->index_forgotten || g->index_built == 0)
+                return now - g->index_tried >= index_gap(g, PORT_UNKNOWN);
+        if (st == PORT_RUN && now - g->index_built < INDEX_MAX_AGE)
+                return false;
+        return now - g->index_tried >= index_gap(g, st);
+}
+
+/* The sender of a UDP datagram: the socket bound to its source port (an
+ * IPv4 datagram may come from an IPv6 socket too). Sockets of different
+ * owners on one port (bound to different addresses) make it unknown: a
+ * neighbour could bind 127.0.0.2:P to pass for the owner of 127.0.0.1:P.
+ * -EAGAIN when the port is new and the index cannot be rebuilt yet, if
+ * may_wait. */
+static int udp_sender(struct dgram_ctx *c, bool may_wait) {
+        struct ingest *g = c->g;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        enum port_state st = udp_sender_read(c);
+        c->resolved = true;
+        if (index_due(g, now, st)) {
+                if (index_rebuild(g, now) >= 0)
+                        (void)udp_sender_read(c);
+        } else if (may_wait && (st == PORT_UNKNOWN || (st == PORT_NO_RUN && g->index_forgotten)))
+                return -EAGAIN;
+        return 0;
+}
+
+static void resolve_sender(struct dgram_ctx *c) {
+        const struct manager_link *m = &c->g->m;
+        if (c->resolved)
+                return;
+        c->resolved = true;
+        if (c->is_unix)
+                c->run = m->ops->run_for_pid(m->userdata, c->sender_pid);
+}
+
+/* A tag may reach a run only where the sender could write to it over
+ * HTTP: root, or the run's owner. */
+static bool sender_may_write(const struct dgram_ctx *c, const struct run *r) {
+        return c->has_uid && (c->uid == 0 || (r->info.has_uid && r->info.uid == c->uid));
 }
 
 static void on_metric(const struct statsd_metric *x, void *userdata) {
@@ -121,16 +265,14 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct run *r;
 
         n->received++;
-        if (x->has_run)
-                r = m->ops->find_run(m->userdata, x->run);
-        else if (x->has_pid)
-                r = m->ops->run_for_pid(m->userdata, x->pid);
-        else {
-                if (!c->resolved) {
-                        c->run = c->is_unix ? m->ops->run_for_pid(m->userdata, c->sender_pid)
-                                            : udp_port_owner(c->g, c->sender_port);
-                        c->resolved = true;
+        if (x->has_run || x->has_pid) {
+                r = x->has_run ? m->ops->find_run(m->userdata, x->run) : m->ops->run_for_pid(m->userdata, x->pid);
+                if (r && !sender_may_write(c, r)) {
+                        n->refused++;
+                        return;
                 }
+        } else {
+                resolve_sender(c);
                 r = c->run;
         }
         if (!r) {
@@ -149,8 +291,61 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
                 n->unmatched++; /* dropped: too many ops, or out of memory */
 }
 
+static void parse_lines(struct dgram_ctx *c, const char *buf, size_t len) {
+        uint64_t malformed = 0;
+        statsd_parse_datagram(buf, len, on_metric, c, &malformed);
+        c->g->counters.malformed += malformed;
+        /* an empty datagram is garbage too */
+        if (len == 0)
+                c->g->counters.malformed++;
+}
+
+static void free_deferred(struct ingest *g) {
+        for (size_t i = 0; i < g->n_deferred; i++)
+                free(g->deferred[i]);
+        g->n_deferred = 0;
+}
+
+/* The next rebuild is allowed: the datagrams from new ports get it. */
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct ingest *g = userdata;
+        (void)index_rebuild(g, now_usec(CLOCK_MONOTONIC));
+        for (size_t i = 0; i < g->n_deferred; i++) {
+                struct deferred *d = g->deferred[i];
+                struct dgram_ctx c = { .g = g, .sender_port = d->port, .sender_v6 = d->v6 };
+                (void)udp_sender(&c, false);
+                parse_lines(&c, d->data, d->len);
+        }
+        free_deferred(g);
+        return 0;
+}
+
+/* Keeps a datagram from a port the index does not know until it may be
+ * rebuilt. -ENOSPC when DEFER_MAX are waiting already. */
+static int defer_datagram(struct ingest *g, const struct dgram_ctx *c, const char *buf, size_t len) {
+        if (g->n_deferred >= DEFER_MAX)
+                return -ENOSPC;
+        usec_t when = g->index_tried + index_gap(g, PORT_UNKNOWN);
+        int r = g->retry ? sd_event_source_set_time(g->retry, when)
+                         : sd_event_add_time(g->event, &g->retry, CLOCK_MONOTONIC, when, 0, on_retry, g);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(g->retry, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return r;
+        struct deferred *d = malloc(sizeof *d + len);
+        if (!d || !GREEDY_REALLOC(g->deferred, g->n_deferred + 1)) {
+                free(d);
+                return -ENOMEM;
+        }
+        *d = (struct deferred){ .port = c->sender_port, .v6 = c->sender_v6, .len = len };
+        memcpy(d->data, buf, len);
+        g->deferred[g->n_deferred++] = d;
+        return 0;
+}
+
 static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_unix) {
         const struct msghdr *h = &mm->msg_hdr;
+        const char *buf = h->msg_iov->iov_base;
         if (h->msg_flags & MSG_TRUNC) {
                 g->counters.malformed++;
                 return;
@@ -163,20 +358,23 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
                                 struct ucred cred;
                                 memcpy(&cred, CMSG_DATA(cm), sizeof cred);
                                 c.sender_pid = cred.pid;
+                                c.uid = cred.uid;
+                                c.has_uid = true;
                         }
         } else {
                 const struct sockaddr_storage *ss = h->msg_name;
                 if (ss->ss_family == AF_INET)
                         c.sender_port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-                else if (ss->ss_family == AF_INET6)
+                else if (ss->ss_family == AF_INET6) {
                         c.sender_port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+                        c.sender_v6 = true;
+                }
+                /* from a new port: wait for the next rebuild if there is room */
+                if (udp_sender(&c, g->n_deferred < DEFER_MAX) == -EAGAIN &&
+                    defer_datagram(g, &c, buf, mm->msg_len) >= 0)
+                        return;
         }
-        uint64_t malformed = 0;
-        statsd_parse_datagram((const char *)h->msg_iov->iov_base, mm->msg_len, on_metric, &c, &malformed);
-        g->counters.malformed += malformed;
-        /* an empty datagram is garbage too */
-        if (mm->msg_len == 0)
-                g->counters.malformed++;
+        parse_lines(&c, buf, mm->msg_len);
 }
 
 static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -326,7 +524,10 @@ void ingest_free(struct ingest *g) {
         safe_close(g->udp_fd);
         free(g->bufs);
         free(g->proc_root);
-        free(g->ports);
+        free(g->index);
+        free_deferred(g);
+        free(g->deferred);
+        sd_event_source_disable_unref(g->retry);
         free(g);
 }
 
@@ -337,5 +538,5 @@ const struct ingest_counters *ingest_counters(const struct ingest *g) {
 
 void ingest_forget_ports(struct ingest *g) {
         if (g)
-                g->n_ports = 0;
+                g->index_forgotten = true;
 }

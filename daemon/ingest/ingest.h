@@ -23,14 +23,17 @@ struct ingest_options {
 };
 
 /* What the listeners saw: lines received, lines (and datagrams) dropped as
- * malformed, lines that reached no running run. */
+ * malformed, lines that reached no running run, lines whose #run:/#pid:
+ * tag named a run their sender may not write to (neither root nor the
+ * run's owner, or a UDP sender whose socket has no known owner). */
 struct ingest_counters {
-        uint64_t received, malformed, unmatched;
+        uint64_t received, malformed, unmatched, refused;
 };
 
 int ingest_new(const struct ingest_options *o, struct ingest **ret, char *errbuf, size_t errlen);
 void ingest_free(struct ingest *g);
 /* NULL gives zeros. */
 const struct ingest_counters *ingest_counters(const struct ingest *g);
-/* Drops the cached port -> run answers. NULL is fine. */
+/* The port -> run answers are stale (a run came or went): the next UDP
+ * datagram that needs one rebuilds them. NULL is fine. */
 void ingest_forget_ports(struct ingest *g);

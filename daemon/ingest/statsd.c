@@ -11,7 +11,9 @@
  *    floats). Hex ("0x10"), "inf", "nan", blanks, a ',' decimal separator
  *    and anything longer than STATSD_NUMBER_MAX bytes are malformed. A result
  *    that overflows (1e999) is malformed; one that underflows (1e-999)
- *    becomes 0 or a subnormal and is kept.
+ *    becomes 0 or a subnormal and is kept. A finite value or rate outside
+ *    the bounds in statsd.h is malformed too (bounds included: 2^53|c and
+ *    1e9|ms and @1e-6 are fine).
  *  - a timing written with a '-' is malformed, "-0" included; a '+' is
  *    accepted on every type; only on "g" does a sign mean a delta.
  *  - names and categories: besides C0 controls and DEL, the space (so the
@@ -280,6 +282,8 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
 
         if (m.type == STATSD_TIMING && v[0] == '-')
                 return -EINVAL; /* "-0" too: a duration has no sign */
+        if (!(fabs(m.value) <= (m.type == STATSD_TIMING ? STATSD_TIMING_MAX_MS : STATSD_VALUE_MAX)))
+                return -EINVAL;
         if (m.type == STATSD_GAUGE)
                 m.gauge_delta = v[0] == '+' || v[0] == '-';
 
@@ -298,7 +302,7 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
                                 return -EINVAL;
                         seen_rate = true;
                         double r;
-                        if (parse_number(s + 1, slen - 1, &r) < 0 || !(r > 0.0 && r <= 1.0))
+                        if (parse_number(s + 1, slen - 1, &r) < 0 || !(r >= STATSD_RATE_MIN && r <= 1.0))
                                 return -EINVAL;
                         m.sample_rate = r;
                 } else if (s[0] == '#') {

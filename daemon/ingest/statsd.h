@@ -16,13 +16,20 @@ enum statsd_type {
 
 #define STATSD_NAME_MAX 200 /* longer names are malformed */
 #define STATSD_CATEGORY_MAX 64
+/* Bounds on numbers, so that no sum of lines overflows: a counter or gauge
+ * value within +-2^53 (every integer up to it is exact in a double), a
+ * timing within [0, 1e9] ms (11.6 days, the histogram's top), a sample rate
+ * within [1e-6, 1] (one line stands for at most a million). */
+#define STATSD_VALUE_MAX 9007199254740992.0
+#define STATSD_TIMING_MAX_MS 1e9
+#define STATSD_RATE_MIN 1e-6
 
 struct statsd_metric {
         const char *name; /* not NUL-terminated: name_len bytes, valid UTF-8, no control chars */
         size_t name_len;
         enum statsd_type type;
-        double value;       /* finite; timings >= 0 */
-        double sample_rate; /* (0, 1], 1 when absent */
+        double value;       /* |value| <= STATSD_VALUE_MAX; timings in [0, STATSD_TIMING_MAX_MS] */
+        double sample_rate; /* [STATSD_RATE_MIN, 1], 1 when absent */
         bool gauge_delta;   /* "g" value written with an explicit sign: +N / -N */
         /* understood tags (others are ignored) */
         bool has_run;
@@ -35,8 +42,9 @@ struct statsd_metric {
 
 /* Parses one line (without the '\n'; a trailing '\r' is allowed). Returns 0,
  * or -EINVAL for a malformed line: empty name, missing ':' or '|', unknown
- * type, a value that is not a finite number (NaN, inf, 1e999), a negative
- * timing, a sample rate outside (0, 1], a name or category that is too long
+ * type, a value that is not a finite number (NaN, inf, 1e999) or is out of
+ * the bounds above (1.79e308|c, 2e9|ms), a negative timing, a sample rate
+ * outside [STATSD_RATE_MIN, 1] (@1e-300), a name or category that is too long
  * or not valid UTF-8 or contains control characters or any of ":|@#", a
  * malformed run/pid tag value. Whitespace is not trimmed: " a:1|c" is
  * malformed. */

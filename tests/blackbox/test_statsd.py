@@ -107,13 +107,18 @@ def udp_mlmond(make_mlmond):
     return start_udp_mlmond(make_mlmond)
 
 
-def udp_send(port, datagrams, src=None):
-    """Sends from the test process itself (never registered)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        if src:
-            s.bind(src)
-        for d in datagrams:
-            s.sendto(d.encode() if isinstance(d, str) else d, ("127.0.0.1", port))
+def udp_send(port, datagrams, src=None, keep=False):
+    """Sends from the test process itself (never registered). keep: the
+    socket is returned open, for the caller to close: tags count only from
+    a socket mlmond can still find (and whose owner may write to the run)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if src:
+        s.bind(src)
+    for d in datagrams:
+        s.sendto(d.encode() if isinstance(d, str) else d, ("127.0.0.1", port))
+    if keep:
+        return s
+    s.close()
 
 
 def unix_send(path, datagrams):
@@ -273,15 +278,16 @@ def test_udp_run_and_pid_tags(udp_mlmond, agents):
     c2 = a2.call("child")["pid"]  # an unregistered child of a2
     before = counters(d)
 
-    # from the test process: never registered, so only the tags can match
-    udp_send(d.udp_port, [
+    # from the test process (root): never registered, so only the tags can
+    # match; its socket stays open until the lines are in
+    s = udp_send(d.udp_port, [
         f"t:1|ms|#run:{r1}\n"
         f"t:2|ms|#pid:{a2.pid}\n"
         f"t:3|ms|#pid:{c2}\n"
         f"t:4|ms|#env:prod,run:{r1}\n"                      # an unknown tag beside it
         f"c:10|ms|#run:{r2},category:model_inference\n"
         f"n:1|c|#pid:{c2}|@0.5\n",                           # sections in any order
-    ])
+    ], keep=True)
     # from a registered process: the tag wins over the source port's owner
     a1.udp(d.udp_port, [f"x:5|ms|#run:{r2}", f"y:6|ms|#pid:{a2.pid}"])
 
@@ -296,6 +302,7 @@ def test_udp_run_and_pid_tags(udp_mlmond, agents):
     assert set(latency(d, r1)["ops"]) == {"t"}
     assert throughput_ops(d, r2)["n"]["count"] == 2.0
     settle_counters(d, before, {"statsd_received": 8, "statsd_malformed": 0, "statsd_unmatched": 0})
+    s.close()
 
 
 # ---- 4. UDP, a stock client, no tags: the source port's owner ---------------------

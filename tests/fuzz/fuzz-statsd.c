@@ -55,9 +55,11 @@ static void check_metric(const struct statsd_metric *m, void *userdata) {
                 abort();
         if (!isfinite(m->value) || (m->type == STATSD_TIMING && m->value < 0))
                 abort();
+        if (fabs(m->value) > (m->type == STATSD_TIMING ? STATSD_TIMING_MAX_MS : STATSD_VALUE_MAX))
+                abort();
         if (m->gauge_delta && m->type != STATSD_GAUGE)
                 abort();
-        if (!(m->sample_rate > 0 && m->sample_rate <= 1))
+        if (!(m->sample_rate >= STATSD_RATE_MIN && m->sample_rate <= 1))
                 abort();
         if (m->has_run && m->run <= 0)
                 abort();
