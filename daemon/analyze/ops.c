@@ -60,9 +60,17 @@ static int close_slice(struct op_table *t, struct op_slice *s) {
         return 0;
 }
 
+bool ops_value_valid(enum op_kind kind, double value, double rate) {
+        if (!(rate >= OPS_RATE_MIN && rate <= 1) || !isfinite(value))
+                return false;
+        if (kind == OP_TIMING)
+                return value >= 0 && value <= OPS_TIMING_MAX_MS;
+        return fabs(value) <= OPS_VALUE_MAX;
+}
+
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms) {
-        if (op_len == 0 || op_len > OPS_NAME_MAX || !isfinite(value) || !(rate > 0 && rate <= 1))
+        if (op_len == 0 || op_len > OPS_NAME_MAX || !ops_value_valid(kind, value, rate))
                 return -EINVAL;
         if (kind == OP_GAUGE || kind == OP_GAUGE_DELTA) {
                 struct gauge_value *last = NULL;

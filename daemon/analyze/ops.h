@@ -18,6 +18,14 @@
 #define OPS_MAX_PER_RUN 256
 #define OPS_MAX_PENDING_GAUGES 100000
 #define OPS_NAME_MAX 200
+/* Bounds on what one observation may carry, so that no sum of them
+ * overflows: a count or gauge within +-2^53 (every integer up to it is exact
+ * in a double), a timing within [0, 1e9] ms (11.6 days, the histogram's
+ * top), a sample rate within [1e-6, 1] (one line stands for at most a
+ * million). */
+#define OPS_VALUE_MAX 9007199254740992.0
+#define OPS_TIMING_MAX_MS 1e9
+#define OPS_RATE_MIN 1e-6
 
 /* OP_GAUGE_DELTA: StatsD "+N|g"/"-N|g" moves the gauge from its last value. */
 enum op_kind { OP_TIMING, OP_COUNTER, OP_GAUGE, OP_GAUGE_DELTA };
@@ -55,6 +63,8 @@ static inline int64_t ops_slice_of(int64_t ts_ms) {
 /* One observation. rate in (0, 1]: a counter counts 1/rate, a timing is
  * weighted round(1/rate). -EINVAL bad value, -ENOSPC too many ops/gauges
  * (counted in dropped), -ENOMEM. */
+/* Is (value, rate) within the bounds above for an observation of kind? */
+bool ops_value_valid(enum op_kind kind, double value, double rate);
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms);
 /* Closes every open slice that started before the slice of now_ms

@@ -67,7 +67,7 @@ static bool parse_observations(struct request *rq, json_object *body, struct obs
                                 v[i].value = json_object_get_double(x);
                                 kinds++;
                         }
-                if (kinds != 1 || !isfinite(v[i].value) || (v[i].kind == OP_TIMING && v[i].value < 0))
+                if (kinds != 1 || !ops_value_valid(v[i].kind, v[i].value, 1.0))
                         goto bad_item;
                 if (json_object_object_get_ex(o, "category", &x) && x) {
                         if (!json_object_is_type(x, json_type_string) || v[i].kind == OP_GAUGE ||

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze/ops.h"
+
 enum statsd_type {
         STATSD_TIMING,  /* "ms" and "h": a duration in milliseconds */
         STATSD_COUNTER, /* "c": an increment (feeds throughput) */
@@ -16,13 +18,10 @@ enum statsd_type {
 
 #define STATSD_NAME_MAX 200 /* longer names are malformed */
 #define STATSD_CATEGORY_MAX 64
-/* Bounds on numbers, so that no sum of lines overflows: a counter or gauge
- * value within +-2^53 (every integer up to it is exact in a double), a
- * timing within [0, 1e9] ms (11.6 days, the histogram's top), a sample rate
- * within [1e-6, 1] (one line stands for at most a million). */
-#define STATSD_VALUE_MAX 9007199254740992.0
-#define STATSD_TIMING_MAX_MS 1e9
-#define STATSD_RATE_MIN 1e-6
+/* Bounds on numbers: those of every observation (analyze/ops.h). */
+#define STATSD_VALUE_MAX OPS_VALUE_MAX
+#define STATSD_TIMING_MAX_MS OPS_TIMING_MAX_MS
+#define STATSD_RATE_MIN OPS_RATE_MIN
 
 struct statsd_metric {
         const char *name; /* not NUL-terminated: name_len bytes, valid UTF-8, no control chars */

@@ -301,13 +301,15 @@ def test_out_of_range_values_and_rates_are_malformed(mlmond, agents):
     assert "Inf" not in body and "NaN" not in body
 
 
-def test_metrics_never_writes_a_counter_as_inf(mlmond, agents):
-    """The HTTP observations path can still sum two huge counts to +Inf;
-    /metrics leaves that series out rather than writing +Inf."""
+def test_observations_over_http_have_the_same_bounds(mlmond, agents):
+    """A count past 2^53 or a timing past 1e9 ms over HTTP is a 400, as the
+    same line over StatsD is malformed; nothing reaches /metrics as +Inf."""
     a = agents()
     rid = registered(mlmond, a)
-    for _ in range(2):
-        mlmond.post(f"/v1/runs/{rid}/observations", [{"op": "huge", "count": 1.79e308}])
+    for item in ({"op": "huge", "count": 1.79e308}, {"op": "huge", "ms": 2e9}, {"op": "huge", "gauge": -1e16}):
+        status, body = mlmond.post(f"/v1/runs/{rid}/observations", [item])
+        assert status == 400, (item, status, body)
+        assert body["error"]["code"] == "bad_request"
     mlmond.post(f"/v1/runs/{rid}/observations", [{"op": "fine", "count": 2}])
     wait_for(lambda: 'op="fine"' in metrics_text(mlmond), 5.0, what="the fine op in /metrics")
     body = metrics_text(mlmond)
