@@ -174,8 +174,9 @@ def test_idle_keepalive_gives_its_slot_up(mlmond):
 
 
 ATTACKER = textwrap.dedent("""
-    import socket, sys
+    import socket, sys, time
     sock, port, n_unix, n_tcp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    deadline = time.monotonic() + 20  # a full backlog makes each connect wait
     held = []
     def hold(s):
         try:
@@ -184,6 +185,8 @@ ATTACKER = textwrap.dedent("""
         except OSError:
             s.close()
     for i in range(n_unix):
+        if time.monotonic() > deadline:
+            break
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(1)
         try:
@@ -193,6 +196,8 @@ ATTACKER = textwrap.dedent("""
             continue
         hold(s)
     for i in range(n_tcp):
+        if time.monotonic() > deadline:
+            break
         # loopback has 127.0.0.0/8: more addresses, more slots
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(1)
