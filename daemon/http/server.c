@@ -483,26 +483,31 @@ static unsigned listener_connections(const struct listener *l) {
 #define PUMP_MAX_RUNS 32
 
 static void listener_pump(struct listener *l) {
-        unsigned before = listener_connections(l);
-        MHD_run(l->mhd);
-        /* At its connection limit libmicrohttpd takes the listening socket
+        /* Runs again (a bounded number of times, so the other event sources
+         * get their turn; then through the timer) in two cases.
+         *
+         * At its connection limit libmicrohttpd takes the listening socket
          * out of its epoll set, and puts it back only at the start of a
          * later run, once connections have closed. When the last ones close
-         * in this run (timed out, say), nothing would wake it again: the
+         * in a run (timed out, say), nothing would wake it again: the
          * listener would be dead for good. So when connections closed, run
-         * once more. */
-        if (listener_connections(l) < before)
-                MHD_run(l->mhd);
-        /* libmicrohttpd answers one request per connection per run: the
+         * once more.
+         *
+         * libmicrohttpd answers one request per connection per run: the
          * next pipelined request, already read into its buffer, waits for a
-         * later run, and the socket stays quiet. It says so with a timeout
-         * of 0: run again at once, a bounded number of times (the other
-         * event sources get their turn), then through the timer. */
+         * later run while the socket stays quiet. It says so with a timeout
+         * of 0. */
         MHD_UNSIGNED_LONG_LONG ms;
-        for (unsigned i = 0; i < PUMP_MAX_RUNS && MHD_get_timeout(l->mhd, &ms) == MHD_YES && ms == 0; i++)
+        bool again = true;
+        for (unsigned i = 0; i < PUMP_MAX_RUNS && again; i++) {
+                unsigned before = listener_connections(l);
                 MHD_run(l->mhd);
+                again = listener_connections(l) < before || (MHD_get_timeout(l->mhd, &ms) == MHD_YES && ms == 0);
+        }
         usec_t next = conn_sweep(l);
-        if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+        if (again)
+                next = now_usec(CLOCK_MONOTONIC);
+        else if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
                 usec_t t = now_usec(CLOCK_MONOTONIC) + (usec_t)ms * USEC_PER_MSEC;
                 if (t < next)
                         next = t;
