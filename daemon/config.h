@@ -33,6 +33,8 @@ struct config {
         unsigned http_connection_limit;
         unsigned http_per_ip_connection_limit;
         usec_t http_connection_timeout_usec;
+        usec_t http_header_timeout_usec;
+        unsigned http_max_connections_per_uid;
         unsigned http_connection_memory_limit;
         unsigned http_max_body_bytes;
         usec_t http_query_timeout_usec;

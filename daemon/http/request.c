@@ -212,3 +212,179 @@ int optional_field(struct request *rq, json_object *o, const char *key, json_typ
         *ret = v;
         return 1;
 }
+
+static int unhex(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* Percent-decodes s[0..len) into out (NUL-terminated, at most len + 1
+ * bytes); a '%' without two hex digits stays as it is. -EBADMSG: a control
+ * byte, as sent or decoded. */
+static int decode(const char *s, size_t len, bool plus_is_space, char *out) {
+        for (size_t i = 0; i < len; i++) {
+                int hi, lo;
+                unsigned char b = (unsigned char)s[i];
+                if (b == '%' && i + 2 < len && (hi = unhex(s[i + 1])) >= 0 && (lo = unhex(s[i + 2])) >= 0) {
+                        b = (unsigned char)(hi << 4 | lo);
+                        i += 2;
+                } else if (b == '+' && plus_is_space)
+                        b = ' ';
+                if (b < 0x20 || b == 0x7f)
+                        return -EBADMSG;
+                *out++ = (char)b;
+        }
+        *out = 0;
+        return 0;
+}
+
+static int parse_query(struct request *rq, const char *q, char *out) {
+        while (*q) {
+                size_t len = strcspn(q, "&");
+                const char *eq = memchr(q, '=', len);
+                size_t klen = eq ? (size_t)(eq - q) : len;
+                if (len > 0) {
+                        char *key = out;
+                        if (decode(q, klen, true, key) < 0)
+                                return -EBADMSG;
+                        out += strlen(key) + 1;
+                        const char *value = "";
+                        if (eq) {
+                                if (decode(eq + 1, len - klen - 1, true, out) < 0)
+                                        return -EBADMSG;
+                                value = out;
+                                out += strlen(out) + 1;
+                        }
+                        for (size_t i = 0; i < rq->n_args; i++)
+                                if (streq(rq->args[i].key, key))
+                                        rq->args_duplicate = true;
+                        if (rq->n_args < MAX_QUERY_ARGS) {
+                                rq->args[rq->n_args].key = key;
+                                rq->args[rq->n_args].value = value;
+                                rq->n_args++;
+                        } else
+                                rq->args_overflow = true;
+                }
+                q += len;
+                if (*q == '&')
+                        q++;
+        }
+        return 0;
+}
+
+int request_parse_target(struct request *rq, const char *target) {
+        size_t plen = strcspn(target, "?");
+        if (plen >= MAX_PATH_BYTES) {
+                respond_error(rq, 414, "uri_too_long", "the path is too long");
+                return -E2BIG;
+        }
+        /* every segment and argument decoded, NUL-terminated: a '/', '&' or
+         * '=' of the target for each NUL, plus one for a key without '=' */
+        size_t total = strlen(target);
+        free(rq->decoded);
+        rq->decoded = malloc(total + 2);
+        if (!rq->decoded) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return -ENOMEM;
+        }
+        rq->nparts = rq->n_args = 0;
+        rq->args_overflow = rq->args_duplicate = false;
+
+        char *out = rq->decoded;
+        for (size_t i = 0; i < plen;) {
+                size_t len = strcspn(target + i, "/?");
+                if (len > 0) {
+                        if (rq->nparts == MAX_PATH_PARTS) {
+                                respond_error(rq, 404, "not_found", "no such endpoint");
+                                return -ENOSPC;
+                        }
+                        if (decode(target + i, len, false, out) < 0) {
+                                respond_error(rq, 400, "bad_request", "the path holds a control character");
+                                return -EBADMSG;
+                        }
+                        rq->parts[rq->nparts++] = out;
+                        out += strlen(out) + 1;
+                }
+                i += len + (target[i + len] == '/');
+        }
+        if (target[plen] == '?' && parse_query(rq, target + plen + 1, out) < 0) {
+                respond_error(rq, 400, "bad_request", "a query parameter holds a control character");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+static size_t pattern_len(const struct route *r) {
+        size_t n = 0;
+        while (n < ELEMENTSOF(r->pattern) && r->pattern[n])
+                n++;
+        return n;
+}
+
+static bool pattern_match(const struct route *r, const char *const *parts, size_t nparts) {
+        if (pattern_len(r) != nparts)
+                return false;
+        for (size_t i = 0; i < nparts; i++)
+                if (!streq(r->pattern[i], "*") && !streq(r->pattern[i], parts[i]))
+                        return false;
+        return true;
+}
+
+const struct route *route_find(const struct route *routes, size_t n_routes, const char *method,
+                               const char *const *parts, size_t nparts, char *allow, size_t allowlen) {
+        size_t used = 0;
+        if (allowlen > 0)
+                allow[0] = 0;
+        for (size_t i = 0; i < n_routes; i++) {
+                if (!pattern_match(&routes[i], parts, nparts))
+                        continue;
+                if (streq(routes[i].method, method))
+                        return &routes[i];
+                size_t l = strlen(routes[i].method);
+                if (used + l + 3 <= allowlen) {
+                        used += (size_t)snprintf(allow + used, allowlen - used, "%s%s", used ? ", " : "",
+                                                 routes[i].method);
+                }
+        }
+        return NULL;
+}
+
+#define CACHE_KEY_MAX 4096
+
+char *request_cache_key(const struct request *rq) {
+        if (rq->args_overflow || rq->args_duplicate)
+                return NULL;
+        char buf[CACHE_KEY_MAX];
+        size_t used = 0;
+        int n;
+        for (size_t i = 0; i < rq->nparts; i++) {
+                n = snprintf(buf + used, sizeof buf - used, "/%zu:%s", strlen(rq->parts[i]), rq->parts[i]);
+                if (n < 0 || (size_t)n >= sizeof buf - used)
+                        return NULL;
+                used += (size_t)n;
+        }
+        for (size_t i = 0; i < rq->n_args; i++) {
+                n = snprintf(buf + used, sizeof buf - used, "?%zu:%s=%zu:%s", strlen(rq->args[i].key), rq->args[i].key,
+                             strlen(rq->args[i].value), rq->args[i].value);
+                if (n < 0 || (size_t)n >= sizeof buf - used)
+                        return NULL;
+                used += (size_t)n;
+        }
+        return strndup(buf, used);
+}
+
+void request_done(struct request *rq) {
+        if (rq->json)
+                json_object_put(rq->json);
+        rq->json = NULL;
+        free(rq->text);
+        free(rq->body);
+        free(rq->target);
+        free(rq->decoded);
+        rq->text = rq->body = rq->target = rq->decoded = NULL;
+}

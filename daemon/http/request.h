@@ -13,6 +13,9 @@
 #include "util.h"
 
 #define MAX_QUERY_ARGS 16
+/* The longest path (before the '?') and the most segments a path may have. */
+#define MAX_PATH_BYTES 512
+#define MAX_PATH_PARTS 8
 /* Windows and ranges longer than ten years cannot be answered from raw
  * samples anyway; cap what a client can ask for. */
 #define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
@@ -26,6 +29,12 @@ struct request {
         size_t body_len;
         bool too_large;
         bool started;
+        /* the request target as received (server.c's copy), and what
+         * request_parse_target() decoded from it into decoded */
+        char *target;
+        char *decoded;
+        const char *parts[MAX_PATH_PARTS];
+        size_t nparts;
         struct {
                 const char *key, *value;
         } args[MAX_QUERY_ARGS];
@@ -48,6 +57,28 @@ struct route {
         const char *method;
         handler_fn *fn;
 };
+
+/* ---- the request target and routing ------------------------------------ */
+
+/* Decodes the request target as received ("/v1/runs/1?state=all"): the path
+ * split at '/' into its percent-decoded, non-empty segments (rq->parts), and
+ * the query split at '&' into percent-decoded arguments ('+' is a space;
+ * past MAX_QUERY_ARGS only counted, as args_overflow). 0, or the answer is
+ * set and: -EBADMSG (400: a control byte in a decoded segment or argument),
+ * -E2BIG (414: the path is too long), -ENOSPC (404: too many segments),
+ * -ENOMEM (503). */
+int request_parse_target(struct request *rq, const char *target);
+/* The route of routes[] for method and the path's segments, or NULL; then
+ * allow (allowlen bytes) lists the methods the path takes ("" for none). */
+const struct route *route_find(const struct route *routes, size_t n_routes, const char *method,
+                               const char *const *parts, size_t nparts, char *allow, size_t allowlen);
+/* An unambiguous key for a GET answer, from the decoded segments and
+ * arguments, each prefixed by its length (so "a%26b=c" and "a&b=c" differ).
+ * NULL: not to be cached (too long, repeated or too many arguments) or out of
+ * memory. */
+char *request_cache_key(const struct request *rq);
+/* Frees what the request holds (not rq itself). */
+void request_done(struct request *rq);
 
 /* ---- the answer ---------------------------------------------------------- */
 

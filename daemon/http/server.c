@@ -12,12 +12,35 @@
 
 #include "json-util.h"
 
+/* Every connection, as libmicrohttpd reports them (on_connection()), so
+ * that a request head can be given a deadline of its own and a slot can be
+ * taken back from a connection that is only waiting. */
+enum conn_state {
+        CONN_WAITING, /* for a request head: since the accept, or since the last answer */
+        CONN_BUSY,    /* a request is being read or answered */
+        CONN_KILLED,  /* shut down; libmicrohttpd has yet to close it */
+};
+
+struct conn {
+        struct listener *listener;
+        struct conn *prev, *next;
+        int fd;
+        enum conn_state state;
+        bool served;  /* answered a request before: waiting, it is an idle keep-alive one */
+        usec_t since; /* when the state began */
+        /* the peer: its uid (unix socket) or its address (TCP) */
+        uint8_t peer[16];
+        size_t peer_len;
+};
+
 struct listener {
         struct server *server;
         struct MHD_Daemon *mhd;
         sd_event_source *io_source, *timer_source;
         bool unix_socket; /* read-write, SO_PEERCRED */
         char *unlink_path;
+        struct conn *conns;
+        unsigned n_conns; /* not counting the killed ones */
 };
 
 /* GET answers cached per URL until the data changes (the manager's data
@@ -33,7 +56,7 @@ struct listener {
 #define CACHE_MAX_BODY (1024 * 1024)
 
 struct cache_entry {
-        char *key; /* "path?query" as received */
+        char *key; /* request_cache_key(): the decoded segments and arguments */
         char *body;
         size_t body_len;
         const char *content_type; /* NULL: JSON (sent with a newline added) */
@@ -93,72 +116,20 @@ static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status,
         return send_response(c, status, root, allow);
 }
 
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-        struct request *rq = cls;
-        for (size_t i = 0; i < rq->n_args; i++)
-                if (streq(rq->args[i].key, key))
-                        rq->args_duplicate = true;
-        if (rq->n_args == MAX_QUERY_ARGS) {
-                rq->args_overflow = true;
-                return MHD_NO;
-        }
-        rq->args[rq->n_args].key = key;
-        rq->args[rq->n_args].value = value ? value : "";
-        rq->n_args++;
-        return MHD_YES;
-}
-
 bool request_peer_cred(struct request *rq, struct ucred *ret) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         socklen_t len = sizeof *ret;
         return ci && getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, ret, &len) == 0;
 }
 
-static size_t pattern_len(const struct route *r) {
-        size_t n = 0;
-        while (n < ELEMENTSOF(r->pattern) && r->pattern[n])
-                n++;
-        return n;
-}
-
-static bool pattern_match(const struct route *r, const char *const *parts, size_t nparts) {
-        if (pattern_len(r) != nparts)
-                return false;
-        for (size_t i = 0; i < nparts; i++)
-                if (!streq(r->pattern[i], "*") && !streq(r->pattern[i], parts[i]))
-                        return false;
-        return true;
-}
-
-static void dispatch(const struct server *s, struct request *rq, const char *url) {
-        char path[512];
-        const char *parts[8];
-        size_t nparts = 0;
-
-        int q = split_into(url, "/", path, sizeof path, parts, ELEMENTSOF(parts), &nparts);
-        if (q == -E2BIG) {
-                respond_error(rq, 414, "uri_too_long", "the path is too long");
-                return;
-        }
-        if (q < 0) {
-                respond_error(rq, 404, "not_found", "no such endpoint");
-                return;
-        }
+static void dispatch(const struct server *s, struct request *rq) {
         /* HEAD is GET without the body (libmicrohttpd drops it) */
         const char *method = streq(rq->method, "HEAD") ? "GET" : rq->method;
-        char allow[64] = "";
-        for (size_t i = 0; i < s->n_routes; i++) {
-                if (!pattern_match(&s->routes[i], parts, nparts))
-                        continue;
-                if (streq(s->routes[i].method, method)) {
-                        s->routes[i].fn(rq, parts, nparts);
-                        return;
-                }
-                if (strlen(allow) + strlen(s->routes[i].method) + 3 < sizeof allow) {
-                        if (*allow)
-                                strcat(allow, ", ");
-                        strcat(allow, s->routes[i].method);
-                }
+        char allow[64];
+        const struct route *r = route_find(s->routes, s->n_routes, method, rq->parts, rq->nparts, allow, sizeof allow);
+        if (r) {
+                r->fn(rq, rq->parts, rq->nparts);
+                return;
         }
         if (*allow) {
                 static char allow_kept[64]; /* lives until the response is queued, same thread */
@@ -167,26 +138,6 @@ static void dispatch(const struct server *s, struct request *rq, const char *url
                 return;
         }
         respond_error(rq, 404, "not_found", "no such endpoint");
-}
-
-static char *cache_key(const struct request *rq, const char *url) {
-        size_t len = strlen(url) + 2;
-        for (size_t i = 0; i < rq->n_args; i++)
-                len += strlen(rq->args[i].key) + strlen(rq->args[i].value) + 2;
-        if (rq->args_overflow || rq->args_duplicate || len > 4096)
-                return NULL;
-        char *k = malloc(len), *p = k;
-        if (!k)
-                return NULL;
-        p = stpcpy(p, url);
-        for (size_t i = 0; i < rq->n_args; i++) {
-                *p++ = i ? '&' : '?';
-                p = stpcpy(p, rq->args[i].key);
-                *p++ = '=';
-                p = stpcpy(p, rq->args[i].value);
-        }
-        *p = 0;
-        return k;
 }
 
 static const struct cache_entry *cache_lookup(struct server *a, const char *key) {
@@ -233,6 +184,192 @@ static void cache_store(struct server *a, char *key, const char *body, size_t le
         e->stored = now_usec(CLOCK_MONOTONIC);
 }
 
+/* ---- connections: head deadlines and fair slots ------------------------- */
+
+static void conn_kill(struct conn *c) {
+        if (c->state == CONN_KILLED)
+                return;
+        /* libmicrohttpd sees the end of the stream and closes it in its
+         * next run, which the socket's readiness brings */
+        (void)shutdown(c->fd, SHUT_RDWR);
+        c->state = CONN_KILLED;
+        c->listener->n_conns--;
+}
+
+static bool conn_same_peer(const struct conn *a, const struct conn *b) {
+        return a->peer_len == b->peer_len && memcmp(a->peer, b->peer, a->peer_len) == 0;
+}
+
+/* The connection to give up for a new one (of the same peer when peer is
+ * set): the idle keep-alive one waiting longest, else the one waiting
+ * longest for its first request head; never one with a request in hand. */
+static struct conn *conn_victim(struct listener *l, const struct conn *new, const struct conn *peer) {
+        struct conn *best = NULL;
+        for (struct conn *c = l->conns; c; c = c->next) {
+                if (c == new || c->state != CONN_WAITING || (peer && !conn_same_peer(c, peer)))
+                        continue;
+                if (!best || (c->served && !best->served) || (c->served == best->served && c->since < best->since))
+                        best = c;
+        }
+        return best;
+}
+
+static void conn_identify(struct conn *c, bool unix_socket) {
+        if (unix_socket) {
+                struct ucred cred;
+                socklen_t len = sizeof cred;
+                if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                        memcpy(c->peer, &cred.uid, sizeof cred.uid);
+                        c->peer_len = sizeof cred.uid;
+                }
+                return;
+        }
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        if (getpeername(c->fd, (struct sockaddr *)&sa, &len) < 0)
+                return;
+        if (sa.ss_family == AF_INET) {
+                memcpy(c->peer, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+                c->peer_len = 4;
+        } else if (sa.ss_family == AF_INET6) {
+                memcpy(c->peer, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
+                c->peer_len = 16;
+        }
+}
+
+/* A new connection takes a slot. When its peer (a uid on the unix socket,
+ * an address over TCP) or the listener is at its limit, a waiting
+ * connection of that peer (or of anyone) gives its slot up; with none to
+ * give, the new one is refused. So one client holding slow or idle
+ * connections cannot keep another out. */
+static void conn_admit(struct listener *l, struct conn *c) {
+        const struct config *cfg = l->server->config;
+        unsigned limit = cfg->http_connection_limit;
+        unsigned peer_limit = l->unix_socket ? cfg->http_max_connections_per_uid : cfg->http_per_ip_connection_limit;
+        if (peer_limit > limit)
+                peer_limit = limit;
+        unsigned same = 0;
+        for (struct conn *o = l->conns; o; o = o->next)
+                if (o->state != CONN_KILLED && conn_same_peer(o, c))
+                        same++;
+
+        c->listener = l;
+        c->state = CONN_WAITING;
+        c->since = now_usec(CLOCK_MONOTONIC);
+        c->next = l->conns;
+        if (l->conns)
+                l->conns->prev = c;
+        l->conns = c;
+        l->n_conns++;
+
+        struct conn *victim = NULL;
+        if (same >= peer_limit)
+                victim = conn_victim(l, c, c);
+        else if (l->n_conns > limit)
+                victim = conn_victim(l, c, NULL);
+        else
+                return;
+        if (!victim)
+                log_debug("http: connection refused: %s at its limit",
+                          same >= peer_limit ? (l->unix_socket ? "the user is" : "the address is") : "the listener is");
+        conn_kill(victim ?: c);
+}
+
+static void conn_free(struct conn *c) {
+        if (!c)
+                return;
+        struct listener *l = c->listener;
+        if (c->state != CONN_KILLED)
+                l->n_conns--;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                l->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        free(c);
+}
+
+static struct conn *conn_of(struct MHD_Connection *mc) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+static void conn_head_received(struct MHD_Connection *mc) {
+        struct conn *c = conn_of(mc);
+        if (c && c->state == CONN_WAITING) {
+                c->state = CONN_BUSY;
+                c->since = now_usec(CLOCK_MONOTONIC);
+        }
+}
+
+static void conn_request_done(struct MHD_Connection *mc) {
+        struct conn *c = conn_of(mc);
+        if (c && c->state == CONN_BUSY) {
+                c->state = CONN_WAITING;
+                c->served = true;
+                c->since = now_usec(CLOCK_MONOTONIC);
+        }
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        struct listener *l = cls;
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+                conn_free(*socket_context);
+                *socket_context = NULL;
+                return;
+        }
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn *c = ci ? calloc(1, sizeof *c) : NULL;
+        if (!c)
+                return; /* untracked: only libmicrohttpd's own timeout applies */
+        c->fd = ci->connect_fd;
+        conn_identify(c, l->unix_socket);
+        conn_admit(l, c);
+        *socket_context = c;
+}
+
+/* Shuts down the connections whose request head is late (header_timeout
+ * after the accept or the last answer); returns the next such deadline. */
+static usec_t conn_sweep(struct listener *l) {
+        usec_t timeout = l->server->config->http_header_timeout_usec, now = now_usec(CLOCK_MONOTONIC);
+        usec_t next = USEC_INFINITY;
+        for (struct conn *c = l->conns; c; c = c->next) {
+                if (c->state != CONN_WAITING)
+                        continue;
+                if (now - c->since >= timeout)
+                        conn_kill(c);
+                else if (c->since + timeout < next)
+                        next = c->since + timeout;
+        }
+        return next;
+}
+
+/* Called with the request target as received, before libmicrohttpd
+ * decodes anything: the request starts here, with a copy of the target
+ * (request_parse_target() decodes it). What is returned becomes *con_cls. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+        struct request *rq = calloc(1, sizeof *rq);
+        if (rq) {
+                rq->target = strdup(uri);
+                if (!rq->target) {
+                        free(rq);
+                        rq = NULL;
+                }
+        }
+        /* libmicrohttpd would next parse the query into records of its own,
+         * from the connection's memory pool; a few hundred parameters use
+         * the pool up and the request then hangs without an answer until
+         * the connection times out (libmicrohttpd 0.9.75). The query is
+         * decoded from the copy instead, so end it in libmicrohttpd's
+         * buffer right after the '?': it then parses nothing. */
+        char *q = strchr(uri, '?');
+        if (q && q[1])
+                q[1] = 0;
+        return rq;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -240,9 +377,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         struct request *rq = *con_cls;
         const struct config *c = l->server->config;
 
-        if (!rq) {
+        if (!rq)
+                return MHD_NO; /* out of memory in on_uri() */
+        if (!rq->conn) {
                 /* First call: headers only. Decide early what we will refuse
                  * so a refused body is never read. */
+                conn_head_received(conn);
+                rq->conn = conn;
                 bool read_only = !l->unix_socket;
                 bool safe = streq(method, "GET") || streq(method, "HEAD");
                 if (read_only && !safe)
@@ -256,13 +397,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                         return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
                 if (safe && (len > 0 || te))
                         return send_error_now(conn, 413, "payload_too_large", "GET takes no request body", NULL);
-                rq = calloc(1, sizeof *rq);
-                if (!rq)
-                        return MHD_NO;
                 rq->userdata = l->server->userdata;
                 rq->unix_socket = l->unix_socket;
-                rq->conn = conn;
-                *con_cls = rq;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -290,10 +426,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
 
         rq->method = method;
-        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, rq);
+        if (request_parse_target(rq, rq->target) < 0)
+                return send_response(conn, rq->status, rq->json, NULL);
         _cleanup_free_ char *key = NULL;
         if (streq(method, "GET") || streq(method, "HEAD")) {
-                key = cache_key(rq, url);
+                key = request_cache_key(rq);
                 const struct cache_entry *e = key ? cache_lookup(l->server, key) : NULL;
                 if (e && e->content_type) {
                         char *copy = malloc(e->body_len + 1);
@@ -305,7 +442,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 if (e)
                         return send_text(conn, 200, e->body, e->body_len, NULL);
         }
-        dispatch(l->server, rq, url);
+        dispatch(l->server, rq);
         unsigned status = rq->status ? rq->status : 500;
         if (rq->text && !rq->json) {
                 if (key && status == 200)
@@ -321,12 +458,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
         struct request *rq = *con_cls;
+        conn_request_done(conn);
         if (!rq)
                 return;
-        if (rq->json)
-                json_object_put(rq->json);
-        free(rq->text);
-        free(rq->body);
+        request_done(rq);
         free(rq);
         *con_cls = NULL;
 }
@@ -345,20 +480,40 @@ static unsigned listener_connections(const struct listener *l) {
         return di ? di->num_connections : 0;
 }
 
+#define PUMP_MAX_RUNS 32
+
 static void listener_pump(struct listener *l) {
-        unsigned before = listener_connections(l);
-        MHD_run(l->mhd);
-        /* At its connection limit libmicrohttpd takes the listening socket
+        /* Runs again (a bounded number of times, so the other event sources
+         * get their turn; then through the timer) in two cases.
+         *
+         * At its connection limit libmicrohttpd takes the listening socket
          * out of its epoll set, and puts it back only at the start of a
          * later run, once connections have closed. When the last ones close
-         * in this run (timed out, say), nothing would wake it again: the
+         * in a run (timed out, say), nothing would wake it again: the
          * listener would be dead for good. So when connections closed, run
-         * once more. */
-        if (listener_connections(l) < before)
-                MHD_run(l->mhd);
+         * once more.
+         *
+         * libmicrohttpd answers one request per connection per run: the
+         * next pipelined request, already read into its buffer, waits for a
+         * later run while the socket stays quiet. It says so with a timeout
+         * of 0. */
         MHD_UNSIGNED_LONG_LONG ms;
-        if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
-                sd_event_source_set_time_relative(l->timer_source, (usec_t)ms * USEC_PER_MSEC);
+        bool again = true;
+        for (unsigned i = 0; i < PUMP_MAX_RUNS && again; i++) {
+                unsigned before = listener_connections(l);
+                MHD_run(l->mhd);
+                again = listener_connections(l) < before || (MHD_get_timeout(l->mhd, &ms) == MHD_YES && ms == 0);
+        }
+        usec_t next = conn_sweep(l);
+        if (again)
+                next = now_usec(CLOCK_MONOTONIC);
+        else if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+                usec_t t = now_usec(CLOCK_MONOTONIC) + (usec_t)ms * USEC_PER_MSEC;
+                if (t < next)
+                        next = t;
+        }
+        if (next != USEC_INFINITY) {
+                sd_event_source_set_time(l->timer_source, next);
                 sd_event_source_set_enabled(l->timer_source, SD_EVENT_ONESHOT);
         } else
                 sd_event_source_set_enabled(l->timer_source, SD_EVENT_OFF);
@@ -383,8 +538,10 @@ static int listener_attach(struct server *a, struct listener *l, char *err, size
         l->server = a;
         int q = sd_event_add_io(a->event, &l->io_source, di->epoll_fd, EPOLLIN, on_mhd_io, l);
         if (q >= 0)
-                q = sd_event_add_time_relative(a->event, &l->timer_source, CLOCK_MONOTONIC, USEC_PER_SEC,
-                                               10 * USEC_PER_MSEC, on_mhd_timer, l);
+                /* exact: a timeout of 0 (pipelined requests waiting) must
+                 * not wait for a coalesced wake-up */
+                q = sd_event_add_time_relative(a->event, &l->timer_source, CLOCK_MONOTONIC, USEC_PER_SEC, 1,
+                                               on_mhd_timer, l);
         if (q < 0)
                 return errorf(err, errlen, q, "http: cannot watch sockets: %m");
         listener_pump(l);
@@ -396,8 +553,12 @@ static struct MHD_Daemon *start_mhd(struct server *a, struct listener *l, int li
         const struct config *c = a->config;
         l->server = a;
         struct MHD_OptionItem opts[] = {
-                { MHD_OPTION_CONNECTION_LIMIT, c->http_connection_limit, NULL },
-                { MHD_OPTION_PER_IP_CONNECTION_LIMIT, l->unix_socket ? 0 : c->http_per_ip_connection_limit, NULL },
+                /* one more than ours: conn_admit() sees the new connection
+                 * before refusing it or freeing a slot for it; the limits per
+                 * address and per uid are conn_admit()'s too */
+                { MHD_OPTION_CONNECTION_LIMIT, c->http_connection_limit + 1, NULL },
+                { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l },
+                { MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL },
                 { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(c->http_connection_timeout_usec / USEC_PER_SEC), NULL },
                 { MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->http_connection_memory_limit, NULL },
                 { MHD_OPTION_LISTEN_BACKLOG_SIZE, 128, NULL },
