@@ -38,13 +38,20 @@ CITATION = re.compile(r"research/|DESIGN\.md|STYLE\.md|\.\./shared|[Ii]ssue #?\d
 SKIP_DIRS = {".git", "fixtures", "corpus", "__pycache__"}
 
 
-def sources(root):
-    for top in ("daemon", "client", "lib", "tests"):
+def sources(root, suffixes=(".c", ".h")):
+    for top in ("daemon", "client", "lib", "tests", "tools", ".ci"):
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith("build"))
             for f in sorted(files):
-                if f.endswith((".c", ".h")):
+                if f.endswith(suffixes):
                     yield os.path.relpath(os.path.join(d, f), root)
+
+
+def scripts(root):
+    """The other code: Python, shell, meson, CI (all of whose lines count)."""
+    for path in sources(root, (".py", ".sh", "meson.build", "run")):
+        if path != "tools/check-tree.py":
+            yield path
 
 
 def includes(text):
@@ -109,6 +116,12 @@ def main():
                     dep = os.path.splitext(name)[0]
                     if dep != module:
                         deps.add(dep)
+
+    for path in scripts(root):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for i, line in enumerate(f):
+                if CITATION.search(line):
+                    errors.append(f"{path}:{i + 1}: cites a document outside the repository or a tracker number")
 
     # Cycles: between modules (a .c and its .h; the manager including the
     # API that includes the manager, say), and between layers (the folders

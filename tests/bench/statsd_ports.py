@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""StatsD from many UDP source ports (issue 17, defect 3): a sender holds N
+"""StatsD from many UDP source ports: a sender holds N
 UDP sockets on 127.0.0.1 and sends untagged one-line datagrams from them in
 turn at a fixed rate, so mlmond must attribute every datagram by its source
 port. Meanwhile a registered process is sampled (interval 250 ms) and

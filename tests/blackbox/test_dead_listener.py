@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A flood of idle connections must not switch the HTTP API off (issue 17,
-defect 1; from ../shared/research/attacks/dead-listener.py). Idle
+"""A flood of idle connections must not switch the HTTP API off. Idle
 connections to both listeners, the unix socket and TCP, held past the
 connection timeout and then closed, a few rounds: after each, both
 listeners answer again within 1 s. Loopback only, bounded: about 10 s."""

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Hostile HTTP clients (issue 17): slow and idle connections must not lock
+"""Hostile HTTP clients: slow and idle connections must not lock
 other clients out, every request gets an answer at once, a cached answer is
 never given to a different question, pipelined requests are answered back
 to back, and control bytes in a decoded path or parameter are a 400.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""StatsD from hostile neighbours (issue 17, defects 2, 3 and 12), end to
+"""StatsD from hostile neighbours, end to
 end: the real daemon, real sockets, and senders that run as other users
 (uid 65534 and a user this module creates with useradd; skipped where the
 machine does not allow that).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""One mlmond per database and per socket (issue 17, defect 9): a second
+"""One mlmond per database and per socket: a second
 instance on the same paths refuses to start with one clear line and exit
 status 1, and leaves the first one's sockets where they are; a socket file
 left by an instance that is gone is replaced."""

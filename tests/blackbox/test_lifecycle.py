@@ -162,7 +162,7 @@ def proc_uids(pid):
 
 def test_run_ends_when_its_process_changes_credentials(mlmond):
     """A user registers their own process, which then execs setuid su: its
-    /proc files are root's now, so the run ends (issue 17, defect 5) with
+    /proc files are root's now, so the run ends with
     what was measured before, a mark and a log line saying why."""
     if os.geteuid() != 0:
         pytest.skip("needs root, to act as another user")
