@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* mlmonctl's messages and its calls to mlmond: one request per call over the
- * unix socket, errors turned into one line on stderr, the op figures of a
- * run, and the output helpers every verb ends with. */
+/* mlmonctl's messages and its calls to mlmond: one request per call (over
+ * the unix socket, TCP or TLS: see endpoint.c), errors turned into one line
+ * on stderr, the op figures of a run, and the output helpers every verb
+ * ends with. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
@@ -63,10 +64,18 @@ int oom(void) {
 /* ---- talking to the daemon ------------------------------------------------ */
 
 static void print_request_error(int r) {
+        const char *where = daemon_address();
+
+        if (endpoint.detail[0]) {
+                /* the transport's own words: a name not resolved, a
+                 * certificate refused, a failed TLS handshake */
+                error_line("cannot talk to mlmond at %s: %s", where, endpoint.detail);
+                return;
+        }
         switch (-r) {
         case ENOENT:
         case ECONNREFUSED:
-                error_line_errno(r, "cannot connect to %s: %m (is mlmond running?)", arg_socket);
+                error_line_errno(r, "cannot connect to %s: %m (is mlmond running?)", where);
                 break;
         case EACCES:
         case EPERM:
@@ -74,23 +83,29 @@ static void print_request_error(int r) {
         case ENOTSOCK:
         case ENAMETOOLONG:
         case EPROTOTYPE:
-                error_line_errno(r, "cannot connect to %s: %m", arg_socket);
+        case EHOSTUNREACH:
+        case ENETUNREACH:
+        case EADDRNOTAVAIL:
+                error_line_errno(r, "cannot connect to %s: %m", where);
                 break;
         case ECONNRESET:
         case EPIPE:
-                error_line("%s: mlmond closed the connection without answering", arg_socket);
+                error_line("%s: mlmond closed the connection without answering", where);
                 break;
         case ETIMEDOUT:
-                error_line("%s: mlmond did not answer within %d s", arg_socket, REQUEST_TIMEOUT_MS / 1000);
+                error_line("%s: mlmond did not answer within %d s", where, REQUEST_TIMEOUT_MS / 1000);
                 break;
         case EPROTO:
-                error_line("%s: not a valid HTTP answer (is this mlmond's socket?)", arg_socket);
+                if (arg_url)
+                        error_line("%s: not a valid HTTP answer (is this mlmond? http:// or https://?)", where);
+                else
+                        error_line("%s: not a valid HTTP answer (is this mlmond's socket?)", where);
                 break;
         case EFBIG:
-                error_line("%s: answer too large", arg_socket);
+                error_line("%s: answer too large", where);
                 break;
         default:
-                error_line_errno(r, "cannot talk to mlmond at %s: %m", arg_socket);
+                error_line_errno(r, "cannot talk to mlmond at %s: %m", where);
         }
 }
 
@@ -120,7 +135,7 @@ int api_call_full(const char *method, const char *path, json_object *body, bool 
                 oom();
                 return -1;
         }
-        r = http_request_unix(arg_socket, method, path, b, REQUEST_TIMEOUT_MS, &resp);
+        r = http_request(&endpoint, method, path, b, REQUEST_TIMEOUT_MS, &resp);
         if (r < 0) {
                 if (!quiet)
                         print_request_error(r);
@@ -135,7 +150,7 @@ int api_call_full(const char *method, const char *path, json_object *body, bool 
         json_object *j = json_tokener_parse(resp.body);
         if (!j) {
                 if (!quiet)
-                        error_line("%s: mlmond's answer is not valid JSON", arg_socket);
+                        error_line("%s: mlmond's answer is not valid JSON", daemon_address());
                 http_response_done(&resp);
                 return -1;
         }
@@ -247,7 +262,7 @@ int fetch_op_figures(int64_t id, const char *latency_query, const char *throughp
         else {
                 json_object *w = throughput_window(throughput);
                 if (!w) {
-                        error_line("%s: mlmond's throughput answer has no window", arg_socket);
+                        error_line("%s: mlmond's throughput answer has no window", daemon_address());
                         r = -1;
                 } else
                         *ret_window = json_object_get(w);
@@ -261,7 +276,7 @@ int fetch_run_op_figures(int64_t id, json_object *run, json_object **ret_latency
         int64_t from, until;
         *ret_latency = *ret_window = NULL;
         if (!run_span(run, &from, &until)) {
-                error_line("%s: mlmond's run %" PRId64 " has no registration time", arg_socket, id);
+                error_line("%s: mlmond's run %" PRId64 " has no registration time", daemon_address(), id);
                 return -1;
         }
         snprintf(lq, sizeof lq, "from=%" PRId64 "&until=%" PRId64, from, until);
@@ -301,7 +316,7 @@ int register_pid(const struct args *a, pid_t pid, char **ret_raw, int64_t *ret_i
         if (api_call("POST", "/v1/runs", body, &run, &raw) < 0)
                 return -1;
         if (!json_get_int(run, "id", &id) || id <= 0) {
-                error_line("%s: mlmond's answer has no run id", arg_socket);
+                error_line("%s: mlmond's answer has no run id", daemon_address());
                 return -1;
         }
         *ret_id = id;

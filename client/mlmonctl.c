@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* mlmonctl: command-line client of mlmond. Talks HTTP/JSON to the daemon's
- * unix socket (--socket); the API is doc/api-contract.md.
+ * unix socket (--socket) or, with --url, to its TCP listener over HTTP or
+ * HTTPS (endpoint.c); the API is doc/api-contract.md.
  *
  * main() parses the global options, then dispatch_verb() finds the verb in
  * verbs[], parses its options, checks its argument count and calls it. The
@@ -59,6 +60,13 @@ void help(void) {
                "Options (before or after the command):\n"
                "  --socket PATH          mlmond's socket (default: $MLMON_SOCKET, else\n"
                "                         " DEFAULT_SOCKET ")\n"
+               "  --url URL              mlmond over TCP: http://HOST[:PORT] or https://HOST[:PORT]\n"
+               "                         (default port 9477; default: $MLMON_URL, else the socket)\n"
+               "  --token-file FILE      Send the token in FILE as \"Authorization: Bearer\"\n"
+               "                         (default: $MLMON_TOKEN_FILE); FILE must not be\n"
+               "                         readable by others\n"
+               "  --ca-file FILE         Trust the certificates in FILE (PEM) for https://\n"
+               "                         (default: the system's trusted certificates)\n"
                "  --json                 Print the API's JSON answer instead of tables\n"
                "  -h --help              Show this help\n"
                "  --version              Show the version\n"
@@ -132,7 +140,7 @@ int verb_list(struct args *a) {
                 return finish_answer(raw);
         json_object *runs = json_get_array(answer, "runs");
         if (!runs) {
-                error_line("%s: mlmond's answer has no \"runs\" list", arg_socket);
+                error_line("%s: mlmond's answer has no \"runs\" list", daemon_address());
                 return EXIT_FAILED;
         }
         if (json_object_array_length(runs) == 0)
@@ -201,6 +209,8 @@ int verb_mark(struct args *a) {
 enum {
         /* options end at the first operand: the rest is a command line */
         VERB_IN_ORDER = 1 << 0,
+        /* talks to no daemon: no --url, token or CA file to set up */
+        VERB_OFFLINE = 1 << 1,
 };
 
 struct verb {
@@ -231,7 +241,7 @@ static const struct verb verbs[] = {
         { "mark", 2, 2, 0, verb_mark, OPTIONS(), OPERANDS("run ID", "LABEL") },
         { "report", 1, 1, 0, verb_report,
           OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK)), OPERANDS("run ID") },
-        { "compare", 2, 2, 0, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
+        { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
           OPERANDS("BASE.json", "CUR.json") },
         { "top", 0, 0, 0, verb_top, OPTIONS(REQUIRED("interval", ARG_INTERVAL), REQUIRED("iterations", ARG_ITERATIONS)),
           NULL },
@@ -270,6 +280,8 @@ static int dispatch_verb(int argc, char *argv[]) {
                 return missing_operands(v, a.n_operands);
         if (v->max_args != VERB_ANY && a.n_operands > v->max_args)
                 return usage_error("%s: unexpected argument '%s'", v->name, a.operands[v->max_args]);
+        if (!(v->flags & VERB_OFFLINE) && (r = endpoint_setup()) != CONTINUE)
+                return r;
         return v->fn(&a);
 }
 

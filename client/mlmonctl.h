@@ -33,6 +33,24 @@ enum {
 extern const char *arg_socket;
 extern bool arg_json;
 
+/* ---- where the daemon is (endpoint.c) ------------------------------------------ */
+
+extern bool arg_socket_given; /* --socket on the command line */
+extern const char *arg_url;
+extern const char *arg_token_file;
+extern const char *arg_ca_file;
+/* What requests go to; set up by endpoint_setup(). */
+struct http_endpoint;
+extern struct http_endpoint endpoint;
+
+/* After the options: the URL or the socket, the token, the CA file, from
+ * the options or the environment. Returns CONTINUE or an exit code
+ * (printed: EXIT_USAGE for a bad URL, a token file readable by others or
+ * empty). */
+int endpoint_setup(void);
+/* The daemon in messages: the URL or the socket path. */
+const char *daemon_address(void);
+
 /* ---- options (options.c) ---------------------------------------------------- */
 
 enum {
@@ -51,12 +69,17 @@ enum {
         ARG_SINCE_MARK,
         ARG_THRESHOLD,
         ARG_ITERATIONS,
+        ARG_URL,
+        ARG_TOKEN_FILE,
+        ARG_CA_FILE,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
         { "socket", required_argument, NULL, ARG_SOCKET }, { "json", no_argument, NULL, ARG_JSON }, \
-                { "help", no_argument, NULL, 'h' }, {                                               \
-                "version", no_argument, NULL, ARG_VERSION                                           \
+                { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, ARG_VERSION },  \
+                { "url", required_argument, NULL, ARG_URL },                                        \
+                { "token-file", required_argument, NULL, ARG_TOKEN_FILE }, {                        \
+                "ca-file", required_argument, NULL, ARG_CA_FILE                                     \
         }
 
 /* The register options, taken by `register` and `run` */

@@ -78,6 +78,32 @@ static int parse_threshold(const char *s, double *ret) {
         return 0;
 }
 
+/* Where the daemon is: --socket, --url, --token-file, --ca-file. Checked
+ * further once all options are in (endpoint_setup()). */
+static int set_address_option(int c, const char *arg) {
+        static const struct {
+                int c;
+                const char *name, *what;
+                const char **var;
+        } table[] = {
+                { ARG_SOCKET, "--socket", "path", &arg_socket },
+                { ARG_URL, "--url", "URL", &arg_url },
+                { ARG_TOKEN_FILE, "--token-file", "file name", &arg_token_file },
+                { ARG_CA_FILE, "--ca-file", "file name", &arg_ca_file },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                if (table[i].c != c)
+                        continue;
+                if (!*arg)
+                        return usage_error("%s: empty %s", table[i].name, table[i].what);
+                *table[i].var = arg;
+                if (c == ARG_SOCKET)
+                        arg_socket_given = true;
+                return CONTINUE;
+        }
+        return usage_error("unknown option");
+}
+
 int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
         /* '+': stop at the first operand, '-': operands in order as 1;
          * ':': report a missing argument as ':' and print nothing */
@@ -102,9 +128,12 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         printf("mlmonctl %s\n", MLMOND_VERSION);
                         return EXIT_OK;
                 case ARG_SOCKET:
-                        if (!*optarg)
-                                return usage_error("--socket: empty path");
-                        arg_socket = optarg;
+                case ARG_URL:
+                case ARG_TOKEN_FILE:
+                case ARG_CA_FILE:
+                        r = set_address_option(c, optarg);
+                        if (r != CONTINUE)
+                                return r;
                         break;
                 case ARG_JSON:
                         arg_json = true;

@@ -322,7 +322,7 @@ int verb_report(struct args *a) {
                         r = asprintf(&tq, "window=%s", w);
         } else {
                 if (!run_span(run, &from, &until)) {
-                        error_line("%s: mlmond's run %" PRIu64 " has no registration time", arg_socket, id);
+                        error_line("%s: mlmond's run %" PRIu64 " has no registration time", daemon_address(), id);
                         return EXIT_FAILED;
                 }
                 r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until, mark ? "&since_mark=" : "",

@@ -164,7 +164,7 @@ static int top_frame(char **ret_text) {
                 return -1;
         json_object *list = json_get_array(answer, "runs");
         if (!list) {
-                error_line("%s: mlmond's answer has no \"runs\" list", arg_socket);
+                error_line("%s: mlmond's answer has no \"runs\" list", daemon_address());
                 return -1;
         }
         /* a missing figure is shown as "-", not an error: a run may end

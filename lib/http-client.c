@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* A minimal HTTP/1.1 client over a unix stream socket (see http-client.h).
+/* A minimal HTTP/1.1 client (see http-client.h): the request writer, the
+ * response parser and the URL parser, over any transport of
+ * http-transport.h.
  *
  * One request per connection: we send "Connection: close" and read until the
  * message is complete (Content-Length reached, last chunk seen) or the server
- * closes. The socket is non-blocking and every wait goes through poll() with
- * what is left of one overall deadline, so a stuck daemon cannot hang the
- * caller. */
+ * closes. Every wait of the transport is bounded by what is left of one
+ * overall deadline, so a stuck daemon cannot hang the caller. */
 #include "http-client.h"
 
-#include <limits.h>
-#include <poll.h>
+#include <arpa/inet.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 
 #include "util.h"
@@ -36,112 +35,6 @@ void http_response_done(struct http_response *r) {
         r->body = NULL;
         r->body_len = 0;
         r->status = 0;
-}
-
-/* ---- deadline ----------------------------------------------------------- */
-
-/* Milliseconds left until deadline for poll(): -1 = no deadline, 0 = passed.
- * Rounded up so that poll() never returns just before the deadline. */
-static int remaining_ms(usec_t deadline) {
-        if (deadline == USEC_INFINITY)
-                return -1;
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        if (now >= deadline)
-                return 0;
-        usec_t left = (deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
-        return left > INT_MAX ? INT_MAX : (int)left;
-}
-
-static int wait_fd(int fd, short events, usec_t deadline) {
-        for (;;) {
-                int t = remaining_ms(deadline);
-                if (t == 0)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = fd, .events = events };
-                int r = poll(&p, 1, t);
-                if (r < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (r > 0)
-                        return 0; /* readiness or POLLERR/POLLHUP: the next call says which */
-        }
-}
-
-/* ---- connect / send ----------------------------------------------------- */
-
-static int connect_unix(const char *path, usec_t deadline, int *ret_fd) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        size_t len = strlen(path);
-        socklen_t salen;
-
-        if (len == 0)
-                return -EINVAL;
-        if (len >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, len);
-        if (path[0] == '@') {
-                /* abstract namespace, written "@name" as systemd does */
-                sa.sun_path[0] = 0;
-                salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-        } else
-                salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
-
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-
-        for (;;) {
-                if (connect(fd, (const struct sockaddr *)&sa, salen) == 0)
-                        break;
-                if (errno == EINTR)
-                        continue;
-                if (errno == EAGAIN) {
-                        /* A non-blocking AF_UNIX connect fails with EAGAIN
-                         * while the listen backlog is full: the daemon is
-                         * busy, not gone. Retry until the deadline. */
-                        if (remaining_ms(deadline) == 0)
-                                return -ETIMEDOUT;
-                        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
-                        continue;
-                }
-                if (errno == EINPROGRESS) {
-                        int r = wait_fd(fd, POLLOUT, deadline);
-                        if (r < 0)
-                                return r;
-                        int err = 0;
-                        socklen_t elen = sizeof err;
-                        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
-                                return -errno;
-                        if (err != 0)
-                                return -err;
-                        break;
-                }
-                return -errno;
-        }
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
-static int send_all(int fd, const char *buf, size_t len, usec_t deadline) {
-        while (len > 0) {
-                ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN) {
-                                int r = wait_fd(fd, POLLOUT, deadline);
-                                if (r < 0)
-                                        return r;
-                                continue;
-                        }
-                        return -errno;
-                }
-                buf += k;
-                len -= (size_t)k;
-        }
-        return 0;
 }
 
 /* ---- response parsing ----------------------------------------------------- */
@@ -472,7 +365,7 @@ int http_response_parse(const char *text, size_t size, bool head_request, struct
         return http_parser_finish(&p, ret);
 }
 
-static int receive_response(int fd, bool head_request, usec_t deadline, struct http_response *ret) {
+static int receive_response(struct http_conn *c, bool head_request, usec_t deadline, struct http_response *ret) {
         _cleanup_(http_parser_done) struct http_parser p = { .head_request = head_request };
         _cleanup_free_ char *buf = malloc(READ_SIZE);
         int r;
@@ -480,17 +373,9 @@ static int receive_response(int fd, bool head_request, usec_t deadline, struct h
         if (!buf)
                 return -ENOMEM;
         for (;;) {
-                ssize_t k = recv(fd, buf, READ_SIZE, 0);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno != EAGAIN)
-                                return -errno;
-                        r = wait_fd(fd, POLLIN, deadline);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
+                ssize_t k = c->transport->read_some(c, buf, READ_SIZE, deadline);
+                if (k < 0)
+                        return (int)k;
                 if (k == 0)
                         break; /* EOF */
                 r = http_parser_feed(&p, buf, (size_t)k);
@@ -522,49 +407,84 @@ static bool valid_target(const char *path) {
         return true;
 }
 
-int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
-                      struct http_response *ret) {
+bool http_token_valid(const char *token) {
+        if (!token || !*token || strlen(token) > HTTP_TOKEN_MAX)
+                return false;
+        for (const unsigned char *s = (const unsigned char *)token; *s; s++)
+                if (*s <= ' ' || *s >= 0x7f)
+                        return false; /* would break the header, or is not a token */
+        return true;
+}
+
+/* Wipes the head before freeing it: it may hold the token. */
+static void erase_freep(char **p) {
+        if (*p) {
+                explicit_bzero(*p, strlen(*p));
+                free(*p);
+        }
+}
+
+/* The request head: request line, Host (the address the endpoint names),
+ * the token, and the body's type and length. */
+static char *request_head(const struct http_endpoint *ep, const char *method, const char *path, size_t body_len,
+                          bool has_body) {
+        _cleanup_free_ char *host = NULL, *auth = NULL, *content = NULL;
+        char *head;
+
+        if (ep->host) {
+                bool v6 = strchr(ep->host, ':');
+                if (asprintf(&host, "%s%s%s:%s", v6 ? "[" : "", ep->host, v6 ? "]" : "", ep->port) < 0)
+                        return NULL;
+        } else if (!(host = strdup("localhost")))
+                return NULL;
+        if (asprintf(&auth, ep->token ? "Authorization: Bearer %s\r\n" : "", ep->token) < 0)
+                return NULL;
+        if (asprintf(&content, has_body ? "Content-Type: application/json\r\nContent-Length: %zu\r\n" : "", body_len) <
+            0)
+                return NULL;
+        int r = asprintf(&head,
+                         "%s %s HTTP/1.1\r\n"
+                         "Host: %s\r\n"
+                         "Connection: close\r\n"
+                         "Accept: application/json\r\n"
+                         "%s%s"
+                         "\r\n",
+                         method, path, host, auth, content);
+        if (auth)
+                explicit_bzero(auth, strlen(auth));
+        return r < 0 ? NULL : head;
+}
+
+int http_request(struct http_endpoint *ep, const char *method, const char *path, const char *body, int timeout_ms,
+                 struct http_response *ret) {
         /* timeout_ms <= 0 means no deadline */
         usec_t deadline = timeout_ms > 0 ? now_usec(CLOCK_MONOTONIC) + (usec_t)timeout_ms * USEC_PER_MSEC
                                          : USEC_INFINITY;
-        _cleanup_free_ char *head = NULL;
-        _cleanup_close_ int fd = -1;
+        _cleanup_(http_conn_close) struct http_conn c = { .fd = -1 };
+        _cleanup_(erase_freep) char *head = NULL;
         size_t body_len = body ? strlen(body) : 0;
         int r;
 
-        if (!socket_path || !ret || !valid_method(method) || !valid_target(path))
+        if (!ep || !ep->transport || !ret || !valid_method(method) || !valid_target(path))
                 return -EINVAL;
+        if (ep->token && !http_token_valid(ep->token))
+                return -EINVAL;
+        if (ep->host && (!ep->port || strpbrk(ep->host, "\r\n /")))
+                return -EINVAL;
+        ep->detail[0] = 0;
 
-        if (body)
-                r = asprintf(&head,
-                             "%s %s HTTP/1.1\r\n"
-                             "Host: localhost\r\n"
-                             "Connection: close\r\n"
-                             "Accept: application/json\r\n"
-                             "Content-Type: application/json\r\n"
-                             "Content-Length: %zu\r\n"
-                             "\r\n",
-                             method, path, body_len);
-        else
-                r = asprintf(&head,
-                             "%s %s HTTP/1.1\r\n"
-                             "Host: localhost\r\n"
-                             "Connection: close\r\n"
-                             "Accept: application/json\r\n"
-                             "\r\n",
-                             method, path);
-        if (r < 0) {
-                head = NULL;
+        head = request_head(ep, method, path, body_len, body);
+        if (!head)
                 return -ENOMEM;
-        }
 
-        r = connect_unix(socket_path, deadline, &fd);
+        r = ep->transport->connect(&c, ep, deadline);
         if (r < 0)
                 return r;
+        c.transport = ep->transport;
 
-        r = send_all(fd, head, strlen(head), deadline);
+        r = c.transport->write_all(&c, head, strlen(head), deadline);
         if (r >= 0 && body_len > 0)
-                r = send_all(fd, body, body_len, deadline);
+                r = c.transport->write_all(&c, body, body_len, deadline);
         int send_error = 0;
         if (r < 0) {
                 /* The server may have answered early (413, 400) and closed:
@@ -575,11 +495,112 @@ int http_request_unix(const char *socket_path, const char *method, const char *p
         }
 
         struct http_response resp = {};
-        r = receive_response(fd, streq(method, "HEAD"), deadline, &resp);
+        r = receive_response(&c, streq(method, "HEAD"), deadline, &resp);
         if (r == -ECONNRESET && send_error)
                 return send_error;
         if (r < 0)
                 return r;
         *ret = resp;
         return 0;
+}
+
+int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
+                      struct http_response *ret) {
+        struct http_endpoint ep = { .transport = &http_transport_unix, .socket_path = socket_path };
+        if (!socket_path)
+                return -EINVAL;
+        return http_request(&ep, method, path, body, timeout_ms, ret);
+}
+
+/* ---- URLs ------------------------------------------------------------------- */
+
+void http_url_done(struct http_url *u) {
+        free(u->host);
+        u->host = NULL;
+}
+
+static bool valid_host_name(const char *s, size_t n) {
+        if (n == 0 || n > 253)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      s[i] == '-' || s[i] == '.' || s[i] == '_'))
+                        return false;
+        return true;
+}
+
+static int parse_port(const char *s, size_t n, char ret[static 6]) {
+        unsigned v = 0;
+        if (n == 0 || n > 5)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '9')
+                        return -EINVAL;
+                v = v * 10 + (unsigned)(s[i] - '0');
+        }
+        if (v == 0 || v > 65535)
+                return -EINVAL;
+        snprintf(ret, 6, "%u", v);
+        return 0;
+}
+
+int http_url_parse(const char *url, struct http_url *ret) {
+        const char *s, *end, *host, *host_end;
+        char port[6];
+        bool tls;
+
+        if (!url)
+                return -EINVAL;
+        if (strncasecmp(url, "http://", 7) == 0)
+                tls = false, s = url + 7;
+        else if (strncasecmp(url, "https://", 8) == 0)
+                tls = true, s = url + 8;
+        else
+                return -EINVAL;
+        /* nothing after the authority but one "/" */
+        end = s + strcspn(s, "/?#");
+        if (*end && !streq(end, "/"))
+                return -EINVAL;
+
+        if (*s == '[') {
+                host = s + 1;
+                host_end = memchr(host, ']', (size_t)(end - host));
+                if (!host_end)
+                        return -EINVAL;
+                s = host_end + 1;
+        } else {
+                host = s;
+                host_end = memchr(host, ':', (size_t)(end - host));
+                if (!host_end)
+                        host_end = end;
+                s = host_end;
+        }
+        if (s == end)
+                snprintf(port, sizeof port, "%u", HTTP_DEFAULT_PORT);
+        else if (*s != ':' || parse_port(s + 1, (size_t)(end - s - 1), port) < 0)
+                return -EINVAL;
+
+        _cleanup_free_ char *h = strndup(host, (size_t)(host_end - host));
+        if (!h)
+                return -ENOMEM;
+        if (host[-1] == '[') {
+                struct in6_addr a;
+                if (inet_pton(AF_INET6, h, &a) != 1)
+                        return -EINVAL;
+        } else if (!valid_host_name(h, strlen(h)))
+                return -EINVAL;
+
+        *ret = (struct http_url){ .tls = tls, .host = TAKE_PTR(h) };
+        memcpy(ret->port, port, sizeof port);
+        return 0;
+}
+
+bool http_host_is_loopback(const char *host) {
+        struct in_addr a4;
+        struct in6_addr a6;
+        if (strcasecmp(host, "localhost") == 0)
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }

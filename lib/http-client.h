@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* A minimal HTTP/1.1 client over a unix stream socket, for mlmonctl talking
- * to mlmond's --socket. One request per connection ("Connection: close"),
- * bodies are JSON. */
+/* A minimal HTTP/1.1 client, for mlmonctl talking to mlmond: over its unix
+ * socket, TCP or TLS (the transports of http-transport.h). One request per
+ * connection ("Connection: close"), bodies are JSON. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "http-transport.h"
+
+/* mlmond's TCP port where a URL names none */
+#define HTTP_DEFAULT_PORT 9477u
+/* the longest bearer token we send */
+#define HTTP_TOKEN_MAX 4096
 
 struct http_response {
         int status; /* 200, 404, ... */
@@ -49,9 +56,30 @@ void http_parser_done(struct http_parser *p);
 int http_response_parse(const char *text, size_t size, bool head_request, struct http_response *ret);
 
 /* method "GET"/"POST"/"DELETE", path with query ("/v1/runs?state=all"),
- * body may be NULL. timeout_ms bounds connect+send+receive as a whole.
- * Returns 0 with *ret filled, or -errno (-ECONNREFUSED/-ENOENT: daemon not
- * running, -ETIMEDOUT, -EPROTO: not an HTTP answer). Responses are capped
- * at 64 MiB. */
+ * body may be NULL; to ep, with its token if it has one. timeout_ms bounds
+ * connect+send+receive as a whole (name resolution aside). Returns 0 with
+ * *ret filled, or -errno (-ECONNREFUSED/-ENOENT: daemon not running,
+ * -ETIMEDOUT, -EPROTO: not an HTTP answer, the transport's errors: see
+ * http-transport.h; ep->detail may say more). Responses are capped at
+ * 64 MiB. */
+int http_request(struct http_endpoint *ep, const char *method, const char *path, const char *body, int timeout_ms,
+                 struct http_response *ret);
+/* The same over a unix socket, without a token. */
 int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
                       struct http_response *ret);
+
+/* A bearer token we can send: 1 to HTTP_TOKEN_MAX visible ASCII characters. */
+bool http_token_valid(const char *token);
+
+/* "http://HOST[:PORT][/]" or "https://...": HOST a name, an IPv4 address or
+ * "[IPv6]"; PORT 1-65535, else HTTP_DEFAULT_PORT. No user, path or query.
+ * Returns 0, -EINVAL or -ENOMEM. */
+struct http_url {
+        bool tls;
+        char *host; /* without the brackets */
+        char port[6];
+};
+int http_url_parse(const char *url, struct http_url *ret);
+void http_url_done(struct http_url *u);
+/* "localhost", 127.0.0.0/8 or ::1 */
+bool http_host_is_loopback(const char *host);
