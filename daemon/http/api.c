@@ -150,7 +150,7 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
         rq->status = 200;
 }
 
-static const struct route routes[] = {
+const struct route api_routes[] = {
         { { "v1", "health" }, "GET", h_health },
         { { "v1", "system" }, "GET", h_system },
         { { "v1", "runs" }, "GET", h_runs_list },
@@ -167,6 +167,8 @@ static const struct route routes[] = {
         { { "v1", "leaks" }, "GET", h_leaks },
         { { "metrics" }, "GET", h_metrics },
 };
+
+const size_t api_n_routes = ELEMENTSOF(api_routes);
 
 static uint64_t api_generation(void *userdata) {
         struct api *a = userdata;
@@ -189,8 +191,8 @@ int api_new(const struct api_options *o, struct api **ret, char *err, size_t err
                 .event = o->event,
                 .config = o->config,
                 .tcp_fd = o->tcp_fd,
-                .routes = routes,
-                .n_routes = ELEMENTSOF(routes),
+                .routes = api_routes,
+                .n_routes = api_n_routes,
                 .userdata = a,
                 .generation = api_generation,
         };

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "http/request.h"
 #include "manager-ops.h"
 
 struct store;
@@ -20,6 +21,10 @@ struct api_options {
         int tcp_fd;          /* the socket systemd passed for `listen`, or -1 */
         struct manager_link manager;
 };
+
+/* The routes of the API (what the fuzz target routes through too). */
+extern const struct route api_routes[];
+extern const size_t api_n_routes;
 
 int api_new(const struct api_options *o, struct api **ret, char *err, size_t errlen);
 void api_free(struct api *a);

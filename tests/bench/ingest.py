@@ -21,8 +21,6 @@ usage: tests/bench/ingest.py [-d SECONDS] [-r RATE,RATE,...] [-l unix,udp,unix-b
 Exit status: 0 ran (goals reported), 1 mlmond misbehaved, 2 setup error."""
 
 import argparse
-import http.client
-import json
 import os
 import shutil
 import signal
@@ -32,40 +30,8 @@ import sys
 import tempfile
 import time
 
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import SRC, call, sched_ns, start_mlmond  # noqa: E402
 
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=30)
-        self.path_ = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(30)
-        self.sock.connect(self.path_)
-
-
-def call(sock, method, path, body=None):
-    c = UnixHTTP(sock)
-    try:
-        c.request(method, path, body=json.dumps(body) if body is not None else None,
-                  headers={"Content-Type": "application/json"} if body is not None else {})
-        r = c.getresponse()
-        return r.status, json.loads(r.read() or b"null")
-    finally:
-        c.close()
-
-
-def sched_ns(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass
-    return total
 
 
 def udp_rcvbuf_errors():
@@ -102,27 +68,10 @@ def main():
     sender = os.path.join(tmp, "statsd_send")
     subprocess.run(["gcc", "-O2", "-Wall", "-o", sender, os.path.join(SRC, "tests/bench/statsd_send.c"), "-lm"],
                    check=True)
-    sock, ssock = os.path.join(tmp, "sock"), os.path.join(tmp, "statsd.sock")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        http_port = s.getsockname()[1]
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        udp_port = s.getsockname()[1]
-    open(os.path.join(tmp, "mlmond.conf"), "w").close()
-    log = open(os.path.join(tmp, "mlmond.log"), "wb")
-    daemon = subprocess.Popen([mlmond, "-c", os.path.join(tmp, "mlmond.conf"), "--db", os.path.join(tmp, "db"),
-                               "--listen", f"127.0.0.1:{http_port}", "--socket", sock, "--statsd-socket", ssock,
-                               "--statsd-udp", f"127.0.0.1:{udp_port}"], stdout=log, stderr=log)
+    daemon, sock, ssock, udp_port = start_mlmond(mlmond, tmp)
     rc = 0
     try:
-        for _ in range(100):
-            try:
-                if call(sock, "GET", "/v1/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
+        if not sock:
             sys.exit("ingest.py: mlmond did not come up")
         print(f"StatsD ingest benchmark: {a.d:g} s per step, 50 lines per datagram; binary {mlmond}")
         print(f"{os.cpu_count()} CPUs; load average {open('/proc/loadavg').read().split()[:3]}; "
@@ -180,7 +129,6 @@ def main():
                 daemon.kill()
                 print("MLMOND: did not exit within 30 s of SIGTERM")
                 rc = 1
-        log.close()
         with open(os.path.join(tmp, "mlmond.log"), errors="replace") as f:
             bad = [line for line in f if "ERROR" in line or "Sanitizer" in line]
         if bad:

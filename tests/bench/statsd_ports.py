@@ -26,8 +26,6 @@ usage: tests/bench/statsd_ports.py [-m MLMOND] [-n PORTS] [-r RATE] [-d SECONDS]
 Exit status: 0 ran (goals reported), 1 mlmond misbehaved, 2 setup error."""
 
 import argparse
-import http.client
-import json
 import os
 import resource
 import shutil
@@ -40,40 +38,8 @@ import tempfile
 import threading
 import time
 
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import SRC, call, sched_ns, start_mlmond  # noqa: E402
 
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=30)
-        self.path_ = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(30)
-        self.sock.connect(self.path_)
-
-
-def call(sock, method, path, body=None):
-    c = UnixHTTP(sock)
-    try:
-        c.request(method, path, body=json.dumps(body) if body is not None else None,
-                  headers={"Content-Type": "application/json"} if body is not None else {})
-        r = c.getresponse()
-        return r.status, json.loads(r.read() or b"null")
-    finally:
-        c.close()
-
-
-def sched_ns(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass
-    return total
 
 
 SENDER = r'''
@@ -180,29 +146,11 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, a.n + 64), hard))
 
     tmp = tempfile.mkdtemp(prefix="mlmond-ports.", dir="/var/tmp")
-    sock, ssock = os.path.join(tmp, "sock"), os.path.join(tmp, "statsd.sock")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        http_port = s.getsockname()[1]
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        udp_port = s.getsockname()[1]
-    open(os.path.join(tmp, "mlmond.conf"), "w").close()
-    log = open(os.path.join(tmp, "mlmond.log"), "wb")
-    daemon = subprocess.Popen([mlmond, "-c", os.path.join(tmp, "mlmond.conf"), "--db", os.path.join(tmp, "db"),
-                               "--listen", f"127.0.0.1:{http_port}", "--socket", sock, "--statsd-socket", ssock,
-                               "--statsd-udp", f"127.0.0.1:{udp_port}", "--interval", "250ms"],
-                              stdout=log, stderr=log)
+    daemon, sock, ssock, udp_port = start_mlmond(mlmond, tmp, "--interval", "250ms")
     sampled = subprocess.Popen(["sleep", "600"])
     rc = 0
     try:
-        for _ in range(100):
-            try:
-                if call(sock, "GET", "/v1/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
+        if not sock:
             print("statsd_ports.py: mlmond did not come up")
             return 2
         call(sock, "POST", "/v1/runs", {"pid": sampled.pid, "name": "sampled"})
@@ -237,7 +185,6 @@ def main():
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 rc = 1
-        log.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return rc
 

@@ -5,7 +5,7 @@
  * (no control byte survives decoding, every segment and argument lies in
  * the buffer), the cache key must be the one of the target encoded again
  * from what was decoded (so two targets share a key only when they decode
- * alike), routing through a copy of the API's route table, the argument
+ * alike), routing through the API's route table, the argument
  * checks, and the body through parse_body() and the field helpers.
  *
  *   tools/fuzz.sh 60 http-request */
@@ -15,30 +15,10 @@
 
 #include "fuzz-assert.h"
 #include "http/request.h"
+#include "http/api.h"
 #include "json-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void h_stub(struct request *rq, const char *const *parts, size_t nparts) {}
-
-/* api.c's table, patterns and methods */
-static const struct route routes[] = {
-        { { "v1", "health" }, "GET", h_stub },
-        { { "v1", "system" }, "GET", h_stub },
-        { { "v1", "runs" }, "GET", h_stub },
-        { { "v1", "runs" }, "POST", h_stub },
-        { { "v1", "runs", "*" }, "GET", h_stub },
-        { { "v1", "runs", "*" }, "DELETE", h_stub },
-        { { "v1", "runs", "*", "samples" }, "GET", h_stub },
-        { { "v1", "runs", "*", "throughput" }, "GET", h_stub },
-        { { "v1", "runs", "*", "latency" }, "GET", h_stub },
-        { { "v1", "runs", "*", "observations" }, "POST", h_stub },
-        { { "v1", "runs", "*", "marks" }, "POST", h_stub },
-        { { "v1", "runs", "*", "marks" }, "GET", h_stub },
-        { { "v1", "observations" }, "POST", h_stub },
-        { { "v1", "leaks" }, "GET", h_stub },
-        { { "metrics" }, "GET", h_stub },
-};
 
 static bool no_control(const char *s) {
         for (; *s; s++)
@@ -113,7 +93,7 @@ static void check_target(struct request *rq, const char *target) {
 
 static void check_route(struct request *rq, const char *method) {
         char allow[64];
-        const struct route *r = route_find(routes, ELEMENTSOF(routes), method, rq->parts, rq->nparts, allow,
+        const struct route *r = route_find(api_routes, api_n_routes, method, rq->parts, rq->nparts, allow,
                                            sizeof allow);
         if (r) {
                 fuzz_assert(streq(r->method, method));
