@@ -439,14 +439,15 @@ def tmpdir_0755():
 
 @pytest.fixture
 def make_mlmond(tmpdir_0755):
-    """Factory: make_mlmond(interval=..., config_text=...) starts a daemon;
-    every one started is stopped (and checked) at teardown."""
+    """Factory: make_mlmond(interval=..., config_text=...) starts a daemon
+    (make_mlmond(cls, ...): one of a subclass of Mlmond); every one started
+    is stopped (and checked) at teardown."""
     started = []
 
-    def make(**kw):
+    def make(cls=None, **kw):
         sub = tempfile.mkdtemp(dir=tmpdir_0755)
         os.chmod(sub, 0o755)
-        d = Mlmond(sub, **kw)
+        d = (cls or Mlmond)(sub, **kw)
         started.append(d)
         return d
 

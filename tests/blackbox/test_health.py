@@ -55,25 +55,6 @@ class WatchedMlmond(Mlmond):
             n += msg.split(b"\n").count(b"WATCHDOG=1")
 
 
-@pytest.fixture
-def daemons(tmpdir_0755):
-    """Factory: daemons(cls, **kw) starts one; each is stopped and its
-    stderr checked at teardown."""
-    started = []
-
-    def make(cls=Mlmond, **kw):
-        sub = tempfile.mkdtemp(dir=tmpdir_0755)
-        os.chmod(sub, 0o755)
-        d = cls(sub, **kw)
-        started.append(d)
-        return d
-
-    yield make
-    for d in started:
-        d.stop()
-        d.check_stderr()
-
-
 def health(mlmond, unix=False):
     st, h = mlmond.uget("/v1/health") if unix else mlmond.get("/v1/health")
     assert st == 200, h
@@ -109,11 +90,11 @@ class KeptConnection:
         self.s.close()
 
 
-def test_listener_not_accepting(daemons):
+def test_listener_not_accepting(make_mlmond):
     """Out of file descriptors, libmicrohttpd cannot accept: connections
     wait in the backlog. Health says so (asked on a connection opened
     before), the watchdog pings stop; with descriptors back, ok and pings."""
-    mlmond = daemons(WatchedMlmond, config_text="[http]\nheader_timeout = 30s\n")
+    mlmond = make_mlmond(WatchedMlmond, config_text="[http]\nheader_timeout = 30s\n")
     time.sleep(1.2)
     assert mlmond.pings() >= 1, "no watchdog pings to begin with"
     assert health(mlmond)["reasons"] == []
@@ -147,10 +128,10 @@ def test_listener_not_accepting(daemons):
     assert mlmond.pings() >= 1, "no watchdog pings once the listener accepts again"
 
 
-def test_sampler_late(daemons, helpers):
+def test_sampler_late(make_mlmond, helpers):
     """A daemon stopped for a while comes back "degraded" (sampler late),
     then ok once it is on time again."""
-    mlmond = daemons(interval="250ms")
+    mlmond = make_mlmond(interval="250ms")
     h = helpers("grow", 0)
     h.expect("ready")
     mlmond.register(h.pid)
@@ -191,11 +172,11 @@ def small_fs():
     os.rmdir(d)
 
 
-def test_database_failing(daemons, helpers, small_fs):
+def test_database_failing(make_mlmond, helpers, small_fs):
     """A full file system under the database: degraded (database writes
     failing) while writes fail, a bounded number of log lines, ok again
     once there is room."""
-    mlmond = daemons(interval="100ms")
+    mlmond = make_mlmond(interval="100ms")
     mlmond.allowed_errors.append(r".")  # what SQLite says on a full disk is its business
     os.makedirs(os.path.join(small_fs, "db"))
     h = helpers("grow", 0)

@@ -178,36 +178,25 @@ ATTACKER = textwrap.dedent("""
     sock, port, n_unix, n_tcp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     deadline = time.monotonic() + 20  # a full backlog makes each connect wait
     held = []
-    def hold(s):
+    def hold(family, source, target):
+        # connect, send one byte of a request head, keep it
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(1)
         try:
+            if source:
+                s.bind(source)
+            s.connect(target)
             s.sendall(b"G")
             held.append(s)
         except OSError:
             s.close()
-    for i in range(n_unix):
+    # loopback has 127.0.0.0/8: more TCP source addresses, more slots
+    targets = [(socket.AF_UNIX, None, sock)] * n_unix + \
+              [(socket.AF_INET, (f"127.0.0.{1 + i % 24}", 0), ("127.0.0.1", port)) for i in range(n_tcp)]
+    for t in targets:
         if time.monotonic() > deadline:
             break
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(1)
-        try:
-            s.connect(sock)
-        except OSError:
-            s.close()
-            continue
-        hold(s)
-    for i in range(n_tcp):
-        if time.monotonic() > deadline:
-            break
-        # loopback has 127.0.0.0/8: more addresses, more slots
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.settimeout(1)
-        try:
-            s.bind((f"127.0.0.{1 + i % 24}", 0))
-            s.connect(("127.0.0.1", port))
-        except OSError:
-            s.close()
-            continue
-        hold(s)
+        hold(*t)
     print("ready", len(held), flush=True)
     sys.stdin.readline()
 """)
