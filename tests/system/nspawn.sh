@@ -267,9 +267,10 @@ check "its /proc/PID/io is readable through the unit's capabilities (read_bytes 
 l = json.loads(sys.argv[1])["latest"]
 sys.exit(0 if l["read_bytes"] is not None and l["rss_bytes"] else 1)' "$run_json"
 
-# StatsD over the UDP socket systemd passed: a tagged line, and an untagged one from a
-# registered process that holds its sending socket (found through /proc/net/udp).
-ct bash -c "echo 'tagged_op:5|ms|#pid:$sleeper' >/dev/udp/127.0.0.1/$udp_port"
+# StatsD over the UDP socket systemd passed: a tagged line (its sending socket held open a
+# moment, since a tag counts only from a sender whose uid mlmond can find), and an untagged one
+# from a registered process that holds its sending socket (found through /proc/net/udp).
+ct bash -c "exec 3>/dev/udp/127.0.0.1/$udp_port; echo 'tagged_op:5|ms|#pid:$sleeper' >&3; sleep 2"
 ct systemd-run -q --unit=mlmond-test-sender bash -c \
     "exec 3>/dev/udp/127.0.0.1/$udp_port; while :; do echo 'untagged_op:7|ms' >&3; sleep 0.2; done"
 sender=$(prop mlmond-test-sender MainPID)
