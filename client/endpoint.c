@@ -3,7 +3,6 @@
  * a URL (--url, $MLMON_URL) over TCP or TLS, with a bearer token read from
  * a file (--token-file, $MLMON_TOKEN_FILE) and the certificates to trust
  * (--ca-file). Options on the command line win over the environment. */
-#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,45 +28,33 @@ const char *daemon_address(void) {
  * (printed). The file must not be readable by others; the token never
  * appears in a message. */
 static int read_token(const char *path, char **ret) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         struct stat st;
-
-        if (fd < 0 || fstat(fd, &st) < 0) {
-                error_line_errno(errno, "--token-file %s: %m", path);
+        _cleanup_close_ int fd = open_regular(path, &st);
+        if (fd == -EBADFD) {
+                error_line("--token-file %s: not a regular file", path);
                 return EXIT_USAGE;
         }
-        if (!S_ISREG(st.st_mode)) {
-                error_line("--token-file %s: not a regular file", path);
+        if (fd < 0) {
+                error_line_errno(fd, "--token-file %s: %m", path);
                 return EXIT_USAGE;
         }
         if (st.st_mode & S_IROTH) {
                 error_line("--token-file %s: readable by others, refusing to use it (chmod o-r %s)", path, path);
                 return EXIT_USAGE;
         }
-        if (st.st_size > HTTP_TOKEN_MAX + 2) {
-                error_line("--token-file %s: too large for a token (at most %d bytes)", path, HTTP_TOKEN_MAX);
-                return EXIT_USAGE;
-        }
-        _cleanup_free_ char *buf = calloc(1, HTTP_TOKEN_MAX + 3);
-        if (!buf)
-                return oom();
+        _cleanup_free_ char *buf = NULL;
         size_t len = 0;
-        while (len < HTTP_TOKEN_MAX + 2) {
-                ssize_t k = read(fd, buf + len, HTTP_TOKEN_MAX + 2 - len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0) {
-                        error_line_errno(errno, "--token-file %s: %m", path);
-                        return EXIT_USAGE;
-                }
-                if (k == 0)
-                        break;
-                len += (size_t)k;
-        }
-        if (len > 0 && buf[len - 1] == '\n')
-                buf[--len] = 0;
-        if (len == 0 || memchr(buf, 0, len)) {
-                error_line("--token-file %s: %s", path, len == 0 ? "empty" : "contains a NUL byte");
+        int r = read_secret(fd, HTTP_TOKEN_MAX, &buf, &len);
+        if (r == -EFBIG)
+                error_line("--token-file %s: too large for a token (at most %d bytes)", path, HTTP_TOKEN_MAX);
+        else if (r == -EBADMSG)
+                error_line("--token-file %s: contains a NUL byte", path);
+        else if (r < 0)
+                error_line_errno(r, "--token-file %s: %m", path);
+        if (r < 0)
+                return EXIT_USAGE;
+        if (len == 0) {
+                error_line("--token-file %s: empty", path);
                 return EXIT_USAGE;
         }
         if (!http_token_valid(buf)) {

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "analyze/leak.h"
+#include "http-client.h"
 
 #include <ini.h>
 #include <math.h>
@@ -64,6 +65,9 @@ static const struct config_key keys[] = {
         { "http", "query_timeout", KEY_DURATION, OFF(http_query_timeout_usec), "2s", 10 * USEC_PER_MSEC,
           USEC_PER_MINUTE, NULL },
         { "http", "max_rows", KEY_UINT, OFF(http_max_rows), "10000", 10, 1000000, NULL },
+        { "http", "token_file", KEY_STRING, OFF(http_token_file), "", 0, 0, NULL },
+        { "http", "tls_cert", KEY_STRING, OFF(http_tls_cert), "", 0, 0, NULL },
+        { "http", "tls_key", KEY_STRING, OFF(http_tls_key), "", 0, 0, NULL },
         /* The leak detector: the rows write into struct leak_params, whose
          * defaults leak_params_default() sets and etc/mlmond.conf explains.
          * The ranges here are wide; leak_params_valid() has the exact ones. */
@@ -270,6 +274,7 @@ static char **string_field(struct config *c, size_t i) {
 }
 
 void config_done(struct config *c) {
+        config_secrets_done(c);
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 char **p = string_field(c, i);
                 if (p) {
@@ -281,6 +286,8 @@ void config_done(struct config *c) {
 
 int config_copy(struct config *dst, const struct config *src) {
         *dst = *src;
+        if (config_secrets_copy(dst, src) < 0)
+                return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 char **d = string_field(dst, i);
                 if (d && *d && !(*d = strdup(*d))) {
@@ -381,7 +388,8 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 snprintf(errbuf, errlen, "db: must not be empty");
                 return -EINVAL;
         }
-        if (!disabled(c->listen) && parse_host_port(c->listen, host, sizeof host, &port) < 0) {
+        char listen_host[256] = "";
+        if (!disabled(c->listen) && parse_host_port(c->listen, listen_host, sizeof listen_host, &port) < 0) {
                 snprintf(errbuf, errlen, "listen: '%s' is not HOST:PORT or 'none'", c->listen);
                 return -EINVAL;
         }
@@ -412,6 +420,19 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
         }
         if (c->http_per_ip_connection_limit > c->http_connection_limit) {
                 snprintf(errbuf, errlen, "per_ip_connection_limit must not exceed connection_limit");
+                return -EINVAL;
+        }
+        bool tls = !disabled(c->http_tls_cert);
+        if (tls != !disabled(c->http_tls_key)) {
+                snprintf(errbuf, errlen, "tls_cert and tls_key: give both or neither");
+                return -EINVAL;
+        }
+        /* the token would cross the network in clear text */
+        if (!disabled(c->http_token_file) && !tls && !disabled(c->listen) && !http_host_is_loopback(listen_host)) {
+                snprintf(errbuf, errlen,
+                         "token_file: listen = %s is not a loopback address and there is no TLS: the token would "
+                         "travel in clear text (set tls_cert and tls_key)",
+                         c->listen);
                 return -EINVAL;
         }
         return 0;

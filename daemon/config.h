@@ -39,6 +39,14 @@ struct config {
         unsigned http_max_body_bytes;
         usec_t http_query_timeout_usec;
         unsigned http_max_rows;
+        char *http_token_file; /* "": no token, TCP is read-only */
+        char *http_tls_cert;   /* PEM files, both or neither; "": plain HTTP */
+        char *http_tls_key;
+        /* What config_load_secrets() read from those files (NULL: unset).
+         * Not keys: config_done() wipes them, config_copy() copies them. */
+        char *http_token;
+        size_t http_token_len;
+        char *http_tls_cert_pem, *http_tls_key_pem;
         /* [leak] */
         char *leak_windows; /* "30s,1m,2m,5m,15m"; config_leak_params() parses it into leak.windows_s */
         usec_t leak_clear_after_usec;
@@ -81,6 +89,16 @@ int config_set(struct config *c, const char *key, const char *value, char *errbu
 int config_validate(const struct config *c, char *errbuf, size_t errlen);
 
 int config_copy(struct config *dst, const struct config *src);
+
+/* Reads the files that token_file, tls_cert and tls_key name into
+ * http_token, http_tls_cert_pem and http_tls_key_pem. The token file and the
+ * key must be regular files owned by root or by the user we run as, and not
+ * readable by group or others; the token is 16 to 4096 visible ASCII
+ * characters (one trailing newline stripped). -errno with a one-line reason
+ * in errbuf (never the token). config-secrets.c. */
+int config_load_secrets(struct config *c, char *errbuf, size_t errlen);
+void config_secrets_done(struct config *c);
+int config_secrets_copy(struct config *dst, const struct config *src);
 
 bool config_synchronous_full(const struct config *c);
 

@@ -563,6 +563,8 @@ static int load_config(struct manager *m, struct config *c, char *err, size_t er
                 q = apply_overrides(m, c, err, errlen);
         if (q == 0)
                 q = config_validate(c, err, errlen);
+        if (q == 0)
+                q = config_load_secrets(c, err, errlen);
         if (q < 0)
                 config_done(c);
         return q;
@@ -589,9 +591,14 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
                 size_t off;
                 const char *name;
         } fixed[] = {
-                { offsetof(struct config, db_path), "db" },         { offsetof(struct config, listen), "listen" },
-                { offsetof(struct config, socket_path), "socket" }, { offsetof(struct config, proc_root), "proc_root" },
+                { offsetof(struct config, db_path), "db" },
+                { offsetof(struct config, listen), "listen" },
+                { offsetof(struct config, socket_path), "socket" },
+                { offsetof(struct config, proc_root), "proc_root" },
                 { offsetof(struct config, sys_root), "sys_root" },
+                /* the listener has its certificate; the token is read again */
+                { offsetof(struct config, http_tls_cert), "tls_cert" },
+                { offsetof(struct config, http_tls_key), "tls_key" },
         };
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
                 const char *a = *(char **)((char *)&m->config + fixed[i].off);
@@ -605,6 +612,13 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
                                 return -ENOMEM;
                         }
                 }
+        }
+        /* what was kept must still go with the rest (a token needs the TLS
+         * the listener started with) */
+        q = config_validate(&c, err, errlen);
+        if (q < 0) {
+                config_done(&c);
+                return q;
         }
         struct leak_params lp;
         if (config_leak_params(&c, &lp) < 0) {

@@ -324,12 +324,10 @@ void str_printable(const char *s, char *buf, size_t size) {
         buf[i] = 0;
 }
 
-int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+/* At most max bytes from fd into a NUL-terminated malloc'ed buffer. */
+static int read_fd_max(int fd, size_t max, char **ret, size_t *ret_len) {
         if (max > (size_t)1 << 30) /* nothing we read is larger; keeps max + 1 from wrapping */
                 max = (size_t)1 << 30;
-        _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
         size_t cap = max < 4096 ? max + 1 : 4096, len = 0;
         _cleanup_free_ char *buf = malloc(cap);
         if (!buf)
@@ -369,6 +367,54 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
                 *ret_len = len;
         *ret = TAKE_PTR(buf);
         return 0;
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_fd_max(fd, max, ret, ret_len);
+}
+
+int open_regular(const char *path, struct stat *ret_st) {
+        /* O_NONBLOCK: a FIFO put there must not hang the open */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0 || fstat(fd, ret_st) < 0)
+                return -errno;
+        if (!S_ISREG(ret_st->st_mode))
+                return -EBADFD;
+        return TAKE_FD(fd);
+}
+
+int read_secret(int fd, size_t max, char **ret, size_t *ret_len) {
+        char *buf = NULL;
+        size_t len = 0;
+        /* room for one newline, and one byte more to see that it is too long */
+        int r = read_fd_max(fd, max + 2, &buf, &len);
+        if (r < 0)
+                return r;
+        if (len > 0 && buf[len - 1] == '\n')
+                buf[--len] = 0;
+        r = len > max ? -EFBIG : memchr(buf, 0, len) ? -EBADMSG : 0;
+        if (r < 0) {
+                explicit_bzero(buf, len);
+                free(buf);
+                return r;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+bool ct_equal(const void *a, size_t alen, const void *b, size_t blen) {
+        const unsigned char *x = a, *y = b;
+        size_t n = alen > blen ? alen : blen;
+        unsigned char diff = alen != blen;
+        /* every byte up to the longer length, whatever differs: the time
+         * says nothing about where the first difference is */
+        for (size_t i = 0; i < n; i++)
+                diff |= (unsigned char)((i < alen ? x[i] : 0) ^ (i < blen ? y[i] : 0));
+        return diff == 0;
 }
 
 ssize_t pread_text(int fd, char *buf, size_t size) {

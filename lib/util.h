@@ -151,6 +151,18 @@ void str_printable(const char *s, char *buf, size_t size);
 /* Reads at most max bytes of a file (relative to dirfd, or AT_FDCWD) into a
  * NUL-terminated malloc'ed buffer. -errno on failure. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+/* path opened read-only, its stat in *ret_st: the fd, or -errno (-EBADFD:
+ * not a regular file). */
+struct stat;
+int open_regular(const char *path, struct stat *ret_st);
+/* A secret (a token, a private key) from fd: at most max bytes once one
+ * trailing newline is stripped, NUL-terminated in a malloc'ed buffer (wipe
+ * it with explicit_bzero() before freeing). -EFBIG: longer; -EBADMSG: it
+ * holds a NUL byte; -errno from read(). */
+int read_secret(int fd, size_t max, char **ret, size_t *ret_len);
+/* Whether a (alen bytes) and b (blen bytes) are equal, in a time that
+ * depends only on the longer length, not on where they differ. */
+bool ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 /* pread(fd, 0) into buf (size includes the NUL). Returns length or -errno. */
 ssize_t pread_text(int fd, char *buf, size_t size);
 

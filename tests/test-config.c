@@ -2,6 +2,9 @@
 /* The config table: defaults, parsing, bounds, overrides, and that
  * etc/mlmond.conf documents every key. */
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "tap.h"
@@ -100,8 +103,9 @@ static void test_validate_and_set(void) {
         CHECK(parse_host_port("[::1", host, sizeof host, &port) < 0);
 }
 
-/* A "key = value" or commented "#key = value" / "# key = value" line: its
- * key and value, trimmed; false for anything else (prose, sections). */
+/* A "key = value" or commented "#key = value" / "# key = value" line (or
+ * "#key =" for an empty value): its key and value, trimmed; false for
+ * anything else (prose, sections). */
 static bool conf_line(char *line, char **ret_key, char **ret_value) {
         char *p = line;
         if (*p == '#')
@@ -109,10 +113,11 @@ static bool conf_line(char *line, char **ret_key, char **ret_value) {
         if (*p == ' ' && p != line)
                 p++;
         size_t kl = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
-        if (kl == 0 || strncmp(p + kl, " = ", 3) != 0)
+        bool empty = streq(p + kl, " =\n") || streq(p + kl, " ="); /* "#token_file =": the default "" */
+        if (kl == 0 || (!empty && strncmp(p + kl, " = ", 3) != 0))
                 return false;
         p[kl] = 0;
-        char *v = p + kl + 3;
+        char *v = empty ? p + kl : p + kl + 3;
         v[strcspn(v, "\n")] = 0;
         *ret_key = p;
         *ret_value = v;
@@ -155,7 +160,7 @@ static void test_shipped_file(const char *path) {
                         fprintf(stderr, "%s: [%s] %s is not documented\n", path, s, n);
                 CHECK(seen[i]);
         }
-        CHECK_EQ_INT(i, 48);
+        CHECK_EQ_INT(i, 51);
         config_done(&def);
 }
 
@@ -182,11 +187,77 @@ static void test_leak_params(void) {
         config_done(&c);
 }
 
+/* TLS takes both files; a token needs TLS beyond loopback. */
+static void test_validate_tls_token(void) {
+        struct config c;
+        char err[256];
+        config_init_defaults(&c);
+        CHECK_EQ_INT(config_set(&c, "http.tls_cert", "/etc/cert.pem", err, sizeof err), 0);
+        CHECK(config_validate(&c, err, sizeof err) < 0 && strstr(err, "both or neither"));
+        CHECK_EQ_INT(config_set(&c, "http.tls_key", "/etc/key.pem", err, sizeof err), 0);
+        CHECK_EQ_INT(config_validate(&c, err, sizeof err), 0);
+        CHECK_EQ_INT(config_set(&c, "http.token_file", "/etc/token", err, sizeof err), 0);
+        CHECK_EQ_INT(config_set(&c, "listen", "0.0.0.0:9477", err, sizeof err), 0);
+        CHECK_EQ_INT(config_validate(&c, err, sizeof err), 0);
+        CHECK_EQ_INT(config_set(&c, "http.tls_cert", "", err, sizeof err), 0);
+        CHECK_EQ_INT(config_set(&c, "http.tls_key", "", err, sizeof err), 0);
+        CHECK(config_validate(&c, err, sizeof err) < 0 && strstr(err, "clear text"));
+        static const char *const loopback[] = { "127.0.0.1:9477", "[::1]:9477", "localhost:9477", "none" };
+        for (size_t i = 0; i < ELEMENTSOF(loopback); i++) {
+                CHECK_EQ_INT(config_set(&c, "listen", loopback[i], err, sizeof err), 0);
+                CHECK_EQ_INT(config_validate(&c, err, sizeof err), 0);
+        }
+        config_done(&c);
+}
+
+/* A token file of content and mode: what config_load_secrets() says. */
+static int load_token(const char *content, mode_t mode, char *err, size_t errlen, struct config *c) {
+        char path[] = "/tmp/test-config-token-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        CHECK(write(fd, content, strlen(content)) == (ssize_t)strlen(content));
+        CHECK_EQ_INT(fchmod(fd, mode), 0);
+        close(fd);
+        config_init_defaults(c);
+        CHECK_EQ_INT(config_set(c, "http.token_file", path, err, errlen), 0);
+        int r = config_load_secrets(c, err, errlen);
+        unlink(path);
+        return r;
+}
+
+static void test_secrets(void) {
+        struct config c, d;
+        char err[512];
+        CHECK_EQ_INT(load_token("0123456789abcdef\n", 0600, err, sizeof err, &c), 0);
+        CHECK(c.http_token && streq(c.http_token, "0123456789abcdef") && c.http_token_len == 16);
+        CHECK_EQ_INT(config_copy(&d, &c), 0);
+        CHECK(d.http_token != c.http_token && streq(d.http_token, c.http_token));
+        config_done(&d);
+        config_done(&c);
+        CHECK(load_token("0123456789abcdef\n", 0640, err, sizeof err, &c) < 0);
+        CHECK(strstr(err, "not readable by group or others") && !strstr(err, "0123456789abcdef"));
+        CHECK(c.http_token == NULL);
+        config_done(&c);
+        static const char *const bad[] = { "short\n", "0123456789 abcdef\n", "0123456789abcdef\n\n", "" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                CHECK(load_token(bad[i], 0600, err, sizeof err, &c) < 0);
+                CHECK(strstr(err, "16 to 4096 visible ASCII characters") != NULL);
+                config_done(&c);
+        }
+        config_init_defaults(&c);
+        CHECK_EQ_INT(config_set(&c, "http.tls_cert", "/nonexistent/cert.pem", err, sizeof err), 0);
+        CHECK_EQ_INT(config_set(&c, "http.tls_key", "/nonexistent/key.pem", err, sizeof err), 0);
+        CHECK(config_load_secrets(&c, err, sizeof err) < 0 && strstr(err, "tls_cert: /nonexistent/cert.pem"));
+        config_done(&c);
+}
+
 int main(int argc, char **argv) {
         test_defaults();
         test_parse();
         test_validate_and_set();
         test_leak_params();
+        test_validate_tls_token();
+        test_secrets();
         test_shipped_file(argc > 1 ? argv[1] : "etc/mlmond.conf");
         TEST_DONE();
 }

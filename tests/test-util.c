@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json-util.h"
@@ -232,6 +233,53 @@ static void test_log_ratelimit(void) {
         log_set_ratelimit(10 * USEC_PER_SEC, 5);
 }
 
+/* ct_equal: equal only with the same length and bytes, wherever they differ. */
+static void test_ct_equal(void) {
+        CHECK(ct_equal("abc", 3, "abc", 3));
+        CHECK(ct_equal("", 0, "", 0));
+        CHECK(!ct_equal("abc", 3, "abd", 3));
+        CHECK(!ct_equal("xbc", 3, "abc", 3));
+        CHECK(!ct_equal("abc", 3, "abcd", 4));
+        CHECK(!ct_equal("abcd", 4, "abc", 3));
+        CHECK(!ct_equal("abc", 3, "", 0));
+        /* a shorter one padded with NULs is still not equal */
+        CHECK(!ct_equal("ab\0", 3, "ab", 2));
+}
+
+/* read_secret: one trailing newline stripped, too long and NUL refused. */
+static void check_secret(const char *content, size_t clen, size_t max, int want_r, const char *want) {
+        char path[] = "/tmp/test-util-secret-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        if (fd < 0)
+                return;
+        CHECK(write(fd, content, clen) == (ssize_t)clen);
+        close(fd);
+        struct stat st;
+        _cleanup_close_ int rfd = open_regular(path, &st);
+        CHECK(rfd >= 0);
+        _cleanup_free_ char *got = NULL;
+        size_t len = 0;
+        int r = read_secret(rfd, max, &got, &len);
+        unlink(path);
+        CHECK_EQ_INT(r, want_r);
+        if (r == 0 && want)
+                CHECK(len == strlen(want) && streq(got, want));
+}
+
+static void test_read_secret(void) {
+        check_secret("token\n", 6, 5, 0, "token");
+        check_secret("token", 5, 5, 0, "token");
+        check_secret("token\n\n", 7, 5, -EFBIG, NULL); /* one newline only */
+        check_secret("token\n\n", 7, 16, 0, "token\n");
+        check_secret("tokens", 6, 5, -EFBIG, NULL);
+        check_secret("tok\0en", 6, 16, -EBADMSG, NULL);
+        check_secret("", 0, 16, 0, "");
+        struct stat st;
+        CHECK_EQ_INT(open_regular("/", &st), -EBADFD);
+        CHECK_EQ_INT(open_regular("/nonexistent/x", &st), -ENOENT);
+}
+
 int main(void) {
         test_durations();
         test_numbers();
@@ -240,5 +288,7 @@ int main(void) {
         test_log_errno();
         test_greedy_realloc();
         test_log_ratelimit();
+        test_ct_equal();
+        test_read_secret();
         TEST_DONE();
 }

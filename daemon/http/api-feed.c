@@ -8,12 +8,9 @@
 
 /* The caller may feed a run: root, or the run's owner. */
 static bool may_feed(struct request *rq, const struct run *r) {
-        struct ucred cred;
-        if (!request_peer_cred(rq, &cred)) {
-                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+        if (!caller_known(rq))
                 return false;
-        }
-        if (cred.uid != 0 && (!r->info.has_uid || r->info.uid != cred.uid)) {
+        if (!rq->caller_root && (!r->info.has_uid || r->info.uid != rq->caller_uid)) {
                 respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r->info.id);
                 return false;
         }
@@ -137,16 +134,17 @@ void h_run_observations(struct request *rq, const char *const *parts, size_t npa
 
 /* No id: the caller's own run, or its nearest registered ancestor's. */
 void h_observations(struct request *rq, const char *const *parts, size_t nparts) {
-        struct ucred cred;
-        if (!check_args(rq, NULL))
+        if (!check_args(rq, NULL) || !caller_known(rq))
                 return;
-        if (!request_peer_cred(rq, &cred) || cred.pid <= 0) {
-                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+        if (rq->caller_pid <= 0) {
+                respond_error(rq, 400, "bad_request",
+                              "no calling process to find the run of: post to /v1/runs/ID/observations");
                 return;
         }
-        struct run *r = api_of(rq)->manager.ops->run_for_pid(api_of(rq)->manager.userdata, cred.pid);
+        struct run *r = api_of(rq)->manager.ops->run_for_pid(api_of(rq)->manager.userdata, rq->caller_pid);
         if (!r) {
-                respond_error(rq, 404, "not_found", "no registered run for process %d or its ancestors", (int)cred.pid);
+                respond_error(rq, 404, "not_found", "no registered run for process %d or its ancestors",
+                              (int)rq->caller_pid);
                 return;
         }
         if (may_feed(rq, r))

@@ -146,20 +146,13 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 req.tags_json = json_to_string(v);
         }
 
-        struct ucred cred = { .uid = 0 };
-        bool root = true;
-        if (rq->unix_socket) {
-                if (!request_peer_cred(rq, &cred)) {
-                        respond_error(rq, 403, "forbidden", "cannot identify the caller");
-                        return;
-                }
-                root = cred.uid == 0;
-        }
+        if (!caller_known(rq))
+                return;
         char err[256] = "";
         int64_t id = 0;
-        int r = api_of(rq)->manager.ops->register_run(api_of(rq)->manager.userdata, &req,
-                                                      &(struct caller){ .is_root = root, .uid = cred.uid }, &id, err,
-                                                      sizeof err);
+        int r = api_of(rq)->manager.ops->register_run(
+                api_of(rq)->manager.userdata, &req,
+                &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid }, &id, err, sizeof err);
         if (r < 0) {
                 respond_errno(rq, r, err);
                 return;
@@ -179,16 +172,14 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
         struct run_info ri;
         if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
                 return;
-        struct ucred cred = { .uid = 0 };
-        if (!request_peer_cred(rq, &cred)) {
+        if (!caller_known(rq)) {
                 run_info_done(&ri);
-                respond_error(rq, 403, "forbidden", "cannot identify the caller");
                 return;
         }
         char err[256] = "";
-        int r = api_of(rq)->manager.ops->unregister_run(api_of(rq)->manager.userdata, ri.id,
-                                                        &(struct caller){ .is_root = cred.uid == 0, .uid = cred.uid },
-                                                        err, sizeof err);
+        int r = api_of(rq)->manager.ops->unregister_run(
+                api_of(rq)->manager.userdata, ri.id,
+                &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid }, err, sizeof err);
         int64_t id = ri.id;
         run_info_done(&ri);
         if (r < 0) {

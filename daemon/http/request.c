@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json-util.h"
 
@@ -105,6 +106,12 @@ bool parse_time_arg(struct request *rq, const char *key, int64_t now_ms, int64_t
         respond_error(rq, 400, "bad_request", "%s: '%s' is neither a Unix time in ms nor a duration", key,
                       clean ? clean : "?");
         return false;
+}
+
+bool caller_known(struct request *rq) {
+        if (!rq->caller_known)
+                respond_error(rq, 403, "forbidden", "cannot identify the caller");
+        return rq->caller_known;
 }
 
 bool parse_id(struct request *rq, const char *s, int64_t *ret) {
@@ -387,4 +394,14 @@ void request_done(struct request *rq) {
         free(rq->target);
         free(rq->decoded);
         rq->text = rq->body = rq->target = rq->decoded = NULL;
+}
+
+enum auth_result request_check_bearer(const char *authorization, const char *token, size_t token_len) {
+        if (!authorization)
+                return AUTH_MISSING;
+        if (strncasecmp(authorization, "Bearer ", 7) != 0)
+                return AUTH_WRONG;
+        const char *given = authorization + 7;
+        given += strspn(given, " ");
+        return ct_equal(given, strlen(given), token, token_len) ? AUTH_OK : AUTH_WRONG;
 }

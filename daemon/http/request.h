@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -21,9 +21,15 @@
 #define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
 
 struct request {
-        void *userdata;   /* the server's, for the handlers */
-        void *conn;       /* the libmicrohttpd connection (server.c's) */
-        bool unix_socket; /* over the unix socket: read-write, SO_PEERCRED */
+        void *userdata; /* the server's, for the handlers */
+        void *conn;     /* the libmicrohttpd connection (server.c's) */
+        /* Who asks, as server.c found out before the handler runs: over the
+         * unix socket its SO_PEERCRED; over TCP with the configured bearer
+         * token root (no pid); else unknown (a GET over TCP). */
+        bool caller_known;
+        bool caller_root;
+        uid_t caller_uid;
+        pid_t caller_pid; /* 0: no process to name (TCP) */
         const char *method;
         char *body;
         size_t body_len;
@@ -101,6 +107,8 @@ bool check_args(struct request *rq, const char *const *allowed);
 /* A timestamp (Unix ms) or a duration meaning "that long ago"; *ret is
  * left alone when the argument is absent. False: answered 400. */
 bool parse_time_arg(struct request *rq, const char *key, int64_t now_ms, int64_t *ret);
+/* Whether the caller is known (rq->caller_*). False: answered 403. */
+bool caller_known(struct request *rq);
 /* A positive run id. False: answered 400. */
 bool parse_id(struct request *rq, const char *s, int64_t *ret);
 /* The body as a JSON object (parse_body) or any JSON value; NULL: answered. */
@@ -122,5 +130,8 @@ bool valid_label(const char *s, size_t max);
 int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
                size_t *ret_n);
 
-/* The unix-socket caller's SO_PEERCRED (server.c). */
-bool request_peer_cred(struct request *rq, struct ucred *ret);
+/* The Authorization header (NULL: none) against the configured token:
+ * AUTH_OK for "Bearer <token>" (the scheme in any case; compared in constant
+ * time), AUTH_MISSING without the header, AUTH_WRONG for anything else. */
+enum auth_result { AUTH_MISSING, AUTH_WRONG, AUTH_OK };
+enum auth_result request_check_bearer(const char *authorization, const char *token, size_t token_len);

@@ -73,13 +73,23 @@ struct server {
         void *userdata;
         uint64_t (*generation)(void *userdata);
         struct listener tcp, unx;
+        /* the PEMs the TCP listener serves HTTPS with (copies of the
+         * config's, which a reload replaces); NULL: plain HTTP */
+        char *tls_cert, *tls_key;
         struct cache_entry cache[CACHE_ENTRIES];
         unsigned cache_next;
 };
 
+/* One more header of an answer: Allow (405), WWW-Authenticate (401). */
+struct header {
+        const char *name, *value;
+};
+
+#define ALLOW(v) ((v) ? &(const struct header){ MHD_HTTP_HEADER_ALLOW, (v) } : NULL)
+
 /* Queues body (malloc'ed, len bytes; taken over in every case). */
 static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *content_type, char *body,
-                                  size_t len, const char *allow) {
+                                  size_t len, const struct header *h) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(body);
@@ -87,39 +97,34 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, con
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        if (allow)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        if (h)
+                MHD_add_response_header(resp, h->name, h->value);
         enum MHD_Result r = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return r;
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text, size_t len,
-                                 const char *allow) {
+                                 const struct header *h) {
         char *copy = malloc(len + 2);
         if (!copy)
                 return MHD_NO;
         memcpy(copy, text, len);
         copy[len] = '\n';
         copy[len + 1] = 0;
-        return send_owned(c, status, "application/json", copy, len + 1, allow);
+        return send_owned(c, status, "application/json", copy, len + 1, h);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j, const char *allow) {
+static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j,
+                                     const struct header *h) {
         const char *text = j ? json_to_string(j) : "{}";
-        return send_text(c, status, text, strlen(text), allow);
+        return send_text(c, status, text, strlen(text), h);
 }
 
 static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status, const char *code, const char *msg,
-                                      const char *allow) {
+                                      const struct header *h) {
         _cleanup_json_ json_object *root = json_error_new(code, msg);
-        return send_response(c, status, root, allow);
-}
-
-bool request_peer_cred(struct request *rq, struct ucred *ret) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        socklen_t len = sizeof *ret;
-        return ci && getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, ret, &len) == 0;
+        return send_response(c, status, root, h);
 }
 
 static void dispatch(const struct server *s, struct request *rq) {
@@ -370,6 +375,51 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
         return rq;
 }
 
+/* Who asks (rq->caller_*), and whether it may use method: over the unix
+ * socket anyone may (the handlers decide from SO_PEERCRED); over TCP, GET and
+ * HEAD are open and the rest needs the configured token, which makes the
+ * caller root. False: refused, with the answer queued in *ret. */
+static bool authorize(const struct listener *l, struct MHD_Connection *conn, struct request *rq, bool safe,
+                      enum MHD_Result *ret) {
+        const struct config *c = l->server->config;
+        if (l->unix_socket) {
+                const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                struct ucred cred;
+                socklen_t len = sizeof cred;
+                if (ci && getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                        rq->caller_known = true;
+                        rq->caller_root = cred.uid == 0;
+                        rq->caller_uid = cred.uid;
+                        rq->caller_pid = cred.pid;
+                }
+                return true;
+        }
+        if (!c->http_token) {
+                if (!safe)
+                        *ret = send_error_now(conn, 405, "method_not_allowed",
+                                              "the TCP API is read-only: use the unix socket to change anything",
+                                              ALLOW("GET, HEAD"));
+                return safe;
+        }
+        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        switch (request_check_bearer(auth, c->http_token, c->http_token_len)) {
+        case AUTH_OK:
+                rq->caller_known = rq->caller_root = true;
+                return true;
+        case AUTH_MISSING:
+                if (!safe)
+                        *ret = send_error_now(
+                                conn, 401, "unauthorized", "over TCP this needs the token: Authorization: Bearer TOKEN",
+                                &(const struct header){ MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"mlmond\"" });
+                return safe;
+        case AUTH_WRONG:
+                break;
+        }
+        log_debug("http: a request over TCP with a wrong token refused");
+        *ret = send_error_now(conn, 403, "forbidden", "wrong token", NULL);
+        return false;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -384,12 +434,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                  * so a refused body is never read. */
                 conn_head_received(conn);
                 rq->conn = conn;
-                bool read_only = !l->unix_socket;
                 bool safe = streq(method, "GET") || streq(method, "HEAD");
-                if (read_only && !safe)
-                        return send_error_now(conn, 405, "method_not_allowed",
-                                              "the TCP API is read-only: use the unix socket to change anything",
-                                              "GET, HEAD");
+                enum MHD_Result refused;
+                if (!authorize(l, conn, rq, safe, &refused))
+                        return refused;
                 const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
                 uint64_t len = 0;
@@ -398,7 +446,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 if (safe && (len > 0 || te))
                         return send_error_now(conn, 413, "payload_too_large", "GET takes no request body", NULL);
                 rq->userdata = l->server->userdata;
-                rq->unix_socket = l->unix_socket;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -453,7 +500,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 const char *text = json_to_string(rq->json);
                 cache_store(l->server, TAKE_PTR(key), text, strlen(text), NULL);
         }
-        return send_response(conn, status, rq->json, rq->allow);
+        return send_response(conn, status, rq->json, ALLOW(rq->allow));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -551,6 +598,7 @@ static int listener_attach(struct server *a, struct listener *l, char *err, size
 static struct MHD_Daemon *start_mhd(struct server *a, struct listener *l, int listen_fd, const struct sockaddr *sa,
                                     unsigned flags) {
         const struct config *c = a->config;
+        bool tls = !l->unix_socket && a->tls_cert;
         l->server = a;
         struct MHD_OptionItem opts[] = {
                 /* one more than ours: conn_admit() sees the new connection
@@ -566,26 +614,85 @@ static struct MHD_Daemon *start_mhd(struct server *a, struct listener *l, int li
                 { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL },
                 { listen_fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR, listen_fd >= 0 ? listen_fd : 0,
                   (void *)sa },
+                /* the TCP listener with a certificate: HTTPS (the list ends
+                 * here otherwise) */
+                { tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, a->tls_cert },
+                { MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key },
                 { MHD_OPTION_END, 0, NULL },
         };
-        return MHD_start_daemon(flags | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, l,
-                                MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+        return MHD_start_daemon(flags | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
+                                on_access, l, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
+static bool sockaddr_loopback(const struct sockaddr *sa) {
+        if (sa->sa_family == AF_INET)
+                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+        return sa->sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+/* HTTPS when the config has a certificate: the server's own copies of the
+ * PEMs, for the life of the listener. */
+static int tls_setup(struct server *a, char *err, size_t errlen) {
+        const struct config *c = a->config;
+        if (!c->http_tls_cert_pem)
+                return 0;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+                snprintf(err, errlen, "tls_cert: this libmicrohttpd was built without TLS");
+                return -EOPNOTSUPP;
+        }
+        a->tls_cert = strdup(c->http_tls_cert_pem);
+        a->tls_key = strdup(c->http_tls_key_pem);
+        return a->tls_cert && a->tls_key ? 0 : -ENOMEM;
+}
+
+/* A non-loopback TCP listener: said, and refused for a token without TLS
+ * (config_validate() checks `listen`; this is the socket systemd passed). */
+static int check_exposure(const struct server *a, const struct sockaddr *sa, char *err, size_t errlen) {
+        const char *listen = a->config->listen;
+        if (sockaddr_loopback(sa))
+                return 0;
+        if (a->config->http_token && !a->tls_cert) {
+                snprintf(err, errlen,
+                         "token_file: the TCP socket (%s) is not a loopback address and there is no TLS: the token "
+                         "would travel in clear text (set tls_cert and tls_key)",
+                         listen);
+                return -EINVAL;
+        }
+        if (a->config->http_token)
+                log_info("listen: %s is not a loopback address: GETs are open to the network, the rest needs the "
+                         "token",
+                         listen);
+        else
+                log_warning("listen: %s is not a loopback address: the read-only API is reachable from the network",
+                            listen);
+        return 0;
 }
 
 static int start_tcp(struct server *a, char *err, size_t errlen) {
         const char *listen = a->config->listen;
         if (address_off(listen))
                 return 0;
+        int q = tls_setup(a, err, errlen);
+        if (q < 0)
+                return q;
+        const char *what = a->tls_cert ? "HTTPS" : "HTTP";
+        a->tcp.unix_socket = false;
         /* Under systemd the socket comes from mlmond-http.socket (so the
          * service needs no AF_INET); `listen` then only switches it off. */
         int sfd = TAKE_FD(a->tcp_fd);
         if (sfd >= 0) {
-                a->tcp.unix_socket = false;
-                a->tcp.mhd = start_mhd(a, &a->tcp, sfd, NULL, 0);
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof ss;
+                if (getsockname(sfd, (struct sockaddr *)&ss, &len) < 0)
+                        q = errorf(err, errlen, errno, "listen: the socket systemd passed: %m");
+                else
+                        q = check_exposure(a, (struct sockaddr *)&ss, err, errlen);
+                a->tcp.mhd = q < 0 ? NULL : start_mhd(a, &a->tcp, sfd, NULL, 0);
                 if (!a->tcp.mhd) {
                         safe_close(sfd);
-                        snprintf(err, errlen, "listen: cannot serve HTTP on the socket systemd passed");
-                        return -EIO;
+                        if (q >= 0)
+                                snprintf(err, errlen, "listen: cannot serve %s on the socket systemd passed", what);
+                        return q < 0 ? q : -EIO;
                 }
                 return listener_attach(a, &a->tcp, err, errlen);
         }
@@ -595,21 +702,17 @@ static int start_tcp(struct server *a, char *err, size_t errlen) {
                 snprintf(err, errlen, "listen: %s", why);
                 return -EINVAL;
         }
+        q = check_exposure(a, res->ai_addr, err, errlen);
         unsigned flags = res->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0;
-        a->tcp.unix_socket = false;
-        a->tcp.mhd = start_mhd(a, &a->tcp, -1, res->ai_addr, flags);
-        bool loopback = (res->ai_family == AF_INET &&
-                         (ntohl(((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
-                        (res->ai_family == AF_INET6 &&
-                         IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr));
+        a->tcp.mhd = q < 0 ? NULL : start_mhd(a, &a->tcp, -1, res->ai_addr, flags);
         freeaddrinfo(res);
+        if (q < 0)
+                return q;
         if (!a->tcp.mhd) {
-                snprintf(err, errlen, "listen: cannot serve HTTP on %s (address in use?)", listen);
+                snprintf(err, errlen, "listen: cannot serve %s on %s (address in use%s?)", what, listen,
+                         a->tls_cert ? ", or tls_cert and tls_key not a certificate and its key" : "");
                 return -EADDRINUSE;
         }
-        if (!loopback)
-                log_warning("listen: %s is not a loopback address: the read-only API is reachable from the network",
-                            listen);
         return listener_attach(a, &a->tcp, err, errlen);
 }
 
@@ -677,6 +780,10 @@ void server_free(struct server *a) {
         listener_stop(&a->tcp);
         listener_stop(&a->unx);
         safe_close(a->tcp_fd); /* not handed to libmicrohttpd (listen = none) */
+        if (a->tls_key)
+                explicit_bzero(a->tls_key, strlen(a->tls_key));
+        free(a->tls_key);
+        free(a->tls_cert);
         free(a);
 }
 

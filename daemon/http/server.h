@@ -2,8 +2,11 @@
 /* The one file that knows libmicrohttpd: the TCP and unix-socket listeners
  * in external-epoll mode on the daemon's sd-event loop, request bodies,
  * routing through a table, a small cache of GET answers, and sending what
- * a handler built. TCP is read-only (405 for anything else); the unix
- * socket takes every method and identifies its caller with SO_PEERCRED. */
+ * a handler built. The unix socket takes every method and identifies its
+ * caller with SO_PEERCRED. TCP (HTTPS with [http] tls_cert and tls_key) is
+ * read-only (405 for anything else) unless [http] token_file is set: then
+ * "Authorization: Bearer TOKEN" allows every method, as root (401 without
+ * it, 403 for a wrong one). */
 #pragma once
 
 #include <stdbool.h>

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -350,11 +351,11 @@ class Mlmond:
 
     # ---- HTTP ----------------------------------------------------------------
 
+    def tcp_connection(self, timeout):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
     def request(self, method, path, body=None, unix=False, headers=None, timeout=HTTP_TIMEOUT):
-        if unix:
-            conn = UnixHTTPConnection(self.socket_path, timeout=timeout)
-        else:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = UnixHTTPConnection(self.socket_path, timeout=timeout) if unix else self.tcp_connection(timeout)
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body).encode()
@@ -440,14 +441,14 @@ def tmpdir_0755():
 @pytest.fixture
 def make_mlmond(tmpdir_0755):
     """Factory: make_mlmond(interval=..., config_text=...) starts a daemon
-    (make_mlmond(cls, ...): one of a subclass of Mlmond); every one started
-    is stopped (and checked) at teardown."""
+    (of cls=, a subclass of Mlmond, if given); every one started is stopped
+    (and checked) at teardown."""
     started = []
 
-    def make(cls=None, **kw):
+    def make(cls=Mlmond, **kw):
         sub = tempfile.mkdtemp(dir=tmpdir_0755)
         os.chmod(sub, 0o755)
-        d = (cls or Mlmond)(sub, **kw)
+        d = cls(sub, **kw)
         started.append(d)
         return d
 
@@ -495,3 +496,21 @@ def data_dir(tmpdir_0755):
         subprocess.run(["rm", "-rf", "--one-file-system", d], check=False)
     else:
         yield tmpdir_0755
+
+
+def make_cert(d, name, san):
+    """A self-signed certificate and its key, by openssl; returns (cert, key)."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed")
+    cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "1", "-subj", "/CN=" + san.split(",")[0].split(":")[1],
+                        "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    return cert, key
+
+
+@pytest.fixture
+def localhost_cert(tmpdir_0755):
+    return make_cert(tmpdir_0755, "localhost", "DNS:localhost,IP:127.0.0.1")

@@ -10,7 +10,6 @@ self-signed certificate made by openssl for each test."""
 import http.server
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -19,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import MLMONCTL, free_port
+from conftest import MLMONCTL, free_port, make_cert
 
 RUNS = {"runs": [], "truncated": False}
 TOKEN = "tok-3f9a1c7e.b2_d0~x+y/z="
@@ -107,28 +106,10 @@ def servers():
         s.close()
 
 
-def make_cert(d, name, san):
-    """A self-signed certificate and its key, by openssl; returns (cert, key)."""
-    if not shutil.which("openssl"):
-        pytest.skip("openssl is not installed")
-    cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-days", "1", "-subj", "/CN=" + san.split(",")[0].split(":")[1],
-                        "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert],
-                       capture_output=True, timeout=30)
-    assert r.returncode == 0, r.stderr.decode()
-    return cert, key
-
-
 def tls_context(cert, key):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     return ctx
-
-
-@pytest.fixture
-def localhost_cert(tmpdir_0755):
-    return make_cert(tmpdir_0755, "localhost", "DNS:localhost,IP:127.0.0.1")
 
 
 # ---- plain HTTP to the real daemon ------------------------------------------------
