@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,7 +41,8 @@ struct listener {
         bool unix_socket; /* read-write, SO_PEERCRED */
         char *unlink_path;
         struct conn *conns;
-        unsigned n_conns; /* not counting the killed ones */
+        unsigned n_conns;     /* not counting the killed ones */
+        usec_t waiting_since; /* connections seen waiting unaccepted since (0: none) */
 };
 
 /* GET answers cached per URL until the data changes (the manager's data
@@ -790,37 +792,29 @@ void server_free(struct server *a) {
 /* ---- whether the listeners take their connections -------------------------
  * A listening socket that stays readable (connections wait in its backlog)
  * for longer than LISTENER_STUCK_USEC is not being served: libmicrohttpd
- * has stopped accepting on it. Polled without waiting; `since` remembers
- * when each one was first seen with connections waiting. */
-#include <poll.h>
-
+ * has stopped accepting on it. Polled without waiting. */
 #define LISTENER_STUCK_USEC (2 * USEC_PER_SEC)
 
 bool server_accepting(struct server *s, char *why, size_t len) {
-        static const struct server *seen;
-        static usec_t since[2];
         struct listener *ls[2] = { &s->tcp, &s->unx };
         usec_t now = now_usec(CLOCK_MONOTONIC);
         bool ok = true;
 
-        if (seen != s) {
-                seen = s;
-                since[0] = since[1] = 0;
-        }
         for (size_t i = 0; i < ELEMENTSOF(ls); i++) {
+                usec_t *since = &ls[i]->waiting_since;
                 const union MHD_DaemonInfo *di = ls[i]->mhd ? MHD_get_daemon_info(ls[i]->mhd, MHD_DAEMON_INFO_LISTEN_FD)
                                                             : NULL;
                 struct pollfd p = { .fd = di ? di->listen_fd : -1, .events = POLLIN };
                 if (p.fd < 0 || poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) {
-                        since[i] = 0;
+                        *since = 0;
                         continue;
                 }
-                if (since[i] == 0)
-                        since[i] = now;
-                if (now - since[i] >= LISTENER_STUCK_USEC) {
+                if (*since == 0)
+                        *since = now;
+                if (now - *since >= LISTENER_STUCK_USEC) {
                         if (ok)
                                 snprintf(why, len, "%s listener: connections have waited %.1f s unaccepted",
-                                         ls[i]->unix_socket ? "unix socket" : "TCP", (double)(now - since[i]) / 1e6);
+                                         ls[i]->unix_socket ? "unix socket" : "TCP", (double)(now - *since) / 1e6);
                         ok = false;
                 }
         }
