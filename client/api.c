@@ -29,6 +29,9 @@ int usage_error(const char *fmt, ...) {
         return EXIT_USAGE;
 }
 
+/* While set, error lines are not printed: the first one is kept here. */
+static char **captured_error;
+
 static void error_linev(const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = text_vprintf(fmt, ap);
         if (!msg) {
@@ -36,6 +39,11 @@ static void error_linev(const char *fmt, va_list ap) {
                 return;
         }
         _cleanup_free_ char *p = text_printable(msg);
+        if (captured_error) {
+                if (!*captured_error)
+                        *captured_error = p ? TAKE_PTR(p) : TAKE_PTR(msg);
+                return;
+        }
         fprintf(stderr, "mlmonctl: %s\n", p ? p : msg);
 }
 
@@ -125,6 +133,9 @@ static void print_http_error(const struct http_response *resp) {
                 error_line("request failed: HTTP %d", resp->status);
 }
 
+/* the transport's error of the last request, 0 if it got an answer */
+static int last_transport_error;
+
 int api_call_full(const char *method, const char *path, json_object *body, bool quiet, json_object **ret_json,
                   char **ret_raw) {
         struct http_response resp = {};
@@ -136,6 +147,7 @@ int api_call_full(const char *method, const char *path, json_object *body, bool 
                 return -1;
         }
         r = http_request(&endpoint, method, path, b, REQUEST_TIMEOUT_MS, &resp);
+        last_transport_error = r < 0 ? r : 0;
         if (r < 0) {
                 if (!quiet)
                         print_request_error(r);
@@ -323,6 +335,16 @@ int register_pid(const struct args *a, pid_t pid, char **ret_raw, int64_t *ret_i
         if (ret_raw)
                 *ret_raw = TAKE_PTR(raw);
         return 0;
+}
+
+int register_pid_quiet(const struct args *a, pid_t pid, int64_t *ret_id, char **ret_error, int *ret_unreachable) {
+        *ret_error = NULL;
+        captured_error = ret_error;
+        last_transport_error = 0;
+        int r = register_pid(a, pid, NULL, ret_id);
+        captured_error = NULL;
+        *ret_unreachable = r < 0 ? last_transport_error : 0;
+        return r;
 }
 
 int terminal_width(void) {

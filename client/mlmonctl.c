@@ -27,10 +27,13 @@ void help(void) {
                "  unregister ID          Stop sampling a run; its data stays\n"
                "  list [--all]           List running runs (--all: ended ones too)\n"
                "  show ID                One run: identity, latest sample, summary, leak verdict\n"
-               "  run [REGISTER OPTIONS] [--report FILE] -- CMD [ARGS...]\n"
+               "  run [REGISTER OPTIONS] [--report FILE] [--require-daemon] -- CMD [ARGS...]\n"
                "                         Run CMD as a registered run, forward signals to it,\n"
                "                         print its report on stderr when it ends (and write it\n"
-               "                         as JSON to FILE); exits with CMD's status\n"
+               "                         as JSON to FILE); exits with CMD's status. Without\n"
+               "                         mlmond CMD runs unmonitored (one warning), unless\n"
+               "                         --require-daemon. CMD gets MLMON_RUN_ID, MLMON_SOCKET\n"
+               "                         and MLMON_STATSD_SOCKET\n"
                "  observe [--id ID] [--category C] OP MS\n"
                "                         Record one timing of MS milliseconds for operation OP\n"
                "                         (default run: this process's or its nearest registered\n"
@@ -234,7 +237,9 @@ static const struct verb verbs[] = {
         { "unregister", 1, 1, 0, verb_unregister, OPTIONS(), OPERANDS("run ID") },
         { "list", 0, 0, 0, verb_list, OPTIONS({ "all", no_argument, NULL, ARG_ALL }), NULL },
         { "show", 1, 1, 0, verb_show, OPTIONS(), OPERANDS("run ID") },
-        { "run", 1, VERB_ANY, VERB_IN_ORDER, verb_run, OPTIONS(OPTIONS_REGISTER, REQUIRED("report", ARG_REPORT)),
+        { "run", 1, VERB_ANY, VERB_IN_ORDER, verb_run,
+          OPTIONS(OPTIONS_REGISTER, REQUIRED("report", ARG_REPORT),
+                  { "require-daemon", no_argument, NULL, ARG_REQUIRE_DAEMON }),
           OPERANDS("command (mlmonctl run [OPTIONS] -- CMD [ARGS...])") },
         { "observe", 2, 2, 0, verb_observe, OPTIONS(REQUIRED("id", ARG_ID), REQUIRED("category", ARG_CATEGORY)),
           OPERANDS("OP", "MS") },

@@ -72,6 +72,7 @@ enum {
         ARG_URL,
         ARG_TOKEN_FILE,
         ARG_CA_FILE,
+        ARG_REQUIRE_DAEMON,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -98,7 +99,8 @@ struct args {
         json_object *tags; /* owned */
         bool all;
         const char *report;
-        uint64_t id; /* --id; 0: not given */
+        bool require_daemon; /* run: refuse to run the job unmonitored */
+        uint64_t id;         /* --id; 0: not given */
         const char *category;
         const char *window;
         const char *since_mark;
@@ -154,6 +156,11 @@ static inline int api_call(const char *method, const char *path, json_object *bo
 /* POST /v1/runs; on success the run's id and, if ret_raw, the answer as
  * sent. Prints errors. */
 int register_pid(const struct args *a, pid_t pid, char **ret_raw, int64_t *ret_id);
+/* The same, printing nothing: on failure *ret_error is the line it would
+ * have printed (NULL when out of memory) and *ret_unreachable is the
+ * transport's error (negative errno) when mlmond could not be reached at
+ * all, 0 when it answered and refused. */
+int register_pid_quiet(const struct args *a, pid_t pid, int64_t *ret_id, char **ret_error, int *ret_unreachable);
 
 /* windows[0] of a throughput answer (borrowed), or NULL. */
 json_object *throughput_window(json_object *answer);

@@ -167,6 +167,9 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                                 return usage_error("--report: empty file name");
                         a->report = optarg;
                         break;
+                case ARG_REQUIRE_DAEMON:
+                        a->require_daemon = true;
+                        break;
                 case ARG_ID:
                         r = parse_id(optarg, "run ID", INT64_MAX, &a->id);
                         if (r != CONTINUE)

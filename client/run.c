@@ -4,12 +4,14 @@
  * prints its report (and writes it with --report) and exits with its
  * status. */
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "http-client.h"
 #include "json-util.h"
 #include "mlmonctl.h"
 #include "output.h"
@@ -60,23 +62,103 @@ static void set_forwarding(bool on) {
         }
 }
 
+/* The go message: 'g', then the run id in decimal ("" when the job runs
+ * unmonitored), NUL-padded to a fixed size. */
+#define GO_SIZE 32
+
+/* What the job learns of its run: MLMON_RUN_ID (unset when unmonitored),
+ * and where the daemon is, so that mlmonctl and StatsD clients in the job
+ * find it (the StatsD socket: as given, else statsd.sock next to the API
+ * socket, as in the default layout). */
+static void job_environment(const char *id) {
+        if (*id)
+                setenv("MLMON_RUN_ID", id, 1);
+        else
+                unsetenv("MLMON_RUN_ID");
+        if (arg_url) {
+                setenv("MLMON_URL", arg_url, 1);
+                return;
+        }
+        unsetenv("MLMON_URL"); /* it would win over MLMON_SOCKET */
+        setenv("MLMON_SOCKET", arg_socket, 1);
+        const char *e = getenv("MLMON_STATSD_SOCKET");
+        if (e && *e)
+                return;
+        const char *slash = strrchr(arg_socket, '/');
+        char statsd[PATH_MAX];
+        int n = slash ? snprintf(statsd, sizeof statsd, "%.*s/statsd.sock", (int)(slash - arg_socket), arg_socket)
+                      : snprintf(statsd, sizeof statsd, "statsd.sock");
+        if (n > 0 && (size_t)n < sizeof statsd)
+                setenv("MLMON_STATSD_SOCKET", statsd, 1);
+}
+
 /* In the child: wait for the go from the parent (sent once the process is
  * registered, so that not a single instruction of CMD runs unobserved), then
- * become CMD. EOF without the go byte means mlmonctl died or gave up. */
+ * become CMD. EOF without the whole go message means mlmonctl died or gave
+ * up. */
 _Noreturn static void child_exec(int fd, char **cmd) {
-        char go;
-        ssize_t k;
-        do
-                k = read(fd, &go, 1);
-        while (k < 0 && errno == EINTR);
-        if (k != 1)
+        char go[GO_SIZE];
+        size_t got = 0;
+        while (got < sizeof go) {
+                ssize_t k = read(fd, go + got, sizeof go - got);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        _exit(127);
+                got += (size_t)k;
+        }
+        if (go[0] != 'g')
                 _exit(127);
+        go[GO_SIZE - 1] = 0;
         close(fd);
+        job_environment(go + 1);
         execvp(cmd[0], cmd);
         int e = errno;
         fprintf(stderr, "mlmonctl: %s: %m\n", cmd[0]); /* errno is e */
         /* the shell's convention: 127 not found, 126 found but not runnable */
         _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+/* Lets the child go, with its run id (0: unmonitored). */
+static void send_go(int fd, int64_t id) {
+        char go[GO_SIZE] = "g";
+        if (id > 0)
+                snprintf(go + 1, sizeof go - 1, "%" PRId64, id);
+        size_t sent = 0;
+        while (sent < sizeof go) {
+                ssize_t k = send(fd, go + sent, sizeof go - sent, MSG_NOSIGNAL);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return; /* the child is gone already (killed meanwhile); waitpid says how */
+                sent += (size_t)k;
+        }
+}
+
+/* Registers the job. When mlmond cannot be reached or does not take it,
+ * the job runs unmonitored (*ret_id 0) after one warning, unless
+ * --require-daemon: then the error is printed and -1 returned. */
+static int register_job(const struct args *a, pid_t pid, int64_t *ret_id) {
+        _cleanup_free_ char *err = NULL;
+        int unreachable;
+
+        if (register_pid_quiet(a, pid, ret_id, &err, &unreachable) == 0)
+                return 0;
+        *ret_id = 0;
+        if (a->require_daemon) {
+                error_line("%s", err ? err : "out of memory");
+                return -1;
+        }
+        if (unreachable && endpoint.detail[0])
+                error_line("cannot reach mlmond at %s (%s): running the job unmonitored", daemon_address(),
+                           endpoint.detail);
+        else if (unreachable)
+                error_line_errno(unreachable, "cannot reach mlmond at %s (%m): running the job unmonitored",
+                                 daemon_address());
+        else
+                error_line("mlmond at %s did not register the job (%s): running the job unmonitored", daemon_address(),
+                           err ? err : "out of memory");
+        return 0;
 }
 
 /* Waits for the job to end without reaping it: until reap_child() the pid
@@ -157,7 +239,10 @@ static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, 
                          sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         else
                 snprintf(what, sizeof what, "exited with status %d", exit_status);
-        fprintf(f, "mlmonctl: run %" PRId64 "%s%s%s %s %s after %.2f s\n", id, pname ? " (" : "", pname ? pname : "",
+        char run_name[40] = "unmonitored run";
+        if (id > 0)
+                snprintf(run_name, sizeof run_name, "run %" PRId64, id);
+        fprintf(f, "mlmonctl: %s%s%s%s %s %s after %.2f s\n", run_name, pname ? " (" : "", pname ? pname : "",
                 pname ? ")" : "", pcmd ? pcmd : cmd[0], what, wall_s);
         if (run)
                 print_summary(f, json_get_object(run, "summary"));
@@ -173,7 +258,7 @@ int verb_run(struct args *a) {
         _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL;
         char **cmd = a->operands;
         int sv[2], r, status;
-        int64_t id;
+        int64_t id = 0;
 
         /* Inherited SIGCHLD=SIG_IGN would have the kernel reap the job and
          * take its exit status with it. */
@@ -202,7 +287,7 @@ int verb_run(struct args *a) {
         forward_pid = pid;
         set_forwarding(true);
 
-        if (register_pid(a, pid, NULL, &id) < 0) {
+        if (register_job(a, pid, &id) < 0) {
                 forward_pid = 0;
                 kill(pid, SIGKILL);
                 while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -211,17 +296,13 @@ int verb_run(struct args *a) {
         }
 
         usec_t start = now_usec(CLOCK_MONOTONIC);
-        ssize_t k;
-        do
-                k = send(go_fd, "g", 1, MSG_NOSIGNAL);
-        while (k < 0 && errno == EINTR);
-        /* k < 0: the child is gone already (killed meanwhile); waitpid says how */
+        send_go(go_fd, id);
         go_fd = safe_close(go_fd);
 
         r = wait_child_exited(pid);
         double wall_s = (double)(now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC;
         /* the daemon takes its last sample of the exited (unreaped) job */
-        if (r == 0)
+        if (r == 0 && id > 0)
                 run = fetch_final_run(id);
         if (r == 0)
                 r = reap_child(pid, &status);
@@ -248,8 +329,12 @@ int verb_run(struct args *a) {
 
         if (a->report) {
                 r = write_report(a->report, run, latency, window, cmd, exit_status, sig);
-                if (r < 0)
+                if (r < 0) {
                         error_line_errno(r, "cannot write report to %s: %m", a->report);
+                        /* the job's own failure says enough; its success must not hide ours */
+                        if (exit_status == 0)
+                                exit_status = EXIT_FAILED;
+                }
         }
         return exit_status;
 }

@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""`mlmonctl run` never stops a job from running: without a daemon the job
+runs unmonitored (one warning, its own exit status) unless --require-daemon;
+the job finds its run and the daemon in its environment; a report that
+cannot be written is an error exit after the job ran."""
+
+import os
+import subprocess
+import sys
+import time
+
+from conftest import MLMONCTL, strict_json
+
+WARNING = b"running the job unmonitored"
+
+
+def ctl_at(socket, *args, env=None, timeout=30):
+    e = dict(os.environ)
+    e.pop("MLMON_SOCKET", None)
+    e.pop("MLMON_URL", None)
+    e.pop("MLMON_STATSD_SOCKET", None)
+    e.update(env or {})
+    return subprocess.run([MLMONCTL, "--socket", socket] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                          capture_output=True, env=e, timeout=timeout)
+
+
+def env_job(path, status=0):
+    """A job that writes the MLMON_ part of its environment, as JSON, to
+    path, then exits with status."""
+    code = ("import json, os, sys; "
+            f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('MLMON_')}}, open({path!r}, 'w')); "
+            f"sys.exit({status})")
+    return [sys.executable, "-c", code]
+
+
+def read_json(path):
+    with open(path, "rb") as f:
+        return strict_json(f.read())
+
+
+def mlmonctl_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith(b"mlmonctl: ")]
+
+
+def test_no_daemon_runs_the_job_unmonitored(tmpdir_0755):
+    missing = os.path.join(tmpdir_0755, "nobody-here.sock")
+    ran = os.path.join(tmpdir_0755, "ran")
+    r = ctl_at(missing, "run", "--", "sh", "-c", f"echo yes > {ran}; exit 3")
+    assert r.returncode == 3, r.stderr.decode()
+    assert open(ran).read() == "yes\n"
+    assert r.stderr.count(WARNING) == 1, r.stderr.decode()
+    warning = [line for line in r.stderr.splitlines() if WARNING in line]
+    assert warning[0].startswith(b"mlmonctl: cannot reach mlmond at " + missing.encode()), warning
+    assert b"exited with status 3" in r.stderr, r.stderr.decode()
+
+
+def test_no_daemon_environment_and_report(tmpdir_0755):
+    missing = os.path.join(tmpdir_0755, "nobody-here.sock")
+    env_path = os.path.join(tmpdir_0755, "env.json")
+    report = os.path.join(tmpdir_0755, "report.json")
+    # an MLMON_RUN_ID from an outer run is not passed on as this job's
+    r = ctl_at(missing, "run", "--report", report, "--", *env_job(env_path, 5), env={"MLMON_RUN_ID": "99"})
+    assert r.returncode == 5, r.stderr.decode()
+    env = read_json(env_path)
+    assert "MLMON_RUN_ID" not in env, env
+    assert env["MLMON_SOCKET"] == missing, env
+    assert env["MLMON_STATSD_SOCKET"] == os.path.join(tmpdir_0755, "statsd.sock"), env
+    rep = read_json(report)
+    assert rep["run"] is None and rep["exit_status"] == 5 and rep["signal"] is None, rep
+
+    # a StatsD socket given by the caller is kept
+    r = ctl_at(missing, "run", "--", *env_job(env_path), env={"MLMON_STATSD_SOCKET": "/elsewhere/s.sock"})
+    assert r.returncode == 0, r.stderr.decode()
+    assert read_json(env_path)["MLMON_STATSD_SOCKET"] == "/elsewhere/s.sock"
+
+
+def test_require_daemon_refuses(tmpdir_0755):
+    missing = os.path.join(tmpdir_0755, "nobody-here.sock")
+    ran = os.path.join(tmpdir_0755, "ran")
+    r = ctl_at(missing, "run", "--require-daemon", "--", "sh", "-c", f"touch {ran}; exit 3")
+    assert r.returncode == 1, r.stderr.decode()
+    assert not os.path.exists(ran), "the job ran"
+    assert WARNING not in r.stderr and missing.encode() in r.stderr, r.stderr.decode()
+    assert len(mlmonctl_lines(r.stderr)) == 1, r.stderr.decode()
+
+
+def test_unwritable_report_without_daemon_is_an_error(tmpdir_0755):
+    missing = os.path.join(tmpdir_0755, "nobody-here.sock")
+    ran = os.path.join(tmpdir_0755, "ran")
+    report = os.path.join(tmpdir_0755, "no-such-dir", "report.json")
+    r = ctl_at(missing, "run", "--report", report, "--", "sh", "-c", f"touch {ran}")
+    assert r.returncode == 1, r.stderr.decode()
+    assert os.path.exists(ran)
+    assert b"cannot write report to " + report.encode() in r.stderr, r.stderr.decode()
+
+
+def test_job_knows_its_run(mlmond, tmpdir_0755):
+    env_path = os.path.join(tmpdir_0755, "env.json")
+    report = os.path.join(tmpdir_0755, "report.json")
+    r = mlmond.ctl("run", "--name", "knows", "--report", report, "--", *env_job(env_path, 2),
+                   env={"MLMON_RUN_ID": "99", "MLMON_STATSD_SOCKET": ""})
+    assert r.returncode == 2, r.stderr.decode()
+    assert WARNING not in r.stderr, r.stderr.decode()
+    env = read_json(env_path)
+    run_id = read_json(report)["run"]["id"]
+    assert env["MLMON_RUN_ID"] == str(run_id), (env, run_id)
+    assert f"mlmonctl: run {run_id} (knows) ".encode() in r.stderr, r.stderr.decode()
+    assert mlmond.run(run_id)["name"] == "knows"
+    assert env["MLMON_SOCKET"] == mlmond.socket_path, env
+    assert env["MLMON_STATSD_SOCKET"] == mlmond.statsd_path, env
+
+    r = mlmond.ctl("run", "--require-daemon", "--", "sh", "-c", "exit 7")
+    assert r.returncode == 7 and WARNING not in r.stderr, r.stderr.decode()
+
+
+def test_statsd_from_the_job_reaches_its_run(mlmond, tmpdir_0755):
+    report = os.path.join(tmpdir_0755, "report.json")
+    code = ("import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+            "s.sendto(b'envop:4|ms|#run:' + os.environ['MLMON_RUN_ID'].encode(), os.environ['MLMON_STATSD_SOCKET'])")
+    r = mlmond.ctl("run", "--report", report, "--", sys.executable, "-c", code)
+    assert r.returncode == 0, r.stderr.decode()
+    run_id = read_json(report)["run"]["id"]
+    deadline = time.monotonic() + 5
+    while True:
+        st, lat = mlmond.uget(f"/v1/runs/{run_id}/latency")
+        if st == 200 and "envop" in lat.get("ops", {}):
+            break
+        assert time.monotonic() < deadline, (st, lat)
+        time.sleep(0.1)
+    assert lat["ops"]["envop"]["count"] == 1, lat
+
+
+def test_unwritable_report_is_an_error_after_the_job(mlmond, tmpdir_0755):
+    ran = os.path.join(tmpdir_0755, "ran")
+    report = os.path.join(tmpdir_0755, "no-such-dir", "report.json")
+    r = mlmond.ctl("run", "--report", report, "--", "sh", "-c", f"touch {ran}")
+    assert r.returncode == 1, r.stderr.decode()
+    assert os.path.exists(ran)
+    err = r.stderr.decode()
+    assert "exited with status 0" in err and "cannot write report to" in err, err
+    assert err.index("exited with status 0") < err.index("cannot write report to"), err
+    # the job's own failure is the exit status
+    r = mlmond.ctl("run", "--report", report, "--", "sh", "-c", "exit 6")
+    assert r.returncode == 6, r.stderr.decode()
+
+
+def test_daemon_gone_mid_run_keeps_the_status(mlmond, tmpdir_0755):
+    started = os.path.join(tmpdir_0755, "started")
+    go = os.path.join(tmpdir_0755, "go")
+    argv = [MLMONCTL, "--socket", mlmond.socket_path, "run", "--", "sh", "-c",
+            f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 5"]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(started):
+            assert time.monotonic() < deadline and p.poll() is None, "the job did not start"
+            time.sleep(0.02)
+        assert mlmond.stop() == 0
+        open(go, "w").close()
+        _, stderr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 5, stderr.decode()
+    lines = mlmonctl_lines(stderr)
+    assert len(lines) == 2 and b"exited with status 5" in lines[1], stderr.decode()
+
+
+def test_help_lists_require_daemon():
+    r = subprocess.run([MLMONCTL, "--help"], capture_output=True, timeout=10)
+    assert r.returncode == 0 and b"--require-daemon" in r.stdout, r
