@@ -29,8 +29,11 @@ int usage_error(const char *fmt, ...) {
         return EXIT_USAGE;
 }
 
-/* While set, error lines are not printed: the first one is kept here. */
 static char **captured_error;
+
+void capture_errors(char **where) {
+        captured_error = where;
+}
 
 static void error_linev(const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = text_vprintf(fmt, ap);

@@ -75,7 +75,8 @@ void help(void) {
                "  --version              Show the version\n"
                "\n"
                "Exit status: 0 success, 1 request refused or failed, 2 usage error;\n"
-               "`run` exits with CMD's status (128+N if killed by signal N); `compare`\n"
+               "`run` exits with CMD's status (128+N if killed by signal N; 1 if CMD\n"
+               "exited 0 but the --report FILE could not be written); `compare`\n"
                "exits 1 when a figure regressed, 2 when a file cannot be read.\n");
 }
 

@@ -137,6 +137,9 @@ int usage_error(const char *fmt, ...) _printf_(1, 2);
 void error_line(const char *fmt, ...) _printf_(1, 2);
 /* The same, with "%m" printing error (an errno, either sign). */
 void error_line_errno(int error, const char *fmt, ...) _printf_(2, 3);
+/* While where is not NULL, error lines are not printed: the first one is
+ * kept in *where (to be freed; set it to NULL first). */
+void capture_errors(char **where);
 /* Prints "out of memory"; returns EXIT_FAILED. */
 int oom(void);
 void help(void);

@@ -188,13 +188,23 @@ static json_object *fetch_final_run(int64_t id) {
         char path[64];
         usec_t deadline = now_usec(CLOCK_MONOTONIC) + EXIT_WAIT_USEC;
         json_object *run = NULL;
+        int r;
 
         snprintf(path, sizeof path, "/v1/runs/%" PRId64, id);
         for (;;) {
+                _cleanup_free_ char *err = NULL;
                 json_object_put(run);
                 run = NULL;
-                if (api_call("GET", path, NULL, &run, NULL) < 0)
+                capture_errors(&err);
+                r = api_call("GET", path, NULL, &run, NULL);
+                capture_errors(NULL);
+                if (r < 0) {
+                        /* mlmond went away (or broke) while the job ran: the
+                         * job's status still stands */
+                        error_line("lost mlmond at %s (%s): no figures for run %" PRId64, daemon_address(),
+                                   err ? err : "out of memory", id);
                         break;
+                }
                 const char *state = json_get_str(run, "state");
                 if (!streq(state, "running") || now_usec(CLOCK_MONOTONIC) >= deadline)
                         break;

@@ -165,6 +165,7 @@ def test_daemon_gone_mid_run_keeps_the_status(mlmond, tmpdir_0755):
     assert p.returncode == 5, stderr.decode()
     lines = mlmonctl_lines(stderr)
     assert len(lines) == 2 and b"exited with status 5" in lines[1], stderr.decode()
+    assert lines[0].startswith(b"mlmonctl: lost mlmond at " + mlmond.socket_path.encode()), stderr.decode()
 
 
 def test_help_lists_require_daemon():
