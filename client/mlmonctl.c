@@ -38,7 +38,8 @@ void help(void) {
                "                         Record one timing of MS milliseconds for operation OP\n"
                "                         (default run: this process's or its nearest registered\n"
                "                         ancestor's)\n"
-               "  mark ID LABEL          Put a phase marker on a running run (e.g. warmup-done)\n"
+               "  mark [ID] LABEL        Put a phase marker on a running run (e.g. warmup-done;\n"
+               "                         default run: $MLMON_RUN_ID, set by `run` for its job)\n"
                "  report ID [--window W] [--since-mark LABEL]\n"
                "                         Profiling report: summary, then per operation count,\n"
                "                         total, avg, min, max, p50, p90, p99 and share of time,\n"
@@ -195,14 +196,19 @@ int verb_mark(struct args *a) {
         uint64_t id = 0;
         int r;
 
-        if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
+        /* `mark LABEL` in a job of `mlmonctl run`: its own run */
+        const char *given = a->n_operands == 2 ? a->operands[0] : getenv("MLMON_RUN_ID");
+        const char *label = a->operands[a->n_operands - 1];
+        if (!given || !*given)
+                return usage_error("mark: no run ID given and $MLMON_RUN_ID is not set");
+        if ((r = parse_id(given, a->n_operands == 2 ? "run ID" : "$MLMON_RUN_ID", INT64_MAX, &id)) != CONTINUE)
                 return r;
-        if ((r = check_label("mark", a->operands[1])) != CONTINUE)
+        if ((r = check_label("mark", label)) != CONTINUE)
                 return r;
         body = json_object_new_object();
         if (!body)
                 return oom();
-        json_object_object_add(body, "label", json_object_new_string(a->operands[1]));
+        json_object_object_add(body, "label", json_object_new_string(label));
         return run_request(id, "POST", "/marks", body, NULL);
 }
 
@@ -244,7 +250,7 @@ static const struct verb verbs[] = {
           OPERANDS("command (mlmonctl run [OPTIONS] -- CMD [ARGS...])") },
         { "observe", 2, 2, 0, verb_observe, OPTIONS(REQUIRED("id", ARG_ID), REQUIRED("category", ARG_CATEGORY)),
           OPERANDS("OP", "MS") },
-        { "mark", 2, 2, 0, verb_mark, OPTIONS(), OPERANDS("run ID", "LABEL") },
+        { "mark", 1, 2, 0, verb_mark, OPTIONS(), OPERANDS("LABEL") },
         { "report", 1, 1, 0, verb_report,
           OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK)), OPERANDS("run ID") },
         { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),

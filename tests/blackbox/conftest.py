@@ -421,6 +421,7 @@ class Mlmond:
             argv = as_user(user) + argv
         e = dict(os.environ)
         e.pop("MLMON_SOCKET", None)
+        e.pop("MLMON_RUN_ID", None)  # as set for a job of `mlmonctl run`
         e.update(env or {})
         return subprocess.run(argv, stdin=stdin, capture_output=True, env=e, timeout=timeout)
 

@@ -19,6 +19,7 @@ def ctl_at(socket, *args, env=None, timeout=30):
     e.pop("MLMON_SOCKET", None)
     e.pop("MLMON_URL", None)
     e.pop("MLMON_STATSD_SOCKET", None)
+    e.pop("MLMON_RUN_ID", None)
     e.update(env or {})
     return subprocess.run([MLMONCTL, "--socket", socket] + [str(a) for a in args], stdin=subprocess.DEVNULL,
                           capture_output=True, env=e, timeout=timeout)
@@ -171,3 +172,21 @@ def test_daemon_gone_mid_run_keeps_the_status(mlmond, tmpdir_0755):
 def test_help_lists_require_daemon():
     r = subprocess.run([MLMONCTL, "--help"], capture_output=True, timeout=10)
     assert r.returncode == 0 and b"--require-daemon" in r.stdout, r
+
+
+def test_mark_without_id_marks_the_jobs_run(mlmond, tmpdir_0755):
+    report = os.path.join(tmpdir_0755, "report.json")
+    r = mlmond.ctl("run", "--report", report, "--", "sh", "-c", f"{MLMONCTL} mark warmup-done")
+    assert r.returncode == 0, r.stderr.decode()
+    run_id = read_json(report)["run"]["id"]
+    st, marks = mlmond.uget(f"/v1/runs/{run_id}/marks")
+    assert st == 200 and [m["label"] for m in marks["marks"]] == ["warmup-done"], marks
+
+    # no ID and no MLMON_RUN_ID: a usage error; a bad MLMON_RUN_ID is named
+    r = mlmond.ctl("mark", "warmup-done")
+    assert r.returncode == 2 and b"MLMON_RUN_ID" in r.stderr, r.stderr.decode()
+    r = mlmond.ctl("mark", "warmup-done", env={"MLMON_RUN_ID": "abc"})
+    assert r.returncode == 2 and b"MLMON_RUN_ID" in r.stderr, r.stderr.decode()
+    # an ID given wins over the environment (this run has ended: refused, by its ID)
+    r = mlmond.ctl("mark", run_id, "second", env={"MLMON_RUN_ID": "987654321"})
+    assert r.returncode == 1 and f"run {run_id} ".encode() in r.stderr and b"987654321" not in r.stderr, r
