@@ -190,3 +190,13 @@ def test_mark_without_id_marks_the_jobs_run(mlmond, tmpdir_0755):
     # an ID given wins over the environment (this run has ended: refused, by its ID)
     r = mlmond.ctl("mark", run_id, "second", env={"MLMON_RUN_ID": "987654321"})
     assert r.returncode == 1 and f"run {run_id} ".encode() in r.stderr and b"987654321" not in r.stderr, r
+
+
+def test_refused_registration_runs_the_job_unmonitored(mlmond, tmpdir_0755):
+    ran = os.path.join(tmpdir_0755, "ran")
+    r = mlmond.ctl("run", "--interval", "50ms", "--", "sh", "-c", f"touch {ran}; exit 4")
+    assert r.returncode == 4 and os.path.exists(ran), r.stderr.decode()
+    assert r.stderr.count(WARNING) == 1 and b"did not register the job" in r.stderr and b"interval" in r.stderr, r
+    os.unlink(ran)
+    r = mlmond.ctl("run", "--require-daemon", "--interval", "50ms", "--", "sh", "-c", f"touch {ran}; exit 4")
+    assert r.returncode == 1 and not os.path.exists(ran) and b"interval" in r.stderr, r.stderr.decode()
