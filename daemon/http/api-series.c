@@ -17,8 +17,8 @@
 
 /* The op data of run id over the slices overlapping [from, until]: stored
  * slices, plus the ones still in memory for a running run. Slices are 1 s,
- * so the span really starts at the slice holding `from` (*ret_span_from):
- * rates divide by until - *ret_span_from and are exact for steady rates. */
+ * so the span really starts at the slice holding `from` (*ret_span_from);
+ * a rate divides by that span clipped to the part the run covers. */
 static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
                        int64_t *ret_span_from) {
         struct api *a = api_of(rq);
@@ -109,6 +109,9 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
         int64_t now_ms = now_realtime_ms();
         /* a finished run's windows end where its data ends */
         int64_t until = ri.state == RUN_RUNNING || !ri.totals.last_ts_ms ? now_ms : ri.totals.last_ts_ms;
+        /* the run covers [registered, end]: ops cannot come before or after */
+        int64_t covered_from = ri.registered_ts_ms,
+                covered_until = ri.state == RUN_RUNNING || !ri.ended_ts_ms ? now_ms : ri.ended_ts_ms;
         int64_t id = ri.id;
         run_info_done(&ri);
         if (!parse_time_arg(rq, "until", now_ms, &until))
@@ -155,8 +158,14 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                         respond_query_error(rq, r);
                         return;
                 }
-                json_object_array_add(
-                        arr, render_window(&w, (double)windows[i] / 1e6, &ops, (double)(until - span_from) / 1000.0));
+                /* per_s divides by the part of the window the run covers */
+                int64_t span_until = until;
+                if (span_from < covered_from)
+                        span_from = covered_from;
+                if (span_until > covered_until)
+                        span_until = covered_until;
+                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6, &ops,
+                                                         (double)(span_until - span_from) / 1000.0));
                 op_aggs_done(&ops);
         }
         respond_json(rq, 200, root);

@@ -132,8 +132,55 @@ def test_throughput_of_a_paced_counter(mlmond, agents):
     st, body = mlmond.get(f"/v1/runs/{rid}/throughput?window=10s,1m&until={end}")
     assert st == 200 and [w["window_s"] for w in body["windows"]] == [10, 60]
     assert body["windows"][1]["ops"]["req"]["count"] == 2000.0
-    assert body["windows"][1]["ops"]["req"]["per_s"] == pytest.approx(2000 / 60, rel=0.05)
+    # the 1m window reaches back before the registration: the rate divides
+    # by the part of it the run covers, not by 60 s
+    covered_s = (end - mlmond.run(rid)["registered_ts"]) / 1000.0
+    assert covered_s < 30
+    assert body["windows"][1]["ops"]["req"]["per_s"] == pytest.approx(2000 / covered_s, rel=0.05)
     assert a.proc.poll() is None and mlmond.run(rid)["state"] == "running"
+
+
+def test_rates_divide_by_the_span_the_run_covers(mlmond, agents):
+    """A short run in a long window: 50 ops/s for ~10 s reads 50/s in a 5 min
+    window, while the run goes on and once it is over."""
+    a = agents()
+    rid = registered(mlmond, a, interval="250ms")
+    path = f"/v1/runs/{rid}/observations"
+    rate, period, seconds = 50, 0.1, 10
+    per_batch = int(rate * period)
+    t0 = time.monotonic()
+    sent = 0
+    for k in range(int(seconds / period)):
+        delay = t0 + k * period - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        st, body = mlmond.post(path, [{"op": "step", "count": 1}] * per_batch)
+        assert (st, body) == (202, {"accepted": per_batch})
+        sent += per_batch
+    # sent over (seconds - period) + the span to the registration: at most
+    # one batch off the steady rate; a batch more covers the query's lag
+    time.sleep(period)
+
+    def per_s():
+        st, body = mlmond.get(f"/v1/runs/{rid}/throughput?window=5m")
+        assert st == 200, body
+        w = body["windows"][0]
+        assert w["window_s"] == 300
+        return w["ops"]["step"]
+
+    during = per_s()
+    assert during["count"] == sent
+    assert during["per_s"] == pytest.approx(rate, rel=0.05), f"during the run: {during}"
+
+    st, _ = mlmond.delete(f"/v1/runs/{rid}")
+    assert st in (200, 204), st
+    wait_for(lambda: mlmond.run(rid)["state"] != "running", 5, what="the run to end")
+    after = per_s()
+    assert after["count"] == sent
+    assert after["per_s"] == pytest.approx(rate, rel=0.05), f"after the run: {after}"
+    # the 1m window too: the same part of it is covered
+    st, body = mlmond.get(f"/v1/runs/{rid}/throughput?window=1m")
+    assert body["windows"][0]["ops"]["step"]["per_s"] == pytest.approx(rate, rel=0.05)
 
 
 # ---- 10. the JSON twin ---------------------------------------------------------
