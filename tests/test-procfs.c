@@ -530,6 +530,32 @@ static void test_net_udp(void) {
         }
 }
 
+/* The whole table: every well-formed socket with its owner, malformed
+ * lines skipped, appended to what was there. */
+static void test_net_udp_all(void) {
+        _cleanup_free_ struct proc_udp_socket *v = NULL;
+        size_t n = 0;
+        CHECK_R(proc_parse_net_udp_all(UDP_HEADER UDP_LINE("1FBD", "41234") "  1: junk\n" UDP6_LINE("9C40", "777"),
+                                       false, &v, &n),
+                0);
+        CHECK_EQ_INT(n, 2);
+        if (n == 2) {
+                CHECK_EQ_INT(v[0].local_port, 8125);
+                CHECK_EQ_INT(v[0].uid, 0);
+                CHECK_EQ_INT(v[0].inode, 41234);
+                CHECK_EQ_INT(v[1].local_port, 0x9C40);
+                CHECK_EQ_INT(v[1].uid, 1000);
+                CHECK_EQ_INT(v[1].inode, 777);
+                CHECK(!v[0].v6 && !v[1].v6);
+        }
+        CHECK_R(proc_parse_net_udp_all(UDP_HEADER UDP6_LINE("1FBD", "5"), true, &v, &n), 0);
+        CHECK_EQ_INT(n, 3);
+        if (n == 3)
+                CHECK(v[2].v6 && v[2].inode == 5);
+        CHECK_R(proc_parse_net_udp_all("", false, &v, &n), -EINVAL);
+        CHECK_EQ_INT(n, 3);
+}
+
 /* ---- readers over the fixture tree --------------------------------------- */
 
 static void check_cmdline(int piddir, size_t max, const char *want) {
@@ -763,6 +789,7 @@ int main(int argc, char *argv[]) {
         test_loadavg();
         test_pid_list();
         test_net_udp();
+        test_net_udp_all();
         test_fixture(fixtures);
         test_unreadable(fixtures);
 
