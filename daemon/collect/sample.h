@@ -31,7 +31,7 @@ struct sample {
         uint64_t gpu_mem_bytes;
         double gpu_util_pct; /* 100 = one device's busiest engine fully busy */
         /* estimated energy since registration: CPU share of the package +
-         * GPU share of each device used (README "GPU, NPU and energy") */
+         * GPU share of each device used (doc/gpu.md) */
         bool has_energy;
         double energy_j;
 };
