@@ -89,14 +89,25 @@ int verb_register(struct args *a) {
         int64_t id;
         int r;
 
+        if (arg_json) {
+                /* --json: the errors too, in the API's shape */
+                _cleanup_free_ char *err = NULL;
+                capture_errors(&err);
+                r = parse_id(a->operands[0], "PID", INT_MAX, &pid);
+                if (r == CONTINUE && register_pid(a, (pid_t)pid, &raw, &id) < 0)
+                        r = EXIT_FAILED;
+                capture_errors(NULL);
+                if (r != CONTINUE)
+                        return print_json_error(r == EXIT_USAGE ? "bad_request" : last_error_code(),
+                                                err ? err : "out of memory", r);
+                print_raw(stdout, raw);
+                return finish_stdout(EXIT_OK);
+        }
         if ((r = parse_id(a->operands[0], "PID", INT_MAX, &pid)) != CONTINUE)
                 return r;
         if (register_pid(a, (pid_t)pid, &raw, &id) < 0)
                 return EXIT_FAILED;
-        if (arg_json)
-                print_raw(stdout, raw);
-        else
-                printf("%" PRId64 "\n", id);
+        printf("%" PRId64 "\n", id);
         return finish_stdout(EXIT_OK);
 }
 

@@ -140,6 +140,12 @@ void error_line_errno(int error, const char *fmt, ...) _printf_(2, 3);
 /* While where is not NULL, error lines are not printed: the first one is
  * kept in *where (to be freed; set it to NULL first). */
 void capture_errors(char **where);
+/* The API's error code of the last failed request: the daemon's, or
+ * "unavailable" when it could not be reached. */
+const char *last_error_code(void);
+/* {"error":{"code":code,"message":message}} on stdout, as the API answers
+ * errors (--json); returns exit_code (EXIT_FAILED if stdout failed). */
+int print_json_error(const char *code, const char *message, int exit_code);
 /* Prints "out of memory"; returns EXIT_FAILED. */
 int oom(void);
 void help(void);
