@@ -85,6 +85,10 @@ static int last_transport_error;
 /* the API's error code of the last failed request */
 static char last_code[32];
 
+int last_transport_error_of_request(void) {
+        return last_transport_error;
+}
+
 const char *last_error_code(void) {
         return last_code[0] ? last_code : "internal";
 }

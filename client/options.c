@@ -104,6 +104,15 @@ static int set_address_option(int c, const char *arg) {
         return usage_error("unknown option");
 }
 
+/* --category, --op: a non-empty UTF-8 name */
+static int check_word(const char *option, const char *what, const char *s) {
+        if (!*s)
+                return usage_error("%s: empty %s", option, what);
+        if (!utf8_is_valid(s, strlen(s)))
+                return usage_error("%s: not valid UTF-8", option);
+        return CONTINUE;
+}
+
 /* "-5", "-0.5": an operand, never an option */
 static bool is_negative_number(const char *s) {
         double d;
@@ -197,11 +206,12 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                                 return r;
                         break;
                 case ARG_CATEGORY:
-                        if (!*optarg)
-                                return usage_error("--category: empty category");
-                        if (!utf8_is_valid(optarg, strlen(optarg)))
-                                return usage_error("--category: not valid UTF-8");
-                        a->category = optarg;
+                case ARG_OP:
+                        r = c == ARG_OP ? check_word("--op", "operation name", optarg)
+                                        : check_word("--category", "category", optarg);
+                        if (r != CONTINUE)
+                                return r;
+                        *(c == ARG_OP ? &a->op : &a->category) = optarg;
                         break;
                 case ARG_WINDOW: {
                         usec_t u;
