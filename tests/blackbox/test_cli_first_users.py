@@ -133,3 +133,73 @@ def test_run_of_a_missing_command_registers_nothing(mlmond, cmd, code, words):
     assert line == f"mlmonctl: {cmd}: {words}", line
     st, body = mlmond.get("/v1/runs?state=all")
     assert st == 200 and body["runs"] == [], body
+
+
+def run_line(out, run_id):
+    """The table row of run_id in a top screen, as its columns."""
+    for line in out.splitlines():
+        cols = line.split()
+        if cols and cols[0] == str(run_id):
+            return cols
+    pytest.fail(f"no row for run {run_id} in:\n{out}")
+
+
+def test_top_shows_the_op_with_the_most_time_and_gauges(mlmond, helpers):
+    h = helpers("grow", 0)
+    h.expect("ready")
+    run = mlmond.register(h.pid, name="train")
+    # many short waits, few long steps: the steps are where the time goes
+    obs = [{"op": "data_wait", "ms": 1} for _ in range(50)] + [{"op": "step", "ms": 100} for _ in range(5)]
+    obs.append({"op": "loss", "gauge": 0.42})
+    st, body = mlmond.post(f"/v1/runs/{run['id']}/observations", obs)
+    assert st == 202, body
+    wait_for(lambda: mlmond.get(f"/v1/runs/{run['id']}/samples?from=1m")[1]["gauges"], 5,
+             what="the gauge to be stored")
+
+    r = mlmond.ctl("top", "--iterations", "1")
+    out = r.stdout.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    row = run_line(out, run["id"])
+    assert "step" in row and "data_wait" not in row, out
+    assert "Gauges" in out and "loss 0.42" in out, out
+
+    r = mlmond.ctl("top", "--iterations", "1", "--op", "data_wait")
+    assert r.returncode == 0, r.stderr.decode()
+    row = run_line(r.stdout.decode(), run["id"])
+    assert "data_wait" in row and "step" not in row, r.stdout.decode()
+
+    r = mlmond.ctl("top", "--json", "--iterations", "1")
+    assert r.returncode == 0, r.stderr.decode()
+    (doc,) = strict_json(r.stdout)["runs"]
+    assert doc["gauges"] == {"loss": 0.42}, doc
+
+
+def test_top_waits_for_a_restarted_daemon(mlmond):
+    p = subprocess.Popen([MLMONCTL, "--socket", mlmond.socket_path, "top", "--interval", "200ms",
+                          "--iterations", "40"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().startswith(b"mlmonctl top - "), "no first screen"
+        mlmond.stop()
+        time.sleep(1.0)  # several refreshes find no daemon
+        mlmond.start()
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode()
+    assert p.returncode == 0, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err
+    assert "went away" in lines[0] and lines[0].endswith("reconnecting..."), err
+    assert "reconnected to mlmond" in lines[1], err
+    # screens came after the restart too: the last one shows the new daemon
+    assert out.decode().count("mlmonctl top - ") >= 2, out.decode()
+
+
+def test_top_without_a_daemon_still_fails_at_once(tmpdir_0755):
+    t0 = time.monotonic()
+    r = ctl("--socket", os.path.join(tmpdir_0755, "none.sock"), "top", "--iterations", "20", "--interval", "1s")
+    assert r.returncode == 1 and "is mlmond running?" in one_line(r), r.stderr.decode()
+    assert time.monotonic() - t0 < 5, "top waited for a daemon that was never there"
