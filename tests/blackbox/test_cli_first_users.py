@@ -203,3 +203,33 @@ def test_top_without_a_daemon_still_fails_at_once(tmpdir_0755):
     r = ctl("--socket", os.path.join(tmpdir_0755, "none.sock"), "top", "--iterations", "20", "--interval", "1s")
     assert r.returncode == 1 and "is mlmond running?" in one_line(r), r.stderr.decode()
     assert time.monotonic() - t0 < 5, "top waited for a daemon that was never there"
+
+
+def test_observe_refuses_to_mix_categories(mlmond, helpers):
+    h = helpers("grow", 0)
+    h.expect("ready")
+    rid = mlmond.register(h.pid)["id"]
+    ok = mlmond.ctl("observe", "--id", rid, "--category", "training", "step", 100)
+    assert ok.returncode == 0, ok.stderr.decode()
+    # without a category: the op's own
+    ok = mlmond.ctl("observe", "--id", rid, "step", 110)
+    assert ok.returncode == 0, ok.stderr.decode()
+    # another category: refused, and said so
+    r = mlmond.ctl("observe", "--id", rid, "--category", "eval", "step", 5)
+    line = one_line(r)
+    assert r.returncode == 1, line
+    assert "'step'" in line and "category 'training'" in line and "'eval'" in line, line
+    # an op first seen without a category stays without one
+    assert mlmond.ctl("observe", "--id", rid, "load", 3).returncode == 0
+    r = mlmond.ctl("observe", "--id", rid, "--category", "io", "load", 4)
+    assert r.returncode == 1 and "no category" in one_line(r), r.stderr.decode()
+    # a batch mixing them is refused whole
+    st, body = mlmond.post(f"/v1/runs/{rid}/observations",
+                           [{"op": "fresh", "ms": 1, "category": "a"}, {"op": "fresh", "ms": 2, "category": "b"}])
+    assert st == 409 and body["error"]["code"] == "conflict" and "observation 1" in body["error"]["message"], body
+
+    st, lat = mlmond.get(f"/v1/runs/{rid}/latency?window=1m")
+    ops = lat["ops"]
+    assert ops["step"]["category"] == "training" and ops["step"]["count"] == 2, ops
+    assert ops["load"]["category"] is None and ops["load"]["count"] == 1, ops
+    assert "fresh" not in ops, ops
