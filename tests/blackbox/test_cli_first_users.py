@@ -233,3 +233,41 @@ def test_observe_refuses_to_mix_categories(mlmond, helpers):
     assert ops["step"]["category"] == "training" and ops["step"]["count"] == 2, ops
     assert ops["load"]["category"] is None and ops["load"]["count"] == 1, ops
     assert "fresh" not in ops, ops
+
+
+def test_run_local_prints_the_address_it_serves(tmpdir_0755):
+    """tools/run-local.sh names the --listen and --socket given to it, not its defaults."""
+    from conftest import MLMOND, ROOT, free_port, UnixHTTPConnection
+    build = os.path.dirname(os.path.dirname(os.path.abspath(MLMOND)))
+    port = free_port()
+    sock = os.path.join(tmpdir_0755, "local.sock")
+    env = dict(os.environ, MLMOND_SKIP_SETUP="1", MLMOND_BUILD_DIR=build)
+    p = subprocess.Popen([os.path.join(ROOT, "tools", "run-local.sh"), "--listen", f"127.0.0.1:{port}",
+                          f"--socket={sock}", "--statsd-socket", os.path.join(tmpdir_0755, "statsd.sock"),
+                          "--statsd-udp", "none", "--db", os.path.join(tmpdir_0755, "local.db")],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        hints = []
+        while not hints or not hints[-1].startswith("run-local: and"):
+            line = p.stdout.readline().decode()
+            assert line, f"run-local.sh ended early ({p.wait()}), said {hints}"
+            if line.startswith("run-local:"):
+                hints.append(line.strip())
+        assert hints[0] == f"run-local: try  curl -s http://127.0.0.1:{port}/v1/health", hints
+        assert f"MLMON_SOCKET={sock} " in hints[1], hints
+        # and that is where mlmond answers
+        def health():
+            try:
+                c = UnixHTTPConnection(sock, timeout=2)
+                c.request("GET", "/v1/health")
+                return c.getresponse().status == 200
+            except OSError:
+                return False
+        wait_for(health, 10, what="mlmond on the socket run-local.sh named")
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/v1/health")
+        assert c.getresponse().status == 200
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
