@@ -284,10 +284,11 @@ static int check_command(const char *cmd) {
                 _cleanup_free_ char *dirs = strdup(path ? path : "/bin:/usr/bin");
                 if (!dirs)
                         return oom();
-                for (char *save = NULL, *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+                for (char *rest = dirs, *dir; (dir = strsep(&rest, ":"));) {
                         char full[PATH_MAX];
-                        if (snprintf(full, sizeof full, "%s/%s", dir, cmd) >= (int)sizeof full || stat(full, &st) < 0 ||
-                            S_ISDIR(st.st_mode))
+                        /* an empty entry is the current directory, as for execvp() */
+                        if (snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", cmd) >= (int)sizeof full ||
+                            stat(full, &st) < 0 || S_ISDIR(st.st_mode))
                                 continue;
                         if (access(full, X_OK) == 0)
                                 return 0;
