@@ -5,6 +5,7 @@ showing the op that costs the time and living through a daemon restart."""
 
 import json
 import os
+import socket
 import subprocess
 import time
 
@@ -227,6 +228,13 @@ def test_observe_refuses_to_mix_categories(mlmond, helpers):
     st, body = mlmond.post(f"/v1/runs/{rid}/observations",
                            [{"op": "fresh", "ms": 1, "category": "a"}, {"op": "fresh", "ms": 2, "category": "b"}])
     assert st == 409 and body["error"]["code"] == "conflict" and "observation 1" in body["error"]["message"], body
+
+    # a StatsD line naming another category is dropped, counted as unmatched
+    before = mlmond.get("/v1/health")[1]["statsd_unmatched"]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.sendto(f"step:7|ms|#run:{rid},category:eval".encode(), mlmond.statsd_path)
+    wait_for(lambda: mlmond.get("/v1/health")[1]["statsd_unmatched"] == before + 1, 5,
+             what="the StatsD line to be dropped")
 
     st, lat = mlmond.get(f"/v1/runs/{rid}/latency?window=1m")
     ops = lat["ops"]
