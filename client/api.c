@@ -19,17 +19,23 @@ bool arg_json;
 
 /* ---- messages ------------------------------------------------------------ */
 
+static char **captured_error;
+
+static void error_linev(const char *fmt, va_list ap);
+
 int usage_error(const char *fmt, ...) {
         va_list ap;
-        fputs("mlmonctl: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        if (captured_error)
+                error_linev(fmt, ap);
+        else {
+                fputs("mlmonctl: ", stderr);
+                vfprintf(stderr, fmt, ap);
+                fputs("\nTry 'mlmonctl --help'.\n", stderr);
+        }
         va_end(ap);
-        fputs("\nTry 'mlmonctl --help'.\n", stderr);
         return EXIT_USAGE;
 }
-
-static char **captured_error;
 
 void capture_errors(char **where) {
         captured_error = where;
@@ -74,6 +80,34 @@ int oom(void) {
 
 /* ---- talking to the daemon ------------------------------------------------ */
 
+/* the transport's error of the last request, 0 if it got an answer */
+static int last_transport_error;
+/* the API's error code of the last failed request */
+static char last_code[32];
+
+int last_transport_error_of_request(void) {
+        return last_transport_error;
+}
+
+const char *last_error_code(void) {
+        return last_code[0] ? last_code : "internal";
+}
+
+static void set_error_code(const char *code) {
+        snprintf(last_code, sizeof last_code, "%s", code);
+}
+
+int print_json_error(const char *code, const char *message, int exit_code) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *e = json_object_new_object();
+        if (!o || !e)
+                return oom();
+        json_object_object_add(e, "code", json_object_new_string(code));
+        json_object_object_add(e, "message", json_string_sanitized(message, strlen(message)));
+        json_object_object_add(o, "error", json_object_get(e));
+        puts(json_to_string(o));
+        return finish_stdout(exit_code);
+}
+
 static void print_request_error(int r) {
         const char *where = daemon_address();
 
@@ -86,7 +120,16 @@ static void print_request_error(int r) {
         switch (-r) {
         case ENOENT:
         case ECONNREFUSED:
-                error_line_errno(r, "cannot connect to %s: %m (is mlmond running?)", where);
+                if (arg_url)
+                        error_line_errno(r,
+                                         "cannot connect to %s: %m (is mlmond running and listening there? "
+                                         "another address: --url URL or $MLMON_URL; on this machine: --socket PATH)",
+                                         where);
+                else
+                        error_line_errno(r,
+                                         "cannot connect to %s: %m (is mlmond running? another socket: --socket "
+                                         "PATH or $MLMON_SOCKET; a remote mlmond: --url URL or $MLMON_URL)",
+                                         where);
                 break;
         case EACCES:
         case EPERM:
@@ -126,6 +169,8 @@ static void print_http_error(const struct http_response *resp) {
         _cleanup_json_ json_object *j = json_tokener_parse(resp->body);
         const char *msg = json_get_str(json_get_object(j, "error"), "message");
         const char *code = json_get_str(json_get_object(j, "error"), "code");
+        if (code && *code)
+                set_error_code(code);
         if (msg && *msg)
                 error_line("%s", msg);
         else if (code && *code)
@@ -135,9 +180,6 @@ static void print_http_error(const struct http_response *resp) {
         else
                 error_line("request failed: HTTP %d", resp->status);
 }
-
-/* the transport's error of the last request, 0 if it got an answer */
-static int last_transport_error;
 
 int api_call_full(const char *method, const char *path, json_object *body, bool quiet, json_object **ret_json,
                   char **ret_raw) {
@@ -151,6 +193,7 @@ int api_call_full(const char *method, const char *path, json_object *body, bool 
         }
         r = http_request(&endpoint, method, path, b, REQUEST_TIMEOUT_MS, &resp);
         last_transport_error = r < 0 ? r : 0;
+        set_error_code(r < 0 ? "unavailable" : "internal");
         if (r < 0) {
                 if (!quiet)
                         print_request_error(r);

@@ -49,11 +49,12 @@ void help(void) {
                "                         per op p50/p90/p99 and ops/s, peak RSS, CPU and wall\n"
                "                         time; exit 1 if any got worse by more than PCT\n"
                "                         (default 10%%); needs no daemon\n"
-               "  top [--interval DUR] [--iterations N]\n"
-               "                         Live view of running runs: CPU, RSS, I/O and the\n"
-               "                         busiest operation over the last " TOP_WINDOW ", refreshed\n"
-               "                         every DUR (default 1s) until Ctrl-C or N refreshes\n"
-               "                         (default 1 when stdout is not a terminal)\n"
+               "  top [--interval DUR] [--iterations N] [--op OP]\n"
+               "                         Live view of running runs: CPU, RSS, I/O, the op\n"
+               "                         with the most time (or OP) over the last " TOP_WINDOW "\n"
+               "                         and the latest gauges, refreshed every DUR (default\n"
+               "                         1s) until Ctrl-C or N refreshes (default 1 when\n"
+               "                         stdout is not a terminal); waits for a restarted mlmond\n"
                "\n"
                "Register options:\n"
                "  --name N               Name the run\n"
@@ -89,14 +90,25 @@ int verb_register(struct args *a) {
         int64_t id;
         int r;
 
+        if (arg_json) {
+                /* --json: the errors too, in the API's shape */
+                _cleanup_free_ char *err = NULL;
+                capture_errors(&err);
+                r = parse_id(a->operands[0], "PID", INT_MAX, &pid);
+                if (r == CONTINUE && register_pid(a, (pid_t)pid, &raw, &id) < 0)
+                        r = EXIT_FAILED;
+                capture_errors(NULL);
+                if (r != CONTINUE)
+                        return print_json_error(r == EXIT_USAGE ? "bad_request" : last_error_code(),
+                                                err ? err : "out of memory", r);
+                print_raw(stdout, raw);
+                return finish_stdout(EXIT_OK);
+        }
         if ((r = parse_id(a->operands[0], "PID", INT_MAX, &pid)) != CONTINUE)
                 return r;
         if (register_pid(a, (pid_t)pid, &raw, &id) < 0)
                 return EXIT_FAILED;
-        if (arg_json)
-                print_raw(stdout, raw);
-        else
-                printf("%" PRId64 "\n", id);
+        printf("%" PRId64 "\n", id);
         return finish_stdout(EXIT_OK);
 }
 
@@ -255,7 +267,8 @@ static const struct verb verbs[] = {
           OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK)), OPERANDS("run ID") },
         { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
           OPERANDS("BASE.json", "CUR.json") },
-        { "top", 0, 0, 0, verb_top, OPTIONS(REQUIRED("interval", ARG_INTERVAL), REQUIRED("iterations", ARG_ITERATIONS)),
+        { "top", 0, 0, 0, verb_top,
+          OPTIONS(REQUIRED("interval", ARG_INTERVAL), REQUIRED("iterations", ARG_ITERATIONS), REQUIRED("op", ARG_OP)),
           NULL },
 };
 

@@ -73,6 +73,7 @@ enum {
         ARG_TOKEN_FILE,
         ARG_CA_FILE,
         ARG_REQUIRE_DAEMON,
+        ARG_OP,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -106,6 +107,7 @@ struct args {
         const char *since_mark;
         double threshold;    /* --threshold; NAN: not given */
         uint64_t iterations; /* 0: not given */
+        const char *op;      /* top --op */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;
@@ -140,6 +142,15 @@ void error_line_errno(int error, const char *fmt, ...) _printf_(2, 3);
 /* While where is not NULL, error lines are not printed: the first one is
  * kept in *where (to be freed; set it to NULL first). */
 void capture_errors(char **where);
+/* The transport's error (negative errno) of the last request, 0 when it
+ * got an answer. */
+int last_transport_error_of_request(void);
+/* The API's error code of the last failed request: the daemon's, or
+ * "unavailable" when it could not be reached. */
+const char *last_error_code(void);
+/* {"error":{"code":code,"message":message}} on stdout, as the API answers
+ * errors (--json); returns exit_code (EXIT_FAILED if stdout failed). */
+int print_json_error(const char *code, const char *message, int exit_code);
 /* Prints "out of memory"; returns EXIT_FAILED. */
 int oom(void);
 void help(void);

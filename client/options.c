@@ -104,6 +104,33 @@ static int set_address_option(int c, const char *arg) {
         return usage_error("unknown option");
 }
 
+/* --category, --op: a non-empty UTF-8 name */
+static int check_word(const char *option, const char *what, const char *s) {
+        if (!*s)
+                return usage_error("%s: empty %s", option, what);
+        if (!utf8_is_valid(s, strlen(s)))
+                return usage_error("%s: not valid UTF-8", option);
+        return CONTINUE;
+}
+
+/* "-5", "-0.5": an operand, never an option */
+static bool is_negative_number(const char *s) {
+        double d;
+        return s[0] == '-' && s[1] >= '0' && s[1] <= '9' && safe_atod(s, &d) >= 0;
+}
+
+/* What getopt is given: argv, but where options and operands mix, a
+ * negative number is shown without its '-' (and put back as it comes out):
+ * `register -5` is a bad PID, not a bad option. */
+static char **argv_view(int argc, char *argv[], bool in_order) {
+        char **view = calloc((size_t)argc + 1, sizeof(char *));
+        if (!view)
+                return NULL;
+        for (int i = 0; i < argc; i++)
+                view[i] = !in_order && i > 0 && is_negative_number(argv[i]) ? argv[i] + 1 : argv[i];
+        return view;
+}
+
 int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
         /* '+': stop at the first operand, '-': operands in order as 1;
          * ':': report a missing argument as ':' and print nothing */
@@ -111,12 +138,15 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
         int c, r;
 
         a->operands = calloc((size_t)argc + 1, sizeof(char *));
-        if (!a->operands)
+        _cleanup_free_ char **view = argv_view(argc, argv, in_order);
+        if (!a->operands || !view)
                 return oom();
 
         opterr = 0;
         optind = 0; /* full reset: each command parses with another table */
-        while ((c = getopt_long(argc, argv, optstring, opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, view, optstring, opts, NULL)) >= 0) {
+                if (optarg && optind > 0 && optarg == view[optind - 1] && view[optind - 1] != argv[optind - 1])
+                        optarg = argv[optind - 1];
                 switch (c) {
                 case 1:
                         a->operands[a->n_operands++] = optarg;
@@ -176,11 +206,12 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                                 return r;
                         break;
                 case ARG_CATEGORY:
-                        if (!*optarg)
-                                return usage_error("--category: empty category");
-                        if (!utf8_is_valid(optarg, strlen(optarg)))
-                                return usage_error("--category: not valid UTF-8");
-                        a->category = optarg;
+                case ARG_OP:
+                        r = c == ARG_OP ? check_word("--op", "operation name", optarg)
+                                        : check_word("--category", "category", optarg);
+                        if (r != CONTINUE)
+                                return r;
+                        *(c == ARG_OP ? &a->op : &a->category) = optarg;
                         break;
                 case ARG_WINDOW: {
                         usec_t u;

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -264,6 +265,47 @@ static void print_run_report(FILE *f, int64_t id, const char *name, char **cmd, 
         }
 }
 
+/* Can cmd be run, as execvp() would find it? Returns 0, or the shell's
+ * status (printed): 127 not found, 126 found but not runnable. Checked
+ * before anything is registered, so that a typo leaves no empty run. */
+static int check_command(const char *cmd) {
+        struct stat st;
+        int denied = 0;
+
+        if (strchr(cmd, '/')) {
+                if (stat(cmd, &st) < 0 && (errno == ENOENT || errno == ENOTDIR))
+                        goto not_found;
+                if (access(cmd, X_OK) < 0)
+                        denied = errno;
+                else if (S_ISDIR(st.st_mode))
+                        denied = EISDIR;
+        } else if (*cmd) {
+                const char *path = getenv("PATH");
+                _cleanup_free_ char *dirs = strdup(path ? path : "/bin:/usr/bin");
+                if (!dirs)
+                        return oom();
+                for (char *rest = dirs, *dir; (dir = strsep(&rest, ":"));) {
+                        char full[PATH_MAX];
+                        /* an empty entry is the current directory, as for execvp() */
+                        if (snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", cmd) >= (int)sizeof full ||
+                            stat(full, &st) < 0 || S_ISDIR(st.st_mode))
+                                continue;
+                        if (access(full, X_OK) == 0)
+                                return 0;
+                        denied = errno;
+                }
+                if (!denied)
+                        goto not_found;
+        } else
+                goto not_found;
+        if (denied)
+                error_line_errno(denied, "%s: %m", cmd);
+        return denied ? 126 : 0;
+not_found:
+        error_line("%s: command not found", cmd);
+        return 127;
+}
+
 int verb_run(struct args *a) {
         _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL;
         char **cmd = a->operands;
@@ -273,6 +315,8 @@ int verb_run(struct args *a) {
         /* Inherited SIGCHLD=SIG_IGN would have the kernel reap the job and
          * take its exit status with it. */
         signal(SIGCHLD, SIG_DFL);
+        if ((r = check_command(cmd[0])) != 0)
+                return r;
         /* a socketpair rather than a pipe: send(MSG_NOSIGNAL) cannot raise
          * SIGPIPE if the child is already gone */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {

@@ -28,22 +28,24 @@ static int top_cmp(const void *a, const void *b) {
         return ix < iy ? -1 : ix > iy;
 }
 
-/* The op with the most events in the window: among the timed ops (they have
- * a p99), else among all the window's ops (counters). Ties: by name. */
+/* The op that cost the most time in the window: the timed op with the
+ * largest total_ms, else (counters only) the op with the most events. Ties:
+ * by name. */
 static const char *top_op(const struct top_run *t) {
+        static const char *const keys[] = { "total_ms", "count" };
+        json_object *sets[] = { json_get_object(t->latency, "ops"), json_get_object(t->window, "ops") };
         const char *best = NULL;
-        double best_count = -1;
-        json_object *sets[2] = { json_get_object(t->latency, "ops"), json_get_object(t->window, "ops") };
+        double best_value = -1;
         for (size_t s = 0; s < ELEMENTSOF(sets) && !best; s++) {
                 if (!sets[s])
                         continue;
                 json_object_object_foreach(sets[s], name, o) {
-                        double c;
-                        if (!json_get_number(o, "count", &c))
+                        double v;
+                        if (!json_get_number(o, keys[s], &v))
                                 continue;
-                        if (c > best_count || (c == best_count && best && strcmp(name, best) < 0)) {
+                        if (v > best_value || (v == best_value && best && strcmp(name, best) < 0)) {
                                 best = name;
-                                best_count = c;
+                                best_value = v;
                         }
                 }
         }
@@ -85,7 +87,35 @@ static void print_header(FILE *f, json_object *health, int64_t now_ms) {
         fputc('\n', f);
 }
 
-void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, int64_t now_ms, int max_width) {
+/* "Gauges:" and a line per run that has any: "ID NAME: name value ..." */
+static void print_gauges(FILE *f, const struct top_run *runs, size_t n) {
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+                if (!runs[i].gauges || json_object_object_length(runs[i].gauges) == 0)
+                        continue;
+                if (!any)
+                        fputs("\nGauges (latest in the last " TOP_WINDOW "):\n", f);
+                any = true;
+                int64_t id = 0;
+                (void)json_get_int(runs[i].run, "id", &id);
+                const char *name = json_get_str(runs[i].run, "name");
+                _cleanup_free_ char *pname = text_printable(name ? name : json_get_str(runs[i].run, "comm"));
+                fprintf(f, "  %" PRId64 " %s:", id, pname ? pname : "-");
+                const char *sep = " ";
+                json_object_object_foreach(runs[i].gauges, g, v) {
+                        _cleanup_free_ char *pg = text_printable(g);
+                        if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int))
+                                fprintf(f, "%s%s %.6g", sep, pg ? pg : "-", json_object_get_double(v));
+                        else
+                                fprintf(f, "%s%s -", sep, pg ? pg : "-");
+                        sep = ", ";
+                }
+                fputc('\n', f);
+        }
+}
+
+void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, const char *want_op, int64_t now_ms,
+               int max_width) {
         static const char *const titles[] = { "ID",     "PID",     "NAME",   "CPU%", "RSS",
                                               "READ/s", "WRITE/s", "TOP-OP", "P99",  "OPS/s" };
         static const bool right[] = { true, true, false, true, true, true, true, false, true, true };
@@ -115,7 +145,7 @@ void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, int
                 known = json_get_number(latest, "write_bytes_per_s", &d);
                 table_add(&t, fmt_rate(b, sizeof b, known, d));
 
-                const char *op = top_op(&runs[i]);
+                const char *op = want_op ? want_op : top_op(&runs[i]);
                 table_add(&t, op);
                 json_object *lop = op ? json_get_object(json_get_object(runs[i].latency, "ops"), op) : NULL;
                 known = json_get_number(lop, "p99_ms", &d);
@@ -127,6 +157,7 @@ void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, int
         }
         table_print(f, &t, NULL, max_width, NAME_COL);
         table_done(&t);
+        print_gauges(f, runs, n);
 }
 
 /* ---- the verb ------------------------------------------------------------ */
@@ -150,10 +181,47 @@ static void top_sleep_until(usec_t deadline) {
         }
 }
 
+/* How many pages of gauges one refresh reads at most (each up to the
+ * daemon's max_rows, oldest first): past that, the values shown may be
+ * older than the latest. */
+#define GAUGE_PAGES 4
+
+/* {name: value} of run id's latest gauges over the last TOP_WINDOW, or
+ * NULL (none, or the query failed: a run may end meanwhile). */
+static json_object *fetch_gauges(int64_t id) {
+        _cleanup_json_ json_object *latest = json_object_new_object();
+        char path[160];
+        int64_t from = now_realtime_ms() - TOP_WINDOW_MS;
+        if (!latest)
+                return NULL;
+        for (int page = 0; page < GAUGE_PAGES; page++) {
+                _cleanup_json_ json_object *answer = NULL;
+                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/samples?from=%" PRId64 "&limit=1000000", id, from);
+                if (api_call_full("GET", path, NULL, true, &answer, NULL) < 0)
+                        break;
+                json_object *points = json_get_array(answer, "gauges");
+                size_t n = points ? json_object_array_length(points) : 0;
+                for (size_t i = 0; i < n; i++) {
+                        json_object *p = json_object_array_get_idx(points, i), *v = NULL;
+                        const char *name = json_get_str(p, "name");
+                        int64_t ts;
+                        if (!name || !json_object_object_get_ex(p, "value", &v))
+                                continue;
+                        json_object_object_add(latest, name, json_object_get(v)); /* oldest first: the last wins */
+                        if (json_get_int(p, "ts", &ts) && ts > from)
+                                from = ts;
+                }
+                json_object *t = NULL;
+                if (n == 0 || !json_object_object_get_ex(answer, "truncated", &t) || !json_object_get_boolean(t))
+                        break;
+        }
+        return json_object_object_length(latest) > 0 ? TAKE_PTR(latest) : NULL;
+}
+
 /* One refresh: the running runs and, per run, its op figures over the last
  * TOP_WINDOW. Writes the screen (or, --json, one JSON line) to *ret_text.
  * Returns 0, or -1 (printed) when the run list could not be had. */
-static int top_frame(char **ret_text) {
+static int top_frame(const char *op, char **ret_text) {
         _cleanup_json_ json_object *answer = NULL, *health = NULL, *out = NULL;
         _cleanup_free_ struct top_run *runs = NULL;
         char *text = NULL;
@@ -186,6 +254,7 @@ static int top_frame(char **ret_text) {
                 snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
                 if (api_call_full("GET", path, NULL, true, &t, NULL) == 0)
                         runs[i].window = json_object_get(throughput_window(t));
+                runs[i].gauges = fetch_gauges(id);
         }
 
         FILE *f = open_memstream(&text, &len);
@@ -206,11 +275,12 @@ static int top_frame(char **ret_text) {
                         json_object *o = report_document(runs[i].run, runs[i].latency, runs[i].window);
                         if (!o)
                                 break;
+                        json_object_object_add(o, "gauges", json_object_get(runs[i].gauges));
                         json_object_array_add(arr, o);
                 }
                 fprintf(f, "%s\n", json_to_string(out));
         } else
-                print_top(f, health, runs, n, now_realtime_ms(), terminal_width());
+                print_top(f, health, runs, n, op, now_realtime_ms(), terminal_width());
         if (fclose(f) != 0) {
                 free(text);
                 text = NULL;
@@ -220,6 +290,7 @@ finish:
         for (size_t i = 0; i < n; i++) {
                 json_object_put(runs[i].latency);
                 json_object_put(runs[i].window);
+                json_object_put(runs[i].gauges);
         }
         if (r < 0)
                 return oom(), -1;
@@ -227,11 +298,18 @@ finish:
         return 0;
 }
 
+/* Whether the last failed refresh lost mlmond itself (gone, restarting)
+ * rather than being refused. */
+static bool daemon_lost(void) {
+        return last_transport_error_of_request() != 0;
+}
+
 int verb_top(struct args *a) {
         static const int quit_signals[] = { SIGINT, SIGTERM };
         struct sigaction saved[ELEMENTSOF(quit_signals)];
         usec_t interval = USEC_PER_SEC;
         int code = EXIT_OK;
+        bool shown = false, lost = false;
 
         if (a->interval)
                 (void)parse_duration(a->interval, &interval); /* checked by parse_options */
@@ -250,20 +328,35 @@ int verb_top(struct args *a) {
 
         for (uint64_t i = 0; !top_quit && (iterations == 0 || i < iterations); i++) {
                 usec_t start = now_usec(CLOCK_MONOTONIC);
-                _cleanup_free_ char *text = NULL;
-                if (top_frame(&text) < 0) {
+                _cleanup_free_ char *text = NULL, *err = NULL;
+                capture_errors(&err);
+                int r = top_frame(a->op, &text);
+                capture_errors(NULL);
+                if (r < 0 && (!shown || !daemon_lost())) {
+                        /* a wrong address, a refusal: said once, and out */
+                        error_line("%s", err ? err : "out of memory");
                         code = EXIT_FAILED;
                         break;
                 }
+                if (r < 0 && !lost)
+                        /* a restart, most likely: the view waits for it */
+                        error_line("mlmond at %s went away; reconnecting...", daemon_address());
+                if (r == 0 && lost)
+                        error_line("reconnected to mlmond at %s", daemon_address());
+                lost = r < 0;
+                code = r < 0 ? EXIT_FAILED : EXIT_OK;
                 if (top_quit)
                         break;
-                if (screen)
-                        fputs("\033[H\033[2J", stdout);
-                else if (i > 0 && !arg_json)
-                        fputc('\n', stdout);
-                fputs(text, stdout);
-                if (fflush(stdout) != 0)
-                        break; /* finish_stdout says why */
+                if (r == 0) {
+                        if (screen)
+                                fputs("\033[H\033[2J", stdout);
+                        else if (shown && !arg_json)
+                                fputc('\n', stdout);
+                        fputs(text, stdout);
+                        shown = true;
+                        if (fflush(stdout) != 0)
+                                break; /* finish_stdout says why */
+                }
                 if (iterations == 0 || i + 1 < iterations)
                         top_sleep_until(start + interval);
         }

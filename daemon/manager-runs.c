@@ -51,8 +51,16 @@ static int check_may_register(struct manager *m, const struct proc_identity *id,
         if (!caller_is_root) {
                 if (id->uid_real != caller_uid || id->uid_effective != caller_uid || id->uid_saved != caller_uid ||
                     id->uid_fs != caller_uid || !id->dumpable) {
-                        snprintf(err, errlen, "process %d is not yours to monitor (uid %u, %sdumpable)", pid,
-                                 (unsigned)id->uid_real, id->dumpable ? "" : "not ");
+                        if (id->uid_real == caller_uid)
+                                snprintf(err, errlen,
+                                         "process %d is not yours to monitor: it changed its credentials (a "
+                                         "setuid or setgid program, or prctl(PR_SET_DUMPABLE, 0)); run this as root",
+                                         pid);
+                        else
+                                snprintf(err, errlen,
+                                         "process %d is not yours to monitor: it runs as uid %u; run this as "
+                                         "that user or as root",
+                                         pid, (unsigned)id->uid_real);
                         return -EPERM;
                 }
                 unsigned mine = 0;

@@ -21,6 +21,10 @@ static void test_slices(void) {
         CHECK_EQ_INT(ops_observe(&t, "infer", 5, "model", 5, OP_TIMING, 10, 1, t0 + 10), 0);
         CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 20, 1, t0 + 500), 0);
         CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 30, 1, t0 + 999), 0);
+        /* an op keeps its first category: another is refused, nothing counted */
+        CHECK_EQ_INT(ops_observe(&t, "infer", 5, "other", 5, OP_TIMING, 99, 1, t0 + 999), -EEXIST);
+        CHECK_EQ_INT(ops_observe(&t, "req", 3, NULL, 0, OP_COUNTER, 0, 1, t0 + 99), 0);
+        CHECK_EQ_INT(ops_observe(&t, "req", 3, "net", 3, OP_COUNTER, 1, 1, t0 + 99), -EEXIST);
         CHECK_EQ_INT(ops_observe(&t, "req", 3, NULL, 0, OP_COUNTER, 3, 0.5, t0 + 100), 0);
         CHECK_EQ_INT(t.n_done, 0);
         CHECK_EQ_INT(ops_observe(&t, "infer", 5, NULL, 0, OP_TIMING, 40, 1, t0 + 1000), 0);

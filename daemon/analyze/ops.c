@@ -12,6 +12,20 @@ static char *strndup_or_null(const char *s, size_t len) {
         return s && len ? strndup(s, len) : NULL;
 }
 
+/* Is have (NULL: none) the category of len bytes? */
+static bool same_category(const char *have, const char *category, size_t len) {
+        return have && strncmp(have, category, len) == 0 && have[len] == 0;
+}
+
+int ops_category(const struct op_table *t, const char *op, const char **ret_category) {
+        for (size_t i = 0; i < t->n_open; i++)
+                if (streq(t->open[i].op, op)) {
+                        *ret_category = t->open[i].category;
+                        return 1;
+                }
+        return 0;
+}
+
 static void slice_done(struct op_slice *s) {
         free(s->op);
         free(s->category);
@@ -106,6 +120,8 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
 
         int64_t slice = ops_slice_of(now_ms);
         struct op_slice *s = find_open(t, op, op_len);
+        if (s && category && category_len && !same_category(s->category, category, category_len))
+                return -EEXIST; /* the op's first observation set another */
         if (!s) {
                 int r = MAKE_ROOM(t, t->open, t->n_open, OPS_MAX_PER_RUN);
                 if (r < 0)
@@ -113,8 +129,13 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 s = &t->open[t->n_open];
                 memset(s, 0, sizeof *s);
                 s->op = strndup(op, op_len);
-                if (!s->op)
+                s->category = strndup_or_null(category, category_len);
+                if (!s->op || (category && category_len && !s->category)) {
+                        free(s->op);
+                        free(s->category);
+                        memset(s, 0, sizeof *s);
                         return -ENOMEM;
+                }
                 hist_init(&s->h);
                 s->ts = slice;
                 t->n_open++;
@@ -124,14 +145,6 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                         return r;
                 s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
                 s->ts = slice;
-        }
-        if (category && category_len &&
-            (!s->category || strncmp(s->category, category, category_len) != 0 || s->category[category_len] != 0)) {
-                char *c = strndup_or_null(category, category_len);
-                if (!c)
-                        return -ENOMEM;
-                free(s->category);
-                s->category = c;
         }
         if (kind == OP_TIMING) {
                 /* a timing sampled at rate r stands for 1/r timings */

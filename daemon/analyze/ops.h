@@ -61,12 +61,16 @@ static inline int64_t ops_slice_of(int64_t ts_ms) {
 }
 
 /* One observation. rate in (0, 1]: a counter counts 1/rate, a timing is
- * weighted round(1/rate). -EINVAL bad value, -ENOSPC too many ops/gauges
- * (counted in dropped), -ENOMEM. */
+ * weighted round(1/rate). An op's first observation sets its category for
+ * the run's life (NULL: none); later ones may leave it out or name the
+ * same. -EINVAL bad value, -EEXIST another category than the op's,
+ * -ENOSPC too many ops/gauges (counted in dropped), -ENOMEM. */
 /* Is (value, rate) within the bounds above for an observation of kind? */
 bool ops_value_valid(enum op_kind kind, double value, double rate);
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms);
+/* 1 and the category (NULL: none) op has in t, or 0: t has not seen op. */
+int ops_category(const struct op_table *t, const char *op, const char **ret_category);
 /* Closes every open slice that started before the slice of now_ms
  * (INT64_MAX: all of them). */
 int ops_rotate(struct op_table *t, int64_t now_ms);

@@ -87,12 +87,59 @@ bad_item:
         return true;
 }
 
+/* By op, then in the body's order. */
+static int by_op(const void *a, const void *b) {
+        const struct observation *const *x = a, *const *y = b;
+        int c = strcmp((*x)->op, (*y)->op);
+        return c != 0 ? c : *x < *y ? -1 : *x > *y;
+}
+
+/* An op keeps the category of its first observation (see ops_observe()):
+ * an item naming another, against the run or an earlier item, is a 409 and
+ * nothing is taken. Gauges have no category. */
+static bool check_categories(struct request *rq, struct run *r, struct observation *v, size_t n) {
+        _cleanup_free_ struct observation **order = calloc(n, sizeof *order);
+        size_t k = 0;
+        if (!order) {
+                respond_error(rq, 503, "unavailable", "out of memory");
+                return false;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (v[i].kind != OP_GAUGE)
+                        order[k++] = &v[i];
+        qsort(order, k, sizeof *order, by_op);
+        for (size_t i = 0; i < k; i++) {
+                const char *have = NULL;
+                bool known = i > 0 && streq(order[i - 1]->op, order[i]->op);
+                if (known)
+                        have = order[i - 1]->category; /* the group's, passed on below */
+                else
+                        known = ops_category(&r->ops, order[i]->op, &have) > 0;
+                if (!known || !order[i]->category)
+                        order[i]->category = known ? have : order[i]->category;
+                else if (!have || !streq(have, order[i]->category)) {
+                        respond_error(rq, 409, "conflict",
+                                      "observation %zu: op '%s' of run %lld is in %s%s%s, not '%s': an op keeps the "
+                                      "category of its first observation (name another op for another category)",
+                                      (size_t)(order[i] - v), order[i]->op, (long long)r->info.id,
+                                      have ? "category '" : "no category", have ? have : "", have ? "'" : "",
+                                      order[i]->category);
+                        return false;
+                }
+        }
+        return true;
+}
+
 static void take_observations(struct request *rq, struct run *r, bool say_run) {
         _cleanup_json_ json_object *body = parse_body_any(rq);
         struct observation *v = NULL;
         size_t n = 0;
         if (!body || !parse_observations(rq, body, &v, &n))
                 return;
+        if (!check_categories(rq, r, v, n)) {
+                free(v);
+                return;
+        }
         size_t accepted = 0;
         for (size_t i = 0; i < n; i++)
                 if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r, v[i].kind, v[i].op,

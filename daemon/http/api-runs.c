@@ -44,7 +44,10 @@ void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
         for (size_t i = 0; i < n; i++) {
                 overlay_live(rq, &v[i]);
-                json_object_array_add(arr, run_with_latest(rq, &v[i]));
+                json_object *o = run_with_latest(rq, &v[i]);
+                /* the verdict, without its history (GET /v1/runs/ID has it) */
+                json_object_object_add(o, "leak", run_leak(rq, &v[i], false));
+                json_object_array_add(arr, o);
         }
         json_object_object_add(root, "runs", arr);
         json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
