@@ -40,6 +40,23 @@ enum run_state { RUN_RUNNING, RUN_EXITED, RUN_UNREGISTERED, _RUN_STATE_MAX };
 const char *run_state_to_string(enum run_state s);
 int run_state_from_string(const char *s); /* -EINVAL if unknown */
 
+/* A process's CPU and I/O counters as the kernel keeps them: absolute,
+ * since the process began. has_io false: /proc/PID/io was unreadable. */
+struct proc_counters {
+        uint64_t cpu_ns, utime_ticks, stime_ticks;
+        bool has_io;
+        uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
+};
+
+/* One process of a run's baseline: its counters when the run was
+ * registered. What the run used since then is the counters now less these,
+ * so it holds across a daemon restart. */
+struct baseline_member {
+        int pid;
+        uint64_t start_ticks;
+        struct proc_counters c;
+};
+
 /* Running totals of a run since registration (the summary's raw material). */
 struct run_totals {
         int64_t last_ts_ms; /* 0 = no sample yet */

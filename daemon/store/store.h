@@ -112,5 +112,17 @@ int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n);
  * unclean stop the totals row lags the samples by a few ticks). */
 int store_catch_up_totals(struct store *s, struct run_info *ri);
 
+/* A run's baseline: its processes' counters at registration (written with
+ * the run), and what its processes that exited since used (left_*: written
+ * when it grows). Loaded back when the run is resumed after a restart;
+ * -ENOENT: no such run. A run registered before baselines were kept has
+ * none (*ret_n = 0). */
+int store_insert_baseline(struct store *s, int64_t run_id, const struct baseline_member *v, size_t n);
+int store_update_run_left(struct store *s, int64_t run_id, const struct proc_counters *left);
+int store_load_baseline(struct store *s, int64_t run_id, struct baseline_member **ret, size_t *ret_n,
+                        struct proc_counters *ret_left);
+/* The run's sample taken at ts_ms (writer connection); -ENOENT if none. */
+int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret);
+
 /* Errors counted (for /v1/health). */
 uint64_t store_write_errors(struct store *s);
