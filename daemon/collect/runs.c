@@ -434,12 +434,17 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                           struct member *p) {
         m->pid = x->pid;
         m->start_ticks = x->st.starttime_ticks;
-        m->utime_ticks = x->st.utime_ticks;
-        m->stime_ticks = x->st.stime_ticks;
-        /* schedstat is exact (ns); stat ticks are the fallback */
-        m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
-        m->has_io = x->has_io;
-        m->io = x->io;
+        m->now = (struct proc_counters){
+                /* schedstat is exact (ns); stat ticks are the fallback */
+                .cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks),
+                .utime_ticks = x->st.utime_ticks,
+                .stime_ticks = x->st.stime_ticks,
+                .has_io = x->has_io,
+                .read_bytes = x->io.read_bytes,
+                .write_bytes = x->io.write_bytes,
+                .rchar_bytes = x->io.rchar,
+                .wchar_bytes = x->io.wchar,
+        };
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };
@@ -463,7 +468,7 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
  * (memory, threads, processes) into *s. */
 static void members_deltas(struct collect_ctx *ctx, struct run *r, struct reading *rd, size_t nrd, struct member *nm,
                            struct deltas *d, struct sample *s) {
-        bool first = r->ticks == 0;
+        bool first = r->ticks == 0 && !r->resume;
 
         d->io_known = true;
         for (size_t i = 0; i < nrd; i++) {
@@ -474,17 +479,24 @@ static void members_deltas(struct collect_ctx *ctx, struct run *r, struct readin
                  * contributes all it has used; at the baseline nothing counts. */
                 struct member *p = find_member(r, x->pid, x->st.starttime_ticks);
                 member_update(ctx, r, x, m, p);
-                struct member zero = { 0 };
+                struct member zero = { .now.has_io = true };
+                if (p) {
+                        p->seen = true;
+                        m->base = p->base;
+                } else if (first)
+                        m->base = m->now;
+                else
+                        m->base = zero.now;
                 if (!p)
                         p = first ? m : &zero;
-                d->cpu_ns += sat_sub_u64(m->cpu_ns, p->cpu_ns);
-                d->user_ticks += sat_sub_u64(m->utime_ticks, p->utime_ticks);
-                d->sys_ticks += sat_sub_u64(m->stime_ticks, p->stime_ticks);
-                if (x->has_io && (p->has_io || p == &zero || p == m)) {
-                        d->read += sat_sub_u64(m->io.read_bytes, p->io.read_bytes);
-                        d->write += sat_sub_u64(m->io.write_bytes, p->io.write_bytes);
-                        d->rchar += sat_sub_u64(m->io.rchar, p->io.rchar);
-                        d->wchar += sat_sub_u64(m->io.wchar, p->io.wchar);
+                d->cpu_ns += sat_sub_u64(m->now.cpu_ns, p->now.cpu_ns);
+                d->user_ticks += sat_sub_u64(m->now.utime_ticks, p->now.utime_ticks);
+                d->sys_ticks += sat_sub_u64(m->now.stime_ticks, p->now.stime_ticks);
+                if (x->has_io && p->now.has_io) {
+                        d->read += sat_sub_u64(m->now.read_bytes, p->now.read_bytes);
+                        d->write += sat_sub_u64(m->now.write_bytes, p->now.write_bytes);
+                        d->rchar += sat_sub_u64(m->now.rchar_bytes, p->now.rchar_bytes);
+                        d->wchar += sat_sub_u64(m->now.wchar_bytes, p->now.wchar_bytes);
                 } else if (!x->has_io)
                         d->io_known = false;
                 if (x->has_statm) {
@@ -496,6 +508,89 @@ static void members_deltas(struct collect_ctx *ctx, struct run *r, struct readin
                 s->threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
         }
         s->processes = (uint32_t)nrd;
+}
+
+/* Members of the previous sample that are gone now: what they used since
+ * registration is kept in r->left, which a resumed run starts from. */
+static void members_left(struct run *r) {
+        for (size_t i = 0; i < r->n_members; i++) {
+                const struct member *p = &r->members[i];
+                if (p->seen)
+                        continue;
+                r->left.cpu_ns += sat_sub_u64(p->now.cpu_ns, p->base.cpu_ns);
+                r->left.utime_ticks += sat_sub_u64(p->now.utime_ticks, p->base.utime_ticks);
+                r->left.stime_ticks += sat_sub_u64(p->now.stime_ticks, p->base.stime_ticks);
+                if (p->now.has_io && p->base.has_io) {
+                        r->left.has_io = true;
+                        r->left.read_bytes += sat_sub_u64(p->now.read_bytes, p->base.read_bytes);
+                        r->left.write_bytes += sat_sub_u64(p->now.write_bytes, p->base.write_bytes);
+                        r->left.rchar_bytes += sat_sub_u64(p->now.rchar_bytes, p->base.rchar_bytes);
+                        r->left.wchar_bytes += sat_sub_u64(p->now.wchar_bytes, p->base.wchar_bytes);
+                }
+                r->left_changed = true;
+        }
+}
+
+/* The first sample of a resumed run: members_deltas() measured the members
+ * from their baseline, so with r->left that is what the run used since
+ * registration; less the last stored sample, it is what it used while
+ * mlmond was down. A member that left during the outage is lost; the
+ * saturating subtraction keeps the counters from going back. */
+static void resume_deltas(const struct collect_ctx *ctx, const struct run *r, struct deltas *d) {
+        const struct sample *last = &r->last;
+        uint64_t tick_ns = ticks_to_ns(ctx, 1);
+        d->cpu_ns = sat_sub_u64(r->left.cpu_ns + d->cpu_ns, last->cpu_time_ns);
+        d->user_ticks = sat_sub_u64(r->left.utime_ticks + d->user_ticks, last->user_time_ns / tick_ns);
+        d->sys_ticks = sat_sub_u64(r->left.stime_ticks + d->sys_ticks, last->system_time_ns / tick_ns);
+        if (!d->io_known || !last->has_io)
+                return;
+        d->read = sat_sub_u64(r->left.read_bytes + d->read, last->read_bytes);
+        d->write = sat_sub_u64(r->left.write_bytes + d->write, last->write_bytes);
+        d->rchar = sat_sub_u64(r->left.rchar_bytes + d->rchar, last->rchar_bytes);
+        d->wchar = sat_sub_u64(r->left.wchar_bytes + d->wchar, last->wchar_bytes);
+}
+
+int run_resume(struct run *r, const struct baseline_member *v, size_t n, const struct proc_counters *left,
+               const struct sample *last, usec_t last_mono_usec) {
+        struct member *m = calloc(n ? n : 1, sizeof *m);
+        if (!m)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                m[i] = (struct member){
+                        .pid = v[i].pid,
+                        .start_ticks = v[i].start_ticks,
+                        .now = v[i].c,
+                        .base = v[i].c,
+                        .acc = { .pid = v[i].pid, .start_ticks = v[i].start_ticks },
+                };
+        for (size_t i = 0; i < r->n_members; i++)
+                accel_member_done(&r->members[i].acc);
+        free(r->members);
+        r->members = m;
+        r->n_members = n;
+        r->left = *left;
+        r->last = *last;
+        r->has_last = true;
+        r->last_sample_usec = last_mono_usec;
+        if (last->has_peak_rss && (!r->has_peak || last->peak_rss_bytes > r->peak_rss_bytes)) {
+                r->has_peak = true;
+                r->peak_rss_bytes = last->peak_rss_bytes;
+        }
+        r->resume = true;
+        return 0;
+}
+
+int run_baseline(const struct run *r, struct baseline_member **ret, size_t *ret_n) {
+        struct baseline_member *v = calloc(r->n_members ? r->n_members : 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < r->n_members; i++)
+                v[i] = (struct baseline_member){ .pid = r->members[i].pid,
+                                                 .start_ticks = r->members[i].start_ticks,
+                                                 .c = r->members[i].base };
+        *ret = v;
+        *ret_n = r->n_members;
+        return 0;
 }
 
 /* A process registered before it execs (mlmonctl run) changes its comm and
@@ -542,6 +637,8 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
         const struct sample *base = &r->last;
         const struct sample *prev = r->has_last ? &r->last : NULL;
         bool rates = prev && dt_s > 0;
+        /* the namespaces' counters at the outage's start are unknown */
+        bool net_rates = rates && !r->resume;
 
         s->cpu_time_ns = base->cpu_time_ns + d->cpu_ns;
         s->user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d->user_ticks);
@@ -563,10 +660,10 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
                 s->has_net = true;
                 s->netns_rx_bytes = total(base->has_net, base->netns_rx_bytes, d->rx);
                 s->netns_tx_bytes = total(base->has_net, base->netns_tx_bytes, d->tx);
-                s->has_net_rate = pair_rates(rates && prev->has_net, d->rx, d->tx, dt_s, &s->netns_rx_bytes_per_s,
+                s->has_net_rate = pair_rates(net_rates && prev->has_net, d->rx, d->tx, dt_s, &s->netns_rx_bytes_per_s,
                                              &s->netns_tx_bytes_per_s);
         }
-        if (!d->net_known && final && base->has_net) {
+        if (!d->net_known && (final || r->resume) && base->has_net) {
                 /* an exited process has no namespace left to read */
                 s->has_net = true;
                 s->netns_rx_bytes = base->netns_rx_bytes;
@@ -614,6 +711,10 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
                 return -ENOMEM;
         }
         members_deltas(ctx, r, rd, nrd, nm, &d, &s);
+        if (r->resume)
+                resume_deltas(ctx, r, &d);
+        else
+                members_left(r);
         d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
         identity_refresh(r, &rd[0]);
 
@@ -652,6 +753,9 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         r->has_last = true;
         r->last_sample_usec = now_mono_usec;
         r->ticks++;
+        if (r->resume) /* the CPU used during the outage is no share of the package's energy since */
+                r->accel.has_cpu_mark = false;
+        r->resume = false;
         *ret = s;
         return 0;
 }

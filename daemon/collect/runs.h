@@ -14,13 +14,14 @@
 #include "collect/procfs.h"
 #include "collect/sample.h"
 
-/* One process of a run's tree, with its counters at the previous sample. */
+/* One process of a run's tree, with its counters at the previous sample
+ * and at its baseline: at registration for a process that was there, zero
+ * for one born since (a new process's counters start at zero). */
 struct member {
         int pid;
         uint64_t start_ticks;
-        uint64_t cpu_ns, utime_ticks, stime_ticks;
-        bool has_io;
-        struct proc_io io;
+        struct proc_counters now, base;
+        bool seen; /* matched by the sample being taken */
         bool has_netns;
         uint64_t netns;          /* network namespace inode */
         uint64_t netns_tick;     /* run tick at which netns was last read */
@@ -52,6 +53,14 @@ struct run {
         size_t n_netns;
         bool has_peak;
         uint64_t peak_rss_bytes; /* VmHWM, refreshed every few ticks */
+        /* What members that left used since registration (their counters
+         * when last seen less their baseline); left_changed: store it. */
+        struct proc_counters left;
+        bool left_changed;
+        /* Resumed after a daemon restart: members[] holds the stored
+         * baseline, last the last stored sample, and the next sample
+         * spans the outage. */
+        bool resume;
         bool has_last;
         struct sample last;
         struct op_table ops;       /* what the application reports (StatsD, observations) */
@@ -99,6 +108,14 @@ struct proc_identity {
 int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
                struct proc_identity *ret_id);
 void run_free(struct run *r);
+/* Resumes a run from its stored baseline (members present at registration,
+ * and what members that left used) and its last stored sample: the next
+ * sample counts what the processes used while nobody watched, and its rates
+ * are the averages over that gap. Takes nothing from v; -ENOMEM. */
+int run_resume(struct run *r, const struct baseline_member *v, size_t n, const struct proc_counters *left,
+               const struct sample *last, usec_t last_mono_usec);
+/* The run's members now as a baseline (at registration); free() it. */
+int run_baseline(const struct run *r, struct baseline_member **ret, size_t *ret_n);
 void run_close_fds(struct run *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the
