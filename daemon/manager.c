@@ -384,6 +384,8 @@ static int manager_tick(struct manager *m) {
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
+                if (r->left_changed && store_update_run_left(m->store, r->info.id, &r->left) == 0)
+                        r->left_changed = false;
                 if (manager_store_sample(m, r, &s) < 0 ||
                     (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
                      store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
