@@ -593,6 +593,24 @@ int run_baseline(const struct run *r, struct baseline_member **ret, size_t *ret_
         return 0;
 }
 
+/* The run's peak RSS: the highest tree sum sampled, or the main process's
+ * VmHWM when that is higher (its own peak, which the tree's sum at that
+ * moment was at least), so never below the current RSS. */
+static void peak_update(struct run *r, const struct sample *s) {
+        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
+                struct proc_status status;
+                if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm &&
+                    (!r->has_peak || status.vmhwm_bytes > r->peak_rss_bytes)) {
+                        r->has_peak = true;
+                        r->peak_rss_bytes = status.vmhwm_bytes;
+                }
+        }
+        if (s->has_rss && (!r->has_peak || s->rss_bytes > r->peak_rss_bytes)) {
+                r->has_peak = true;
+                r->peak_rss_bytes = s->rss_bytes;
+        }
+}
+
 /* A process registered before it execs (mlmonctl run) changes its comm and
  * cmdline: follow them for the first ticks and on any comm change. */
 static void identity_refresh(struct run *r, const struct reading *main) {
@@ -717,15 +735,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
                 members_left(r);
         d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
         identity_refresh(r, &rd[0]);
-
-        /* VmHWM of the main process, every few ticks */
-        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
-                struct proc_status status;
-                if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm) {
-                        r->has_peak = true;
-                        r->peak_rss_bytes = status.vmhwm_bytes;
-                }
-        }
+        peak_update(r, &s);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)

@@ -17,7 +17,7 @@ struct sample {
         bool has_rss;
         uint64_t rss_bytes, rss_anon_bytes;
         bool has_peak_rss;
-        uint64_t peak_rss_bytes; /* VmHWM of the main process */
+        uint64_t peak_rss_bytes; /* the run's peak: its highest sampled RSS, or the main process's VmHWM if higher */
         uint32_t threads, processes;
         bool has_io, has_io_rate;
         uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
