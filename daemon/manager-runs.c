@@ -110,15 +110,15 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
                 return -ENOMEM;
         }
         manager_leak_step(m, r, &s);
-        _cleanup_free_ struct baseline_member *base = NULL;
-        size_t n_base = 0;
-        if (run_baseline(r, &base, &n_base) < 0) {
+        _cleanup_(run_baseline_done) struct run_baseline base = {};
+        if (run_baseline(r, &base) < 0) {
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
+        r->left_changed = r->netns_changed = false; /* stored with the run below */
         q = store_begin(m->store);
         if (q == 0) {
-                if (store_insert_run(m->store, ri) < 0 || store_insert_baseline(m->store, ri->id, base, n_base) < 0 ||
+                if (store_insert_run(m->store, ri) < 0 || store_insert_baseline(m->store, ri->id, &base) < 0 ||
                     manager_store_sample(m, r, &s) < 0 || store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
                         store_rollback(m->store);
                         q = -EIO;
@@ -235,13 +235,11 @@ static void run_restore_counters(struct manager *m, struct run *r, usec_t now) {
                         .netns_rx_bytes = t->netns_rx_bytes,
                         .netns_tx_bytes = t->netns_tx_bytes,
                 };
-        _cleanup_free_ struct baseline_member *base = NULL;
-        size_t n = 0;
-        struct proc_counters left;
+        _cleanup_(run_baseline_done) struct run_baseline base = {};
         int64_t gap_ms = now_realtime_ms() - last.ts_ms;
         usec_t gap = gap_ms > 0 ? (usec_t)gap_ms * USEC_PER_MSEC : 0;
-        if (last.ts_ms && store_load_baseline(m->store, r->info.id, &base, &n, &left) == 0 && n > 0 &&
-            run_resume(r, base, n, &left, &last, now > gap ? now - gap : 0) == 0)
+        if (last.ts_ms && store_load_baseline(m->store, r->info.id, &base) == 0 && base.n_members > 0 &&
+            run_resume(r, &base, &last, now > gap ? now - gap : 0) == 0)
                 return;
         r->last = last;
 }

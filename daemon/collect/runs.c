@@ -356,7 +356,10 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
                         c = &r->netns[r->n_netns++];
                         *c = (struct netns_counter){ .inode = rd[i].netns,
                                                      .rx_bytes = nd->rx_bytes,
-                                                     .tx_bytes = nd->tx_bytes };
+                                                     .tx_bytes = nd->tx_bytes,
+                                                     .base_rx_bytes = nd->rx_bytes,
+                                                     .base_tx_bytes = nd->tx_bytes };
+                        r->netns_changed = true;
                 }
                 d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
                 d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
@@ -369,8 +372,13 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
                 bool in_use = false;
                 for (size_t i = 0; i < nrd && !in_use; i++)
                         in_use = rd[i].has_netns && rd[i].netns == r->netns[j].inode;
-                if (in_use)
+                if (in_use) {
                         r->netns[kept++] = r->netns[j];
+                        continue;
+                }
+                r->left_rx_bytes += sat_sub_u64(r->netns[j].rx_bytes, r->netns[j].base_rx_bytes);
+                r->left_tx_bytes += sat_sub_u64(r->netns[j].tx_bytes, r->netns[j].base_tx_bytes);
+                r->netns_changed = true;
         }
         r->n_netns = kept;
 
@@ -550,25 +558,52 @@ static void resume_deltas(const struct collect_ctx *ctx, const struct run *r, st
         d->wchar = sat_sub_u64(r->left.wchar_bytes + d->wchar, last->wchar_bytes);
 }
 
-int run_resume(struct run *r, const struct baseline_member *v, size_t n, const struct proc_counters *left,
-               const struct sample *last, usec_t last_mono_usec) {
-        struct member *m = calloc(n ? n : 1, sizeof *m);
-        if (!m)
+/* The same for the namespaces, once net_deltas() has measured them from
+ * their baseline. */
+static void resume_net_deltas(const struct run *r, struct deltas *d) {
+        if (!d->net_known || !r->last.has_net)
+                return;
+        d->rx = sat_sub_u64(r->left_rx_bytes + d->rx, r->last.netns_rx_bytes);
+        d->tx = sat_sub_u64(r->left_tx_bytes + d->tx, r->last.netns_tx_bytes);
+}
+
+int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec) {
+        struct member *m = calloc(b->n_members ? b->n_members : 1, sizeof *m);
+        struct netns_counter *ns = calloc(b->n_netns ? b->n_netns : 1, sizeof *ns);
+        if (!m || !ns) {
+                free(m);
+                free(ns);
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
+        }
+        for (size_t i = 0; i < b->n_members; i++) {
+                const struct baseline_member *v = &b->members[i];
                 m[i] = (struct member){
-                        .pid = v[i].pid,
-                        .start_ticks = v[i].start_ticks,
-                        .now = v[i].c,
-                        .base = v[i].c,
-                        .acc = { .pid = v[i].pid, .start_ticks = v[i].start_ticks },
+                        .pid = v->pid,
+                        .start_ticks = v->start_ticks,
+                        .now = v->c,
+                        .base = v->c,
+                        .acc = { .pid = v->pid, .start_ticks = v->start_ticks },
                 };
+        }
+        for (size_t i = 0; i < b->n_netns; i++) {
+                const struct netns_baseline *v = &b->netns[i];
+                ns[i] = (struct netns_counter){ .inode = v->inode,
+                                                .rx_bytes = v->rx_bytes,
+                                                .tx_bytes = v->tx_bytes,
+                                                .base_rx_bytes = v->rx_bytes,
+                                                .base_tx_bytes = v->tx_bytes };
+        }
         for (size_t i = 0; i < r->n_members; i++)
                 accel_member_done(&r->members[i].acc);
         free(r->members);
         r->members = m;
-        r->n_members = n;
-        r->left = *left;
+        r->n_members = b->n_members;
+        free(r->netns);
+        r->netns = ns;
+        r->n_netns = b->n_netns;
+        r->left = b->left;
+        r->left_rx_bytes = b->left_rx_bytes;
+        r->left_tx_bytes = b->left_tx_bytes;
         r->last = *last;
         r->has_last = true;
         r->last_sample_usec = last_mono_usec;
@@ -577,19 +612,33 @@ int run_resume(struct run *r, const struct baseline_member *v, size_t n, const s
                 r->peak_rss_bytes = last->peak_rss_bytes;
         }
         r->resume = true;
+        r->resume_net = b->n_netns > 0;
         return 0;
 }
 
-int run_baseline(const struct run *r, struct baseline_member **ret, size_t *ret_n) {
-        struct baseline_member *v = calloc(r->n_members ? r->n_members : 1, sizeof *v);
-        if (!v)
+int run_baseline(const struct run *r, struct run_baseline *ret) {
+        struct run_baseline b = {
+                .members = calloc(r->n_members ? r->n_members : 1, sizeof *b.members),
+                .n_members = r->n_members,
+                .left = r->left,
+                .netns = calloc(r->n_netns ? r->n_netns : 1, sizeof *b.netns),
+                .n_netns = r->n_netns,
+                .left_rx_bytes = r->left_rx_bytes,
+                .left_tx_bytes = r->left_tx_bytes,
+        };
+        if (!b.members || !b.netns) {
+                run_baseline_done(&b);
                 return -ENOMEM;
+        }
         for (size_t i = 0; i < r->n_members; i++)
-                v[i] = (struct baseline_member){ .pid = r->members[i].pid,
-                                                 .start_ticks = r->members[i].start_ticks,
-                                                 .c = r->members[i].base };
-        *ret = v;
-        *ret_n = r->n_members;
+                b.members[i] = (struct baseline_member){ .pid = r->members[i].pid,
+                                                         .start_ticks = r->members[i].start_ticks,
+                                                         .c = r->members[i].base };
+        for (size_t i = 0; i < r->n_netns; i++)
+                b.netns[i] = (struct netns_baseline){ .inode = r->netns[i].inode,
+                                                      .rx_bytes = r->netns[i].base_rx_bytes,
+                                                      .tx_bytes = r->netns[i].base_tx_bytes };
+        *ret = b;
         return 0;
 }
 
@@ -655,8 +704,8 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
         const struct sample *base = &r->last;
         const struct sample *prev = r->has_last ? &r->last : NULL;
         bool rates = prev && dt_s > 0;
-        /* the namespaces' counters at the outage's start are unknown */
-        bool net_rates = rates && !r->resume;
+        /* without the namespaces' baseline, their counters at the outage's start are unknown */
+        bool net_rates = rates && (!r->resume || r->resume_net);
 
         s->cpu_time_ns = base->cpu_time_ns + d->cpu_ns;
         s->user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d->user_ticks);
@@ -734,6 +783,8 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         else
                 members_left(r);
         d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
+        if (r->resume_net)
+                resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
         peak_update(r, &s);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
@@ -765,7 +816,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         r->ticks++;
         if (r->resume) /* the CPU used during the outage is no share of the package's energy since */
                 r->accel.has_cpu_mark = false;
-        r->resume = false;
+        r->resume = r->resume_net = false;
         *ret = s;
         return 0;
 }

@@ -29,10 +29,11 @@ struct member {
 };
 
 /* A network namespace some member is in, with its counters at the
- * previous sample. */
+ * previous sample and when the run first saw it. */
 struct netns_counter {
         uint64_t inode;
         uint64_t rx_bytes, tx_bytes;
+        uint64_t base_rx_bytes, base_tx_bytes;
 };
 
 struct run {
@@ -57,10 +58,15 @@ struct run {
          * when last seen less their baseline); left_changed: store it. */
         struct proc_counters left;
         bool left_changed;
+        /* The same for the namespaces the run has left; netns_changed: a
+         * namespace came or went, store them. */
+        uint64_t left_rx_bytes, left_tx_bytes;
+        bool netns_changed;
         /* Resumed after a daemon restart: members[] holds the stored
          * baseline, last the last stored sample, and the next sample
          * spans the outage. */
         bool resume;
+        bool resume_net; /* with the namespaces' baseline */
         bool has_last;
         struct sample last;
         struct op_table ops;       /* what the application reports (StatsD, observations) */
@@ -108,14 +114,13 @@ struct proc_identity {
 int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
                struct proc_identity *ret_id);
 void run_free(struct run *r);
-/* Resumes a run from its stored baseline (members present at registration,
- * and what members that left used) and its last stored sample: the next
- * sample counts what the processes used while nobody watched, and its rates
- * are the averages over that gap. Takes nothing from v; -ENOMEM. */
-int run_resume(struct run *r, const struct baseline_member *v, size_t n, const struct proc_counters *left,
-               const struct sample *last, usec_t last_mono_usec);
-/* The run's members now as a baseline (at registration); free() it. */
-int run_baseline(const struct run *r, struct baseline_member **ret, size_t *ret_n);
+/* Resumes a run from its stored baseline and its last stored sample: the
+ * next sample counts what the processes used while nobody watched, and its
+ * rates are the averages over that gap. Copies from b; -ENOMEM. */
+int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec);
+/* The run's baseline now (at registration: its members' counters now);
+ * run_baseline_done() it. */
+int run_baseline(const struct run *r, struct run_baseline *ret);
 void run_close_fds(struct run *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -56,6 +57,27 @@ struct baseline_member {
         uint64_t start_ticks;
         struct proc_counters c;
 };
+
+/* A network namespace a run's processes are in, with its counters (every
+ * interface but lo) when the run first saw it there. */
+struct netns_baseline {
+        uint64_t inode;
+        uint64_t rx_bytes, tx_bytes;
+};
+
+/* What a restarted mlmond needs to go on counting a run from where it was
+ * registered: its processes' baseline, what the members and namespaces it
+ * has left used meanwhile. */
+struct run_baseline {
+        struct baseline_member *members;
+        size_t n_members;
+        struct proc_counters left;
+        struct netns_baseline *netns;
+        size_t n_netns;
+        uint64_t left_rx_bytes, left_tx_bytes;
+};
+
+void run_baseline_done(struct run_baseline *b);
 
 /* Running totals of a run since registration (the summary's raw material). */
 struct run_totals {

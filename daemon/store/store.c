@@ -260,8 +260,8 @@ static int step_params(struct store *s, sqlite3_stmt *st, const struct param *v)
         return step_done(s, st);
 }
 
-/* The same through a statement prepared for this one write. */
-static int exec_params(struct store *s, const char *sql, const struct param *v) {
+/* A write through a statement prepared for it alone. */
+int store_exec(struct store *s, const char *sql, const struct param *v) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(s->w, sql, &st) < 0)
                 return -EIO;
@@ -271,14 +271,6 @@ static int exec_params(struct store *s, const char *sql, const struct param *v) 
 static char *col_strdup(sqlite3_stmt *st, int i) {
         const unsigned char *t = sqlite3_column_text(st, i);
         return t ? strdup((const char *)t) : NULL;
-}
-
-static bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
-        if (sqlite3_column_type(st, i) == SQLITE_NULL)
-                return false;
-        int64_t x = sqlite3_column_int64(st, i);
-        *v = x < 0 ? 0 : (uint64_t)x;
-        return true;
 }
 
 static bool col_double(sqlite3_stmt *st, int i, double *v) {
@@ -365,8 +357,8 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
-        return exec_params(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
-                           PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
+        return store_exec(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
+                          PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
 }
 
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t) {
@@ -418,35 +410,35 @@ int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value
 }
 
 int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
-        return exec_params(s,
-                           "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
-                           "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                           PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
-                                  p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
-                                  p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
-                                  p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
-                                  p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
+        return store_exec(s,
+                          "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                          "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                          PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
+                                 p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
+                                 p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
+                                 p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
+                                 p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
 }
 
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
-        return exec_params(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
-                           PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
+        return store_exec(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
+                          PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
 }
 
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v) {
-        return exec_params(s,
-                           "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
-                           "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
-                           PARAMS(p_int(run_id), p_int(ts_ms), p_int(suspected), p_text(metric),
-                                  p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
-                                  p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
-                                  p_text(v->reason)));
+        return store_exec(s,
+                          "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                          "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                          PARAMS(p_int(run_id), p_int(ts_ms), p_int(suspected), p_text(metric),
+                                 p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
+                                 p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
+                                 p_text(v->reason)));
 }
 
 int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
-        return exec_params(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
+        return store_exec(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
 }
 
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
@@ -744,92 +736,6 @@ int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
         s->reader_cache[i].st = st;
         *ret = st;
         return SQLITE_OK;
-}
-
-/* The columns of a baseline row and of the runs' left_* columns, in this
- * order: CPU time, user and system ticks, then I/O (NULL: unknown). */
-static void counters_params(const struct proc_counters *c, struct param v[8]) {
-        v[0] = p_u64(true, c->cpu_ns);
-        v[1] = p_u64(true, c->utime_ticks);
-        v[2] = p_u64(true, c->stime_ticks);
-        v[3] = p_u64(c->has_io, c->read_bytes);
-        v[4] = p_u64(c->has_io, c->write_bytes);
-        v[5] = p_u64(c->has_io, c->rchar_bytes);
-        v[6] = p_u64(c->has_io, c->wchar_bytes);
-        v[7] = (struct param){ .type = PARAM_END };
-}
-
-static void row_to_counters(sqlite3_stmt *st, int c, struct proc_counters *ret) {
-        *ret = (struct proc_counters){};
-        col_u64(st, c, &ret->cpu_ns);
-        col_u64(st, c + 1, &ret->utime_ticks);
-        col_u64(st, c + 2, &ret->stime_ticks);
-        ret->has_io = col_u64(st, c + 3, &ret->read_bytes) && col_u64(st, c + 4, &ret->write_bytes) &&
-                      col_u64(st, c + 5, &ret->rchar_bytes) && col_u64(st, c + 6, &ret->wchar_bytes);
-}
-
-#define COUNTER_COLUMNS(p)                                                                                      \
-        p "cpu_ns, " p "utime_ticks, " p "stime_ticks, " p "read_bytes, " p "write_bytes, " p "rchar_bytes, " p \
-          "wchar_bytes"
-
-int store_insert_baseline(struct store *s, int64_t run_id, const struct baseline_member *v, size_t n) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w,
-                         "INSERT OR REPLACE INTO run_baseline (run_id, pid, start_time_ticks, " COUNTER_COLUMNS(
-                                 "") ") VALUES (?,?,?,?,?,?,?,?,?,?)",
-                         &st) < 0)
-                return -EIO;
-        for (size_t i = 0; i < n; i++) {
-                struct param c[8];
-                counters_params(&v[i].c, c);
-                bind_params(st, PARAMS(p_int(run_id), p_int(v[i].pid), p_u64(true, v[i].start_ticks), c[0], c[1], c[2],
-                                       c[3], c[4], c[5], c[6]));
-                int r = step_done(s, st);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-int store_update_run_left(struct store *s, int64_t run_id, const struct proc_counters *left) {
-        struct param c[8];
-        counters_params(left, c);
-        return exec_params(s,
-                           "UPDATE runs SET left_cpu_ns=?, left_utime_ticks=?, left_stime_ticks=?, left_read_bytes=?, "
-                           "left_write_bytes=?, left_rchar_bytes=?, left_wchar_bytes=? WHERE id=?",
-                           PARAMS(c[0], c[1], c[2], c[3], c[4], c[5], c[6], p_int(run_id)));
-}
-
-int store_load_baseline(struct store *s, int64_t run_id, struct baseline_member **ret, size_t *ret_n,
-                        struct proc_counters *ret_left) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL, *lt = NULL;
-        if (prepare_once(s->w, "SELECT pid, start_time_ticks, " COUNTER_COLUMNS("") " FROM run_baseline WHERE run_id=?",
-                         &st) < 0 ||
-            prepare_once(s->w, "SELECT " COUNTER_COLUMNS("left_") " FROM runs WHERE id=?", &lt) < 0)
-                return -EIO;
-        bind_params(lt, PARAMS(p_int(run_id)));
-        if (sqlite3_step(lt) != SQLITE_ROW)
-                return -ENOENT;
-        struct proc_counters left;
-        row_to_counters(lt, 0, &left);
-        bind_params(st, PARAMS(p_int(run_id)));
-        _cleanup_free_ struct baseline_member *v = NULL;
-        size_t n = 0;
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (!GREEDY_REALLOC(v, n + 1))
-                        return -ENOMEM;
-                v[n].pid = sqlite3_column_int(st, 0);
-                col_u64(st, 1, &v[n].start_ticks);
-                row_to_counters(st, 2, &v[n].c);
-                n++;
-        }
-        if (rc != SQLITE_DONE)
-                return -EIO;
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        *ret_left = left;
-        return 0;
 }
 
 int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret) {

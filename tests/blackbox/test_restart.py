@@ -5,18 +5,23 @@ the outage leaves no invented samples, and the first rates after it are the
 averages over it."""
 
 import os
+import shutil
+import subprocess
 import sys
 
-from conftest import Helper, now_ms, proc_io, schedstat_ns
+import pytest
+
+from conftest import Helper, now_ms, proc_io, read_proc, schedstat_ns
 
 MiB = 1 << 20
 
 # A process driven over a pipe: "write N" writes N MiB to its file and
-# fsyncs it, "burn S" spends S s of CPU, "spawn" starts another such process
+# fsyncs it, "burn S" spends S s of CPU, "send N" sends N UDP datagrams of
+# 1000 bytes to 10.9.9.2 (see netns_agent), "spawn" starts another such process
 # as its child (answering its pid), "to PID CMD" passes CMD on to that child,
 # "reap PID" ends it; each answers "done ..." when finished.
 AGENT = r'''
-import os, subprocess, sys, time
+import os, socket, subprocess, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 chunk = b"\x5a" * (1 << 20)
 kids = {}
@@ -32,6 +37,11 @@ for line in sys.stdin:
         end = time.process_time() + float(arg)
         while time.process_time() < end:
             pass
+    elif cmd == "send":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(int(arg)):
+            s.sendto(b"n" * 1000, ("10.9.9.2", 9))
+        s.close()
     elif cmd == "spawn":
         p = subprocess.Popen([sys.executable, sys.argv[0], sys.argv[1] + f".{len(kids)}"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -59,6 +69,43 @@ def start_agent(d):
     a = Helper([sys.executable, script, os.path.join(d, "agent.bin")])
     a.expect("ready")
     return a
+
+
+# A network namespace of its own with a veth pair whose peer has a fixed
+# neighbour entry: what the agent sends leaves by v0 and arrives on v1, so
+# the namespace's counters move by exactly that, and nothing else moves them
+# (no IPv6 chatter, no other process).
+NETNS_SETUP = ("echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && "
+               "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+               "ip link add v0 type veth peer name v1 && ip addr add 10.9.9.1/24 dev v0 && "
+               "ip link set v0 up && ip link set v1 up && "
+               "ip neigh add 10.9.9.2 lladdr 02:00:00:00:00:02 dev v0")
+
+
+def netns_agent(d):
+    script = os.path.join(d, "agent.py")
+    with open(script, "w") as f:
+        f.write(AGENT)
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        pytest.skip("a network namespace of its own needs root, unshare and ip")
+    probe = subprocess.run(["unshare", "-n", "sh", "-c", NETNS_SETUP], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot set up a veth pair in a new namespace: {probe.stderr.decode().strip()}")
+    a = Helper(["unshare", "-n", "sh", "-c",
+                f"{NETNS_SETUP} && exec {sys.executable} {script} {os.path.join(d, 'agent.bin')}"])
+    a.expect("ready")
+    return a
+
+
+def netdev(pid):
+    """The namespace's (rx, tx) bytes over every interface but lo."""
+    rx = tx = 0
+    for line in read_proc(pid, "net/dev").decode().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() != "lo":
+            f = rest.split()
+            rx, tx = rx + int(f[0]), tx + int(f[8])
+    return rx, tx
 
 
 def do(agent, line, timeout=60):
@@ -171,5 +218,38 @@ def test_restart_tree_counts_survivors_once(make_mlmond, data_dir):
         # reaped child's I/O to its parent's, so main's counts early's too)
         assert latest["wchar_bytes"] == wchar, (latest["wchar_bytes"], wchar, used)
         assert run["summary"]["cpu_time_s"] == latest["cpu_time_s"]
+    finally:
+        agent.close()
+
+
+def test_restart_counts_the_outage_netns(make_mlmond, data_dir):
+    """The network namespace's traffic while mlmond was down counts too."""
+    agent = netns_agent(data_dir)
+    d = make_mlmond(interval="250ms")
+    try:
+        pid = agent.pid
+        rx0, tx0 = netdev(pid)
+        run_id = d.register(pid, interval="250ms")["id"]
+        do(agent, "send 500")
+        d.wait_sample_after(run_id, now_ms())
+        d.stop()
+        stopped = now_ms()
+        do(agent, "send 2000")
+        restarted = now_ms()
+        d.start()
+        do(agent, "send 500")
+        latest = d.wait_sample_after(run_id, now_ms())["latest"]
+        rx1, tx1 = netdev(pid)
+        assert tx1 - tx0 >= 3000 * 1000, (tx0, tx1)
+        assert latest["netns_tx_bytes"] == tx1 - tx0, (latest, tx0, tx1)
+        assert latest["netns_rx_bytes"] == rx1 - rx0, (latest, rx0, rx1)
+
+        samples = d.samples(run_id)
+        before, after = last_before(samples, stopped), first_after(samples, restarted)
+        span_s = (after["ts"] - before["ts"]) / 1000.0
+        avg = (after["netns_tx_bytes"] - before["netns_tx_bytes"]) / span_s
+        assert after["netns_tx_bytes"] - before["netns_tx_bytes"] >= 2000 * 1000, (before, after)
+        assert after["netns_tx_bytes_per_s"] is not None, after
+        assert abs(after["netns_tx_bytes_per_s"] - avg) <= 0.02 * avg + 1.0, (after, avg)
     finally:
         agent.close()

@@ -27,3 +27,16 @@ ALTER TABLE runs ADD COLUMN left_read_bytes INTEGER;
 ALTER TABLE runs ADD COLUMN left_write_bytes INTEGER;
 ALTER TABLE runs ADD COLUMN left_rchar_bytes INTEGER;
 ALTER TABLE runs ADD COLUMN left_wchar_bytes INTEGER;
+
+-- The network namespaces the run's processes are in, with their counters
+-- (every interface but lo) when the run first saw them there; and what the
+-- namespaces the run has left carried meanwhile.
+CREATE TABLE run_netns (
+        run_id           INTEGER NOT NULL,
+        inode            INTEGER NOT NULL,
+        rx_bytes         INTEGER NOT NULL,
+        tx_bytes         INTEGER NOT NULL,
+        PRIMARY KEY (run_id, inode)
+) WITHOUT ROWID;
+ALTER TABLE runs ADD COLUMN left_netns_rx_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN left_netns_tx_bytes INTEGER NOT NULL DEFAULT 0;
