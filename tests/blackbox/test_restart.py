@@ -121,7 +121,8 @@ def last_before(samples, ts):
     return [s for s in samples if s["ts"] < ts][-1]
 
 
-def test_restart_counts_the_outage(make_mlmond, data_dir):
+@pytest.mark.parametrize("outage", ["stop", "crash"])
+def test_restart_counts_the_outage(make_mlmond, data_dir, outage):
     d = make_mlmond(interval="250ms")
     agent = start_agent(data_dir)
     try:
@@ -131,7 +132,7 @@ def test_restart_counts_the_outage(make_mlmond, data_dir):
         do(agent, "write 32")
         d.wait_sample_after(run_id, now_ms())
 
-        d.stop()
+        d.stop() if outage == "stop" else d.kill9()
         stopped = now_ms()
         gap_cpu0 = schedstat_ns(pid)
         do(agent, "write 32")
