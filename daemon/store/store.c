@@ -260,12 +260,16 @@ static int step_params(struct store *s, sqlite3_stmt *st, const struct param *v)
         return step_done(s, st);
 }
 
-/* A write through a statement prepared for it alone. */
-int store_exec(struct store *s, const char *sql, const struct param *v) {
+/* The same through a statement prepared for this one write. */
+static int exec_params(struct store *s, const char *sql, const struct param *v) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(s->w, sql, &st) < 0)
                 return -EIO;
         return step_params(s, st, v);
+}
+
+int store_exec(struct store *s, const char *sql, const struct param *v) {
+        return exec_params(s, sql, v);
 }
 
 static char *col_strdup(sqlite3_stmt *st, int i) {
@@ -357,8 +361,8 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
-        return store_exec(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
-                          PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
+        return exec_params(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
+                           PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
 }
 
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t) {
@@ -410,35 +414,35 @@ int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value
 }
 
 int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
-        return store_exec(s,
-                          "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
-                          "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
-                          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                          PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
-                                 p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
-                                 p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
-                                 p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
-                                 p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
+        return exec_params(s,
+                           "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
+                           "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                           PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
+                                  p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
+                                  p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
+                                  p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
+                                  p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
 }
 
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
-        return store_exec(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
-                          PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
+        return exec_params(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
+                           PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
 }
 
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v) {
-        return store_exec(s,
-                          "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
-                          "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
-                          PARAMS(p_int(run_id), p_int(ts_ms), p_int(suspected), p_text(metric),
-                                 p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
-                                 p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
-                                 p_text(v->reason)));
+        return exec_params(s,
+                           "INSERT OR REPLACE INTO leak_events (run_id, ts, suspected, metric, slope_bytes_per_s, "
+                           "growth_bytes, window_s, confidence, reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                           PARAMS(p_int(run_id), p_int(ts_ms), p_int(suspected), p_text(metric),
+                                  p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
+                                  p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
+                                  p_text(v->reason)));
 }
 
 int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
-        return store_exec(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
+        return exec_params(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
 }
 
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
