@@ -118,10 +118,16 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
                 return -ENOMEM;
         }
         manager_leak_step(m, r, &s);
+        _cleanup_(run_baseline_done) struct run_baseline base = {};
+        if (run_baseline(r, &base) < 0) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        r->left_changed = r->netns_changed = false; /* stored with the run below */
         q = store_begin(m->store);
         if (q == 0) {
-                if (store_insert_run(m->store, ri) < 0 || manager_store_sample(m, r, &s) < 0 ||
-                    store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
+                if (store_insert_run(m->store, ri) < 0 || store_insert_baseline(m->store, ri->id, &base) < 0 ||
+                    manager_store_sample(m, r, &s) < 0 || store_update_run_totals(m->store, ri->id, &ri->totals) < 0) {
                         store_rollback(m->store);
                         q = -EIO;
                 } else
@@ -217,6 +223,35 @@ int manager_unregister(struct manager *m, int64_t id, bool caller_is_root, uid_t
         return 0;
 }
 
+/* A resumed run's counters: from its stored baseline, so that what its
+ * processes used while mlmond was down counts, with the first sample's rates
+ * averaged over the outage. A run stored without a baseline (by an older
+ * mlmond) takes a new one and goes on from its last stored sample. */
+static void run_restore_counters(struct manager *m, struct run *r, usec_t now) {
+        const struct run_totals *t = &r->info.totals;
+        struct sample last;
+        if (!t->last_ts_ms || store_load_sample(m->store, r->info.id, t->last_ts_ms, &last) < 0)
+                last = (struct sample){
+                        .ts_ms = t->last_ts_ms,
+                        .cpu_time_ns = t->cpu_time_ns,
+                        .user_time_ns = t->user_time_ns,
+                        .system_time_ns = t->system_time_ns,
+                        .has_io = t->has_io,
+                        .read_bytes = t->read_bytes,
+                        .write_bytes = t->write_bytes,
+                        .has_net = t->has_net,
+                        .netns_rx_bytes = t->netns_rx_bytes,
+                        .netns_tx_bytes = t->netns_tx_bytes,
+                };
+        _cleanup_(run_baseline_done) struct run_baseline base = {};
+        int64_t gap_ms = now_realtime_ms() - last.ts_ms;
+        usec_t gap = gap_ms > 0 ? (usec_t)gap_ms * USEC_PER_MSEC : 0;
+        if (last.ts_ms && store_load_baseline(m->store, r->info.id, &base) == 0 && base.n_members > 0 &&
+            run_resume(r, &base, &last, now > gap ? now - gap : 0) == 0)
+                return;
+        r->last = last;
+}
+
 /* Registrations survive a restart: a process still alive with the same boot
  * id, pid and start time goes on being sampled; any other becomes exited. */
 int manager_restore_runs(struct manager *m) {
@@ -246,23 +281,13 @@ int manager_restore_runs(struct manager *m) {
                         ended++;
                         continue;
                 }
-                /* keep the stored identity and totals; the collector takes a
-                 * new baseline, the totals continue from the stored ones */
+                /* keep the stored identity and totals; the counters go on
+                 * from the stored baseline */
                 r->info = v[i];
                 if (store_catch_up_totals(m->store, &r->info) < 0)
                         log_warning("run %lld: cannot fold recent samples into its totals", (long long)r->info.id);
+                run_restore_counters(m, r, now);
                 const struct run_totals *t = &r->info.totals;
-                r->last = (struct sample){
-                        .cpu_time_ns = t->cpu_time_ns,
-                        .user_time_ns = t->user_time_ns,
-                        .system_time_ns = t->system_time_ns,
-                        .has_io = t->has_io,
-                        .read_bytes = t->read_bytes,
-                        .write_bytes = t->write_bytes,
-                        .has_net = t->has_net,
-                        .netns_rx_bytes = t->netns_rx_bytes,
-                        .netns_tx_bytes = t->netns_tx_bytes,
-                };
                 if (t->has_energy) { /* the estimate goes on from the stored one */
                         r->accel.has_energy = true;
                         r->accel.energy_j = t->energy_j;

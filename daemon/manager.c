@@ -265,6 +265,16 @@ int manager_store_sample(struct manager *m, struct run *r, const struct sample *
         return store_insert_sample(m->store, r->info.id, s, gpu ? json_to_string(gpu) : NULL);
 }
 
+/* What a run's members and namespaces that left used, when it grew (in
+ * the tick's transaction, so it matches the samples). */
+static void store_run_baseline(struct manager *m, struct run *r) {
+        if (r->left_changed && store_update_run_left(m->store, r->info.id, &r->left) == 0)
+                r->left_changed = false;
+        _cleanup_(run_baseline_done) struct run_baseline b = {};
+        if (r->netns_changed && run_baseline(r, &b) == 0 && store_update_run_netns(m->store, r->info.id, &b) == 0)
+                r->netns_changed = false;
+}
+
 /* Writes a run's closed op slices and gauges (inside a transaction) and
  * forgets them. */
 static void store_run_ops(struct manager *m, struct run *r) {
@@ -384,6 +394,7 @@ static int manager_tick(struct manager *m) {
                 if (r->identity_changed &&
                     store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
                         r->identity_changed = false;
+                store_run_baseline(m, r);
                 if (manager_store_sample(m, r, &s) < 0 ||
                     (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
                      store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))

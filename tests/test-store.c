@@ -93,6 +93,14 @@ static void test_migrate_from_v1(const char *fixtures) {
         for (size_t i = 0; i < n; i++)
                 run_info_done(&v[i]);
         free(v);
+        /* a run from before baselines were kept has none: it goes on from its totals */
+        struct run_baseline b;
+        CHECK_EQ_INT(store_load_baseline(s, 2, &b), 0);
+        CHECK_EQ_INT(b.n_members, 0);
+        CHECK_EQ_INT(b.n_netns, 0);
+        CHECK_EQ_INT(b.left.cpu_ns, 0);
+        CHECK(!b.left.has_io);
+        run_baseline_done(&b);
         store_close(s);
 
         /* opening again is a no-op migration */
@@ -297,6 +305,71 @@ static void test_catch_up_totals(void) {
         store_close(s);
 }
 
+/* A run's baseline: written with the run, its departed members' and
+ * namespaces' shares as they grow, read back as written (NULL I/O stays
+ * unknown). */
+static void test_baseline(void) {
+        struct store *s = open_db("baseline.db");
+        if (!s)
+                return;
+        struct baseline_member mem[] = {
+                { .pid = 400, .start_ticks = 7, .c = { .cpu_ns = 5, .utime_ticks = 1, .stime_ticks = 2 } },
+                { .pid = 401,
+                  .start_ticks = 9,
+                  .c = { .cpu_ns = 6,
+                         .has_io = true,
+                         .read_bytes = 10,
+                         .write_bytes = 20,
+                         .rchar_bytes = 30,
+                         .wchar_bytes = 40 } },
+        };
+        struct netns_baseline ns[] = { { .inode = 4026531840ULL, .rx_bytes = 1000, .tx_bytes = 2000 } };
+        struct run_baseline b = { .members = mem, .n_members = 2, .netns = ns, .n_netns = 1 };
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 400);
+        CHECK_EQ_INT(store_insert_baseline(s, id, &b), 0);
+        struct proc_counters left = { .cpu_ns = 77, .has_io = true, .wchar_bytes = 88 };
+        CHECK_EQ_INT(store_update_run_left(s, id, &left), 0);
+        b.n_netns = 0; /* the namespace was left, having carried 500 and 600 bytes */
+        b.left_rx_bytes = 500;
+        b.left_tx_bytes = 600;
+        CHECK_EQ_INT(store_update_run_netns(s, id, &b), 0);
+        CHECK_EQ_INT(store_commit(s), 0);
+
+        struct run_baseline got;
+        CHECK_EQ_INT(store_load_baseline(s, id, &got), 0);
+        CHECK_EQ_INT(got.n_members, 2);
+        CHECK_EQ_INT(got.n_netns, 0);
+        for (size_t i = 0; i < got.n_members && i < 2; i++) {
+                const struct baseline_member *m = got.members[i].pid == 400 ? &mem[0] : &mem[1];
+                CHECK_EQ_INT(got.members[i].start_ticks, m->start_ticks);
+                CHECK_EQ_INT(got.members[i].c.cpu_ns, m->c.cpu_ns);
+                CHECK_EQ_INT(got.members[i].c.stime_ticks, m->c.stime_ticks);
+                CHECK_EQ_INT(got.members[i].c.has_io, m->c.has_io);
+                CHECK_EQ_INT(got.members[i].c.wchar_bytes, m->c.wchar_bytes);
+        }
+        CHECK_EQ_INT(got.left.cpu_ns, 77);
+        CHECK(got.left.has_io);
+        CHECK_EQ_INT(got.left.wchar_bytes, 88);
+        CHECK_EQ_INT(got.left_rx_bytes, 500);
+        CHECK_EQ_INT(got.left_tx_bytes, 600);
+        run_baseline_done(&got);
+
+        CHECK_EQ_INT(store_begin(s), 0);
+        b.n_netns = 1;
+        CHECK_EQ_INT(store_update_run_netns(s, id, &b), 0);
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK_EQ_INT(store_load_baseline(s, id, &got), 0);
+        CHECK_EQ_INT(got.n_netns, 1);
+        if (got.n_netns == 1) {
+                CHECK_EQ_INT(got.netns[0].inode, 4026531840ULL);
+                CHECK_EQ_INT(got.netns[0].tx_bytes, 2000);
+        }
+        run_baseline_done(&got);
+        CHECK_EQ_INT(store_load_baseline(s, id + 100, &got), -ENOENT);
+        store_close(s);
+}
+
 /* Op slices: stored with their histograms, merged per minute by the rollup
  * (counts add, histograms merge), dropped by retention with the samples. */
 static void test_op_slices(void) {
@@ -367,6 +440,7 @@ int main(int argc, char **argv) {
         test_unclean_stop();
         test_catch_up_totals();
         test_op_slices();
+        test_baseline();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
         if (system(cmd) != 0)

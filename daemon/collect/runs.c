@@ -356,7 +356,10 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
                         c = &r->netns[r->n_netns++];
                         *c = (struct netns_counter){ .inode = rd[i].netns,
                                                      .rx_bytes = nd->rx_bytes,
-                                                     .tx_bytes = nd->tx_bytes };
+                                                     .tx_bytes = nd->tx_bytes,
+                                                     .base_rx_bytes = nd->rx_bytes,
+                                                     .base_tx_bytes = nd->tx_bytes };
+                        r->netns_changed = true;
                 }
                 d_rx += sat_sub_u64(nd->rx_bytes, c->rx_bytes);
                 d_tx += sat_sub_u64(nd->tx_bytes, c->tx_bytes);
@@ -369,8 +372,13 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
                 bool in_use = false;
                 for (size_t i = 0; i < nrd && !in_use; i++)
                         in_use = rd[i].has_netns && rd[i].netns == r->netns[j].inode;
-                if (in_use)
+                if (in_use) {
                         r->netns[kept++] = r->netns[j];
+                        continue;
+                }
+                r->left_rx_bytes += sat_sub_u64(r->netns[j].rx_bytes, r->netns[j].base_rx_bytes);
+                r->left_tx_bytes += sat_sub_u64(r->netns[j].tx_bytes, r->netns[j].base_tx_bytes);
+                r->netns_changed = true;
         }
         r->n_netns = kept;
 
@@ -434,12 +442,17 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                           struct member *p) {
         m->pid = x->pid;
         m->start_ticks = x->st.starttime_ticks;
-        m->utime_ticks = x->st.utime_ticks;
-        m->stime_ticks = x->st.stime_ticks;
-        /* schedstat is exact (ns); stat ticks are the fallback */
-        m->cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks);
-        m->has_io = x->has_io;
-        m->io = x->io;
+        m->now = (struct proc_counters){
+                /* schedstat is exact (ns); stat ticks are the fallback */
+                .cpu_ns = x->has_cpu ? x->cpu_ns : ticks_to_ns(ctx, x->st.utime_ticks + x->st.stime_ticks),
+                .utime_ticks = x->st.utime_ticks,
+                .stime_ticks = x->st.stime_ticks,
+                .has_io = x->has_io,
+                .read_bytes = x->io.read_bytes,
+                .write_bytes = x->io.write_bytes,
+                .rchar_bytes = x->io.rchar,
+                .wchar_bytes = x->io.wchar,
+        };
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };
@@ -463,7 +476,7 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
  * (memory, threads, processes) into *s. */
 static void members_deltas(struct collect_ctx *ctx, struct run *r, struct reading *rd, size_t nrd, struct member *nm,
                            struct deltas *d, struct sample *s) {
-        bool first = r->ticks == 0;
+        bool first = r->ticks == 0 && !r->resume;
 
         d->io_known = true;
         for (size_t i = 0; i < nrd; i++) {
@@ -474,17 +487,24 @@ static void members_deltas(struct collect_ctx *ctx, struct run *r, struct readin
                  * contributes all it has used; at the baseline nothing counts. */
                 struct member *p = find_member(r, x->pid, x->st.starttime_ticks);
                 member_update(ctx, r, x, m, p);
-                struct member zero = { 0 };
+                struct member zero = { .now.has_io = true };
+                if (p) {
+                        p->seen = true;
+                        m->base = p->base;
+                } else if (first)
+                        m->base = m->now;
+                else
+                        m->base = zero.now;
                 if (!p)
                         p = first ? m : &zero;
-                d->cpu_ns += sat_sub_u64(m->cpu_ns, p->cpu_ns);
-                d->user_ticks += sat_sub_u64(m->utime_ticks, p->utime_ticks);
-                d->sys_ticks += sat_sub_u64(m->stime_ticks, p->stime_ticks);
-                if (x->has_io && (p->has_io || p == &zero || p == m)) {
-                        d->read += sat_sub_u64(m->io.read_bytes, p->io.read_bytes);
-                        d->write += sat_sub_u64(m->io.write_bytes, p->io.write_bytes);
-                        d->rchar += sat_sub_u64(m->io.rchar, p->io.rchar);
-                        d->wchar += sat_sub_u64(m->io.wchar, p->io.wchar);
+                d->cpu_ns += sat_sub_u64(m->now.cpu_ns, p->now.cpu_ns);
+                d->user_ticks += sat_sub_u64(m->now.utime_ticks, p->now.utime_ticks);
+                d->sys_ticks += sat_sub_u64(m->now.stime_ticks, p->now.stime_ticks);
+                if (x->has_io && p->now.has_io) {
+                        d->read += sat_sub_u64(m->now.read_bytes, p->now.read_bytes);
+                        d->write += sat_sub_u64(m->now.write_bytes, p->now.write_bytes);
+                        d->rchar += sat_sub_u64(m->now.rchar_bytes, p->now.rchar_bytes);
+                        d->wchar += sat_sub_u64(m->now.wchar_bytes, p->now.wchar_bytes);
                 } else if (!x->has_io)
                         d->io_known = false;
                 if (x->has_statm) {
@@ -496,6 +516,148 @@ static void members_deltas(struct collect_ctx *ctx, struct run *r, struct readin
                 s->threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
         }
         s->processes = (uint32_t)nrd;
+}
+
+/* Members of the previous sample that are gone now: what they used since
+ * registration is kept in r->left, which a resumed run starts from. */
+static void members_left(struct run *r) {
+        for (size_t i = 0; i < r->n_members; i++) {
+                const struct member *p = &r->members[i];
+                if (p->seen)
+                        continue;
+                r->left.cpu_ns += sat_sub_u64(p->now.cpu_ns, p->base.cpu_ns);
+                r->left.utime_ticks += sat_sub_u64(p->now.utime_ticks, p->base.utime_ticks);
+                r->left.stime_ticks += sat_sub_u64(p->now.stime_ticks, p->base.stime_ticks);
+                if (p->now.has_io && p->base.has_io) {
+                        r->left.has_io = true;
+                        r->left.read_bytes += sat_sub_u64(p->now.read_bytes, p->base.read_bytes);
+                        r->left.write_bytes += sat_sub_u64(p->now.write_bytes, p->base.write_bytes);
+                        r->left.rchar_bytes += sat_sub_u64(p->now.rchar_bytes, p->base.rchar_bytes);
+                        r->left.wchar_bytes += sat_sub_u64(p->now.wchar_bytes, p->base.wchar_bytes);
+                }
+                r->left_changed = true;
+        }
+}
+
+/* The first sample of a resumed run: members_deltas() measured the members
+ * from their baseline, so with r->left that is what the run used since
+ * registration; less the last stored sample, it is what it used while
+ * mlmond was down. A member that left during the outage is lost; the
+ * saturating subtraction keeps the counters from going back. */
+static void resume_deltas(const struct collect_ctx *ctx, const struct run *r, struct deltas *d) {
+        const struct sample *last = &r->last;
+        uint64_t tick_ns = ticks_to_ns(ctx, 1);
+        d->cpu_ns = sat_sub_u64(r->left.cpu_ns + d->cpu_ns, last->cpu_time_ns);
+        d->user_ticks = sat_sub_u64(r->left.utime_ticks + d->user_ticks, last->user_time_ns / tick_ns);
+        d->sys_ticks = sat_sub_u64(r->left.stime_ticks + d->sys_ticks, last->system_time_ns / tick_ns);
+        if (!d->io_known || !last->has_io)
+                return;
+        d->read = sat_sub_u64(r->left.read_bytes + d->read, last->read_bytes);
+        d->write = sat_sub_u64(r->left.write_bytes + d->write, last->write_bytes);
+        d->rchar = sat_sub_u64(r->left.rchar_bytes + d->rchar, last->rchar_bytes);
+        d->wchar = sat_sub_u64(r->left.wchar_bytes + d->wchar, last->wchar_bytes);
+}
+
+/* The same for the namespaces, once net_deltas() has measured them from
+ * their baseline. */
+static void resume_net_deltas(const struct run *r, struct deltas *d) {
+        if (!d->net_known || !r->last.has_net)
+                return;
+        d->rx = sat_sub_u64(r->left_rx_bytes + d->rx, r->last.netns_rx_bytes);
+        d->tx = sat_sub_u64(r->left_tx_bytes + d->tx, r->last.netns_tx_bytes);
+}
+
+int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec) {
+        struct member *m = calloc(b->n_members ? b->n_members : 1, sizeof *m);
+        struct netns_counter *ns = calloc(b->n_netns ? b->n_netns : 1, sizeof *ns);
+        if (!m || !ns) {
+                free(m);
+                free(ns);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < b->n_members; i++) {
+                const struct baseline_member *v = &b->members[i];
+                m[i] = (struct member){
+                        .pid = v->pid,
+                        .start_ticks = v->start_ticks,
+                        .now = v->c,
+                        .base = v->c,
+                        .acc = { .pid = v->pid, .start_ticks = v->start_ticks },
+                };
+        }
+        for (size_t i = 0; i < b->n_netns; i++) {
+                const struct netns_baseline *v = &b->netns[i];
+                ns[i] = (struct netns_counter){ .inode = v->inode,
+                                                .rx_bytes = v->rx_bytes,
+                                                .tx_bytes = v->tx_bytes,
+                                                .base_rx_bytes = v->rx_bytes,
+                                                .base_tx_bytes = v->tx_bytes };
+        }
+        for (size_t i = 0; i < r->n_members; i++)
+                accel_member_done(&r->members[i].acc);
+        free(r->members);
+        r->members = m;
+        r->n_members = b->n_members;
+        free(r->netns);
+        r->netns = ns;
+        r->n_netns = b->n_netns;
+        r->left = b->left;
+        r->left_rx_bytes = b->left_rx_bytes;
+        r->left_tx_bytes = b->left_tx_bytes;
+        r->last = *last;
+        r->has_last = true;
+        r->last_sample_usec = last_mono_usec;
+        if (last->has_peak_rss && (!r->has_peak || last->peak_rss_bytes > r->peak_rss_bytes)) {
+                r->has_peak = true;
+                r->peak_rss_bytes = last->peak_rss_bytes;
+        }
+        r->resume = true;
+        r->resume_net = b->n_netns > 0;
+        return 0;
+}
+
+int run_baseline(const struct run *r, struct run_baseline *ret) {
+        struct run_baseline b = {
+                .members = calloc(r->n_members ? r->n_members : 1, sizeof *b.members),
+                .n_members = r->n_members,
+                .left = r->left,
+                .netns = calloc(r->n_netns ? r->n_netns : 1, sizeof *b.netns),
+                .n_netns = r->n_netns,
+                .left_rx_bytes = r->left_rx_bytes,
+                .left_tx_bytes = r->left_tx_bytes,
+        };
+        if (!b.members || !b.netns) {
+                run_baseline_done(&b);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < r->n_members; i++)
+                b.members[i] = (struct baseline_member){ .pid = r->members[i].pid,
+                                                         .start_ticks = r->members[i].start_ticks,
+                                                         .c = r->members[i].base };
+        for (size_t i = 0; i < r->n_netns; i++)
+                b.netns[i] = (struct netns_baseline){ .inode = r->netns[i].inode,
+                                                      .rx_bytes = r->netns[i].base_rx_bytes,
+                                                      .tx_bytes = r->netns[i].base_tx_bytes };
+        *ret = b;
+        return 0;
+}
+
+/* The run's peak RSS: the highest tree sum sampled, or the main process's
+ * VmHWM when that is higher (its own peak, which the tree's sum at that
+ * moment was at least), so never below the current RSS. */
+static void peak_update(struct run *r, const struct sample *s) {
+        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
+                struct proc_status status;
+                if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm &&
+                    (!r->has_peak || status.vmhwm_bytes > r->peak_rss_bytes)) {
+                        r->has_peak = true;
+                        r->peak_rss_bytes = status.vmhwm_bytes;
+                }
+        }
+        if (s->has_rss && (!r->has_peak || s->rss_bytes > r->peak_rss_bytes)) {
+                r->has_peak = true;
+                r->peak_rss_bytes = s->rss_bytes;
+        }
 }
 
 /* A process registered before it execs (mlmonctl run) changes its comm and
@@ -542,6 +704,8 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
         const struct sample *base = &r->last;
         const struct sample *prev = r->has_last ? &r->last : NULL;
         bool rates = prev && dt_s > 0;
+        /* without the namespaces' baseline, their counters at the outage's start are unknown */
+        bool net_rates = rates && (!r->resume || r->resume_net);
 
         s->cpu_time_ns = base->cpu_time_ns + d->cpu_ns;
         s->user_time_ns = base->user_time_ns + ticks_to_ns(ctx, d->user_ticks);
@@ -563,10 +727,10 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
                 s->has_net = true;
                 s->netns_rx_bytes = total(base->has_net, base->netns_rx_bytes, d->rx);
                 s->netns_tx_bytes = total(base->has_net, base->netns_tx_bytes, d->tx);
-                s->has_net_rate = pair_rates(rates && prev->has_net, d->rx, d->tx, dt_s, &s->netns_rx_bytes_per_s,
+                s->has_net_rate = pair_rates(net_rates && prev->has_net, d->rx, d->tx, dt_s, &s->netns_rx_bytes_per_s,
                                              &s->netns_tx_bytes_per_s);
         }
-        if (!d->net_known && final && base->has_net) {
+        if (!d->net_known && (final || r->resume) && base->has_net) {
                 /* an exited process has no namespace left to read */
                 s->has_net = true;
                 s->netns_rx_bytes = base->netns_rx_bytes;
@@ -614,17 +778,15 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
                 return -ENOMEM;
         }
         members_deltas(ctx, r, rd, nrd, nm, &d, &s);
+        if (r->resume)
+                resume_deltas(ctx, r, &d);
+        else
+                members_left(r);
         d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
+        if (r->resume_net)
+                resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
-
-        /* VmHWM of the main process, every few ticks */
-        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
-                struct proc_status status;
-                if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm) {
-                        r->has_peak = true;
-                        r->peak_rss_bytes = status.vmhwm_bytes;
-                }
-        }
+        peak_update(r, &s);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
@@ -652,6 +814,9 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         r->has_last = true;
         r->last_sample_usec = now_mono_usec;
         r->ticks++;
+        if (r->resume) /* the CPU used during the outage is no share of the package's energy since */
+                r->accel.has_cpu_mark = false;
+        r->resume = r->resume_net = false;
         *ret = s;
         return 0;
 }

@@ -14,13 +14,14 @@
 #include "collect/procfs.h"
 #include "collect/sample.h"
 
-/* One process of a run's tree, with its counters at the previous sample. */
+/* One process of a run's tree, with its counters at the previous sample
+ * and at its baseline: at registration for a process that was there, zero
+ * for one born since (a new process's counters start at zero). */
 struct member {
         int pid;
         uint64_t start_ticks;
-        uint64_t cpu_ns, utime_ticks, stime_ticks;
-        bool has_io;
-        struct proc_io io;
+        struct proc_counters now, base;
+        bool seen; /* matched by the sample being taken */
         bool has_netns;
         uint64_t netns;          /* network namespace inode */
         uint64_t netns_tick;     /* run tick at which netns was last read */
@@ -28,10 +29,11 @@ struct member {
 };
 
 /* A network namespace some member is in, with its counters at the
- * previous sample. */
+ * previous sample and when the run first saw it. */
 struct netns_counter {
         uint64_t inode;
         uint64_t rx_bytes, tx_bytes;
+        uint64_t base_rx_bytes, base_tx_bytes;
 };
 
 struct run {
@@ -51,7 +53,20 @@ struct run {
         struct netns_counter *netns;
         size_t n_netns;
         bool has_peak;
-        uint64_t peak_rss_bytes; /* VmHWM, refreshed every few ticks */
+        uint64_t peak_rss_bytes; /* the tree's highest sampled RSS, or VmHWM if higher */
+        /* What members that left used since registration (their counters
+         * when last seen less their baseline); left_changed: store it. */
+        struct proc_counters left;
+        bool left_changed;
+        /* The same for the namespaces the run has left; netns_changed: a
+         * namespace came or went, store them. */
+        uint64_t left_rx_bytes, left_tx_bytes;
+        bool netns_changed;
+        /* Resumed after a daemon restart: members[] holds the stored
+         * baseline, last the last stored sample, and the next sample
+         * spans the outage. */
+        bool resume;
+        bool resume_net; /* with the namespaces' baseline */
         bool has_last;
         struct sample last;
         struct op_table ops;       /* what the application reports (StatsD, observations) */
@@ -99,6 +114,13 @@ struct proc_identity {
 int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
                struct proc_identity *ret_id);
 void run_free(struct run *r);
+/* Resumes a run from its stored baseline and its last stored sample: the
+ * next sample counts what the processes used while nobody watched, and its
+ * rates are the averages over that gap. Copies from b; -ENOMEM. */
+int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec);
+/* The run's baseline now (at registration: its members' counters now);
+ * run_baseline_done() it. */
+int run_baseline(const struct run *r, struct run_baseline *ret);
 void run_close_fds(struct run *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the

@@ -33,6 +33,12 @@ void run_info_done(struct run_info *ri) {
         ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->leak_json = NULL;
 }
 
+void run_baseline_done(struct run_baseline *b) {
+        free(b->members);
+        free(b->netns);
+        *b = (struct run_baseline){};
+}
+
 void run_totals_add(struct run_totals *t, const struct sample *s) {
         t->last_ts_ms = s->ts_ms;
         t->samples++;

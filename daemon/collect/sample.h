@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,7 +18,7 @@ struct sample {
         bool has_rss;
         uint64_t rss_bytes, rss_anon_bytes;
         bool has_peak_rss;
-        uint64_t peak_rss_bytes; /* VmHWM of the main process */
+        uint64_t peak_rss_bytes; /* the run's peak: its highest sampled RSS, or the main process's VmHWM if higher */
         uint32_t threads, processes;
         bool has_io, has_io_rate;
         uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
@@ -39,6 +40,44 @@ struct sample {
 enum run_state { RUN_RUNNING, RUN_EXITED, RUN_UNREGISTERED, _RUN_STATE_MAX };
 const char *run_state_to_string(enum run_state s);
 int run_state_from_string(const char *s); /* -EINVAL if unknown */
+
+/* A process's CPU and I/O counters as the kernel keeps them: absolute,
+ * since the process began. has_io false: /proc/PID/io was unreadable. */
+struct proc_counters {
+        uint64_t cpu_ns, utime_ticks, stime_ticks;
+        bool has_io;
+        uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
+};
+
+/* One process of a run's baseline: its counters when the run was
+ * registered. What the run used since then is the counters now less these,
+ * so it holds across a daemon restart. */
+struct baseline_member {
+        int pid;
+        uint64_t start_ticks;
+        struct proc_counters c;
+};
+
+/* A network namespace a run's processes are in, with its counters (every
+ * interface but lo) when the run first saw it there. */
+struct netns_baseline {
+        uint64_t inode;
+        uint64_t rx_bytes, tx_bytes;
+};
+
+/* What a restarted mlmond needs to go on counting a run from where it was
+ * registered: its processes' baseline, what the members and namespaces it
+ * has left used meanwhile. */
+struct run_baseline {
+        struct baseline_member *members;
+        size_t n_members;
+        struct proc_counters left;
+        struct netns_baseline *netns;
+        size_t n_netns;
+        uint64_t left_rx_bytes, left_tx_bytes;
+};
+
+void run_baseline_done(struct run_baseline *b);
 
 /* Running totals of a run since registration (the summary's raw material). */
 struct run_totals {

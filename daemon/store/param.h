@@ -66,3 +66,12 @@ static inline void bind_params(sqlite3_stmt *st, const struct param *v) {
                         break;
                 }
 }
+
+/* A column as a counter: false when NULL (unknown); a negative value reads 0. */
+static inline bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
+        if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                return false;
+        int64_t x = sqlite3_column_int64(st, i);
+        *v = x < 0 ? 0 : (uint64_t)x;
+        return true;
+}

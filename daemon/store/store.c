@@ -268,17 +268,13 @@ static int exec_params(struct store *s, const char *sql, const struct param *v) 
         return step_params(s, st, v);
 }
 
+int store_exec(struct store *s, const char *sql, const struct param *v) {
+        return exec_params(s, sql, v);
+}
+
 static char *col_strdup(sqlite3_stmt *st, int i) {
         const unsigned char *t = sqlite3_column_text(st, i);
         return t ? strdup((const char *)t) : NULL;
-}
-
-static bool col_u64(sqlite3_stmt *st, int i, uint64_t *v) {
-        if (sqlite3_column_type(st, i) == SQLITE_NULL)
-                return false;
-        int64_t x = sqlite3_column_int64(st, i);
-        *v = x < 0 ? 0 : (uint64_t)x;
-        return true;
 }
 
 static bool col_double(sqlite3_stmt *st, int i, double *v) {
@@ -744,4 +740,18 @@ int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
         s->reader_cache[i].st = st;
         *ret = st;
         return SQLITE_OK;
+}
+
+int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", &st) < 0)
+                return -EIO;
+        bind_params(st, PARAMS(p_int(ts_ms), p_int(run_id)));
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return -EIO;
+        store_row_to_sample(st, 0, ret);
+        return 0;
 }

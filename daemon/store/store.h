@@ -112,5 +112,21 @@ int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n);
  * unclean stop the totals row lags the samples by a few ticks). */
 int store_catch_up_totals(struct store *s, struct run_info *ri);
 
+/* A run's baseline (see struct run_baseline), written with the run, its
+ * parts as they change, and loaded back when the run is resumed after a
+ * restart. -ENOENT: no such run. A run stored by an mlmond that kept no
+ * baseline has no members in it. */
+int store_insert_baseline(struct store *s, int64_t run_id, const struct run_baseline *b);
+int store_update_run_left(struct store *s, int64_t run_id, const struct proc_counters *left);
+int store_update_run_netns(struct store *s, int64_t run_id, const struct run_baseline *b);
+int store_load_baseline(struct store *s, int64_t run_id, struct run_baseline *ret);
+/* The run's sample taken at ts_ms (writer connection); -ENOENT if none. */
+int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret);
+
+/* A write through a statement prepared for it alone (for the store's
+ * files): 0, or -EIO counted as a write error. */
+struct param;
+int store_exec(struct store *s, const char *sql, const struct param *v);
+
 /* Errors counted (for /v1/health). */
 uint64_t store_write_errors(struct store *s);
