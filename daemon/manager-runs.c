@@ -345,6 +345,11 @@ struct run *manager_run_for_pid(struct manager *m, int pid) {
 int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
                     const char *category, size_t category_len, double value, double rate) {
         m->data_generation++;
+        /* a stock client cannot tag: [categories] names the category */
+        if ((!category || category_len == 0) && (kind == OP_TIMING || kind == OP_COUNTER)) {
+                category = config_category_for(&m->config, op, op_len);
+                category_len = category ? strlen(category) : 0;
+        }
         return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
 }
 
