@@ -8,9 +8,11 @@ run object, in /throughput, in `mlmonctl show` and `report`, and in
 
 import re
 import signal
+import time
 
 import pytest
 
+from conftest import wait_for
 from test_statsd import agents, latency, registered, settle, start_udp_mlmond  # noqa: F401
 
 pytest.importorskip("statsd")  # Debian's python3-statsd (tools/packages.txt)
@@ -98,3 +100,77 @@ def test_check_config_refuses_a_bad_categories_line(make_mlmond, tmp_path):
     p = subprocess.run([MLMOND, "--config", str(conf), "--check-config"], capture_output=True, text=True)
     assert p.returncode != 0
     assert "[categories]" in p.stderr + p.stdout and "not a category" in p.stderr + p.stdout
+
+
+# ---- gauges: the latest value everywhere a run is shown ------------------------------
+
+ODD = 'lag"\\ms'  # a quote and a backslash: escaped in /metrics label values
+
+
+def send_gauges(d, a, rid, stat, values):
+    """Each value once the one before has landed: values of one gauge that
+    arrive in the same millisecond are stored as one row (ts is the key)."""
+    for v in values:
+        a.call("stock_gauge", host="127.0.0.1", port=d.udp_port, stat=stat, values=[v])
+        wait_for(lambda: d.run(rid)["gauges"].get(stat, {}).get("value") == v, 5, what=f"gauge {stat} = {v}")
+        time.sleep(0.005)
+
+
+def window_gauges(d, rid):
+    st, body = d.get(f"/v1/runs/{rid}/throughput?window=1m")
+    assert st == 200, body
+    return body["windows"][0]["gauges"]
+
+
+def test_stock_client_gauges_in_the_run_show_report_and_metrics(make_mlmond, agents):  # noqa: F811
+    d = start_udp_mlmond(make_mlmond)
+    a = agents()
+    rid = registered(d, a)
+    assert d.run(rid)["gauges"] == {}
+
+    t0 = time.time() * 1000
+    send_gauges(d, a, rid, "queue_depth", [3, 40, 12])
+    send_gauges(d, a, rid, ODD, [7.5])
+    g = d.run(rid)["gauges"]
+    assert set(g) == {"queue_depth", ODD}
+    assert set(g["queue_depth"]) == {"value", "ts"} and t0 - 1000 <= g["queue_depth"]["ts"] <= time.time() * 1000
+    assert g[ODD]["value"] == 7.5
+
+    # over a span: last, min, max, count (stored values and the ones still in memory)
+    settle(lambda: window_gauges(d, rid).get("queue_depth", {}).get("count"), 3, "gauge values in the window")
+    w = window_gauges(d, rid)["queue_depth"]
+    assert (w["value"], w["min"], w["max"], w["count"]) == (12, 3, 40, 3)
+
+    out = d.ctl("show", rid)
+    assert out.returncode == 0, out.stderr
+    show = out.stdout.decode()
+    assert "gauges (latest):" in show
+    assert re.search(r"^  queue_depth +12 ", show, re.M), show
+    assert re.search(r'^  lag"\\ms +7\.5 ', show, re.M), show
+
+    out = d.ctl("report", rid)
+    assert out.returncode == 0, out.stderr
+    report = out.stdout.decode()
+    assert "Gauges over the span" in report
+    assert re.search(r"^  queue_depth +12 +3 +40 +3 ", report, re.M), report
+
+    r = d.request("GET", "/metrics")
+    assert r.status == 200
+    text = r.body.decode()
+    assert "# TYPE mlmond_run_app_value gauge\n" in text and "# HELP mlmond_run_app_value " in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("mlmond_run_app_value{")]
+    mine = [ln for ln in lines if f'run="{rid}"' in ln]
+    assert any(ln.endswith(',gauge="queue_depth"} 12') for ln in mine), lines
+    assert any(ln.endswith(',gauge="lag\\"\\\\ms"} 7.5') for ln in mine), lines
+    # the same labels as the other per-run families
+    info = [ln for ln in text.splitlines() if ln.startswith("mlmond_run_info{") and f'run="{rid}"' in ln][0]
+    run_labels = info[len("mlmond_run_info{"):].split(',comm="')[0]
+    assert all(ln.startswith("mlmond_run_app_value{" + run_labels + ",gauge=") for ln in mine), (info, mine)
+
+    # an ended run: its gauges come from the store, /metrics forgets them
+    a.close()
+    wait_for(lambda: d.run(rid)["state"] != "running", 5, what="the run to end")
+    g = d.run(rid)["gauges"]
+    assert g["queue_depth"]["value"] == 12 and g[ODD]["value"] == 7.5
+    text = d.request("GET", "/metrics").body.decode()
+    assert f'run="{rid}"' not in text
