@@ -89,8 +89,8 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
 /* One gauge over a span: its latest value (and when), the smallest and
  * largest, and how many values were stored. */
 struct gauge_stat {
+        int64_t ts_ms; /* first: query.c frees no string at offset 0 */
         char *name;
-        int64_t ts_ms;
         double value, min, max;
         uint64_t count;
 };
