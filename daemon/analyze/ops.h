@@ -67,6 +67,10 @@ static inline int64_t ops_slice_of(int64_t ts_ms) {
 bool ops_value_valid(enum op_kind kind, double value, double rate);
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms);
+/* A gauge's last value as stored before a restart of mlmond, so that the
+ * latest value shows and a "+N" goes on from it; not stored again.
+ * -ENOSPC (over OPS_MAX_PER_RUN names), -ENOMEM. */
+int ops_gauge_restore(struct op_table *t, const char *name, double value, int64_t ts_ms);
 /* Closes every open slice that started before the slice of now_ms
  * (INT64_MAX: all of them). */
 int ops_rotate(struct op_table *t, int64_t now_ms);
