@@ -174,3 +174,20 @@ def test_stock_client_gauges_in_the_run_show_report_and_metrics(make_mlmond, age
     assert g["queue_depth"]["value"] == 12 and g[ODD]["value"] == 7.5
     text = d.request("GET", "/metrics").body.decode()
     assert f'run="{rid}"' not in text
+
+
+def test_gauges_survive_a_restart_of_mlmond(make_mlmond, agents):  # noqa: F811
+    d = start_udp_mlmond(make_mlmond)
+    a = agents()
+    rid = registered(d, a)
+    send_gauges(d, a, rid, "queue_depth", [12])
+    # stored at the next tick: the series shows it
+    wait_for(lambda: d.get(f"/v1/runs/{rid}/samples")[1]["gauges"], 5, what="the gauge to be stored")
+    d.restart()
+    wait_for(lambda: d.run(rid)["state"] == "running", 5, what="the run to resume")
+    assert d.run(rid)["gauges"]["queue_depth"]["value"] == 12
+    text = d.request("GET", "/metrics").body.decode()
+    assert re.search(r'^mlmond_run_app_value\{run="%d",.*gauge="queue_depth"\} 12$' % rid, text, re.M), text
+    # a "+N" from a stock client goes on from the stored value
+    a.call("stock_gauge", host="127.0.0.1", port=d.udp_port, stat="queue_depth", values=[5], delta=True)
+    wait_for(lambda: d.run(rid)["gauges"]["queue_depth"]["value"] == 17, 5, what="queue_depth 12 + 5")
