@@ -59,14 +59,19 @@ int json_get_bool(json_object *o, const char *key) {
         return v ? json_object_get_boolean(v) : -1;
 }
 
-json_object *json_number_short(double v) {
-        char buf[32];
+/* v in the fewest significant digits that read back as v. */
+static const char *fmt_shortest(char *buf, size_t size, double v) {
         for (int prec = 1; prec <= 17; prec++) {
-                snprintf(buf, sizeof buf, "%.*g", prec, v);
+                snprintf(buf, size, "%.*g", prec, v);
                 if (strtod(buf, NULL) == v)
                         break;
         }
-        return json_object_new_double_s(v, buf);
+        return buf;
+}
+
+json_object *json_number_short(double v) {
+        char buf[32];
+        return json_object_new_double_s(v, fmt_shortest(buf, sizeof buf, v));
 }
 
 /* ---- text ----------------------------------------------------------------- */
@@ -542,6 +547,50 @@ static void print_leak(FILE *f, json_object *run) {
                 field(f, "since:", fmt_ts_ms(b, sizeof b, true, t));
 }
 
+/* A gauge value: whole numbers as they are ("40"), others in the fewest
+ * digits that read back the same ("7.5"); "-" when unknown. */
+static void add_gauge_number(struct table *t, json_object *g, const char *key) {
+        double v;
+        if (!json_get_number(g, key, &v)) {
+                table_add(t, NULL);
+                return;
+        }
+        if (v == trunc(v) && fabs(v) < 0x1p53) {
+                table_addf(t, "%.0f", v);
+                return;
+        }
+        char buf[32];
+        table_add(t, fmt_shortest(buf, sizeof buf, v));
+}
+
+void print_gauges(FILE *f, const char *title, json_object *gauges, bool stats) {
+        static const char *const titles[] = { "Gauge", "Value", "Min", "Max", "Count", "At" };
+        static const char *const short_titles[] = { "Gauge", "Value", "At" };
+        static const bool right[] = { false, true, true, true, true, false };
+        static const bool short_right[] = { false, true, false };
+        if (!gauges || json_object_object_length(gauges) == 0)
+                return;
+        struct table t = { .ncols = stats ? ELEMENTSOF(titles) : ELEMENTSOF(short_titles),
+                           .titles = stats ? titles : short_titles,
+                           .right = stats ? right : short_right };
+        json_object_object_foreach(gauges, name, g) {
+                char b[FMT_MAX];
+                int64_t ts;
+                table_add(&t, name);
+                add_gauge_number(&t, g, "value");
+                if (stats) {
+                        add_gauge_number(&t, g, "min");
+                        add_gauge_number(&t, g, "max");
+                        add_gauge_number(&t, g, "count");
+                }
+                bool known = json_get_int(g, "ts", &ts);
+                table_add(&t, fmt_ts_ms(b, sizeof b, known, ts));
+        }
+        fprintf(f, "%s\n", title);
+        table_print(f, &t, "  ", 0, 0);
+        table_done(&t);
+}
+
 void print_run(FILE *f, json_object *run) {
         char b[FMT_MAX];
         int64_t i = 0;
@@ -598,6 +647,12 @@ void print_run(FILE *f, json_object *run) {
         else {
                 fputs("summary:\n", f);
                 print_summary(f, summary);
+        }
+
+        json_object *gauges = json_get_object(run, "gauges");
+        if (gauges && json_object_object_length(gauges) > 0) {
+                fputc('\n', f);
+                print_gauges(f, "gauges (latest):", gauges, false);
         }
 
         fputc('\n', f);

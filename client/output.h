@@ -58,6 +58,10 @@ void print_run_table(FILE *f, json_object *runs, int max_width);
 void print_run(FILE *f, json_object *run);
 /* The summary object as "  label: value" lines. */
 void print_summary(FILE *f, json_object *summary);
+/* A "gauges" object ({"name": {"value", "ts", ...}}) as a table under the
+ * title: name, last value and when; with stats, min, max and count too.
+ * Nothing when the object is missing or empty. */
+void print_gauges(FILE *f, const char *title, json_object *gauges, bool stats);
 /* One "  label:         value" line of those blocks. */
 void print_field(FILE *f, const char *label, const char *value);
 

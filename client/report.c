@@ -233,6 +233,17 @@ void print_throughput(FILE *f, json_object *window, json_object *latency) {
                 fputc('\n', f);
 }
 
+/* ---- gauges ---------------------------------------------------------------- */
+
+/* The gauges of the throughput window: last value, min and max over the span. */
+static void print_report_gauges(FILE *f, json_object *window) {
+        json_object *gauges = json_get_object(window, "gauges");
+        if (!gauges || json_object_object_length(gauges) == 0)
+                return;
+        fputc('\n', f);
+        print_gauges(f, "Gauges over the span", gauges, true);
+}
+
 /* ---- the whole report -------------------------------------------------------- */
 
 void print_report(FILE *f, json_object *doc) {
@@ -294,6 +305,7 @@ void print_report(FILE *f, json_object *doc) {
                 fputc('\n', f);
                 print_throughput(f, window, latency);
         }
+        print_report_gauges(f, window);
 }
 
 /* ---- the verb ------------------------------------------------------------ */

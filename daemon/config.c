@@ -3,7 +3,10 @@
 
 #include "analyze/leak.h"
 #include "http-client.h"
+#include "json-util.h"
+#include "ingest/statsd.h"
 
+#include <fnmatch.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
@@ -273,8 +276,87 @@ static char **string_field(struct config *c, size_t i) {
         return keys[i].type == KEY_STRING ? (char **)((char *)c + keys[i].offset) : NULL;
 }
 
+static void categories_free(struct category_rule *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].pattern);
+                free(v[i].category);
+        }
+        free(v);
+}
+
+static int categories_copy(struct config *dst, const struct config *src) {
+        dst->categories = NULL;
+        dst->n_categories = 0;
+        if (src->n_categories == 0)
+                return 0;
+        struct category_rule *v = calloc(src->n_categories, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < src->n_categories; i++) {
+                v[i].pattern = strdup(src->categories[i].pattern);
+                v[i].category = strdup(src->categories[i].category);
+                if (!v[i].pattern || !v[i].category) {
+                        categories_free(v, i + 1);
+                        return -ENOMEM;
+                }
+        }
+        dst->categories = v;
+        dst->n_categories = src->n_categories;
+        return 0;
+}
+
+/* "infer* = model_inference": a glob an op name may match, and a category
+ * a StatsD tag could carry. */
+static int add_category(struct config *c, const char *pattern, const char *category, char *err, size_t errlen) {
+        size_t pl = strlen(pattern);
+        bool pattern_ok = pl > 0 && pl <= OPS_NAME_MAX && utf8_is_valid(pattern, pl);
+        for (size_t i = 0; pattern_ok && i < pl; i++)
+                pattern_ok = (unsigned char)pattern[i] >= 0x20 && pattern[i] != 0x7f;
+        if (!pattern_ok) {
+                snprintf(err, errlen, "'%.64s': a pattern is 1-%d bytes of printable UTF-8", pattern, OPS_NAME_MAX);
+                return -EINVAL;
+        }
+        if (!statsd_category_valid(category, strlen(category))) {
+                snprintf(err, errlen,
+                         "%.64s: '%.80s' is not a category (1-%d bytes, no control characters, spaces or \":,|@#\")",
+                         pattern, category, STATSD_CATEGORY_MAX);
+                return -EINVAL;
+        }
+        if (c->n_categories >= CONFIG_MAX_CATEGORIES) {
+                snprintf(err, errlen, "at most %d patterns", CONFIG_MAX_CATEGORIES);
+                return -E2BIG;
+        }
+        if (!GREEDY_REALLOC(c->categories, c->n_categories + 1))
+                return -ENOMEM;
+        struct category_rule *rule = &c->categories[c->n_categories];
+        rule->pattern = strdup(pattern);
+        rule->category = strdup(category);
+        if (!rule->pattern || !rule->category) {
+                free(rule->pattern);
+                free(rule->category);
+                return -ENOMEM;
+        }
+        c->n_categories++;
+        return 0;
+}
+
+const char *config_category_for(const struct config *c, const char *op, size_t op_len) {
+        char name[OPS_NAME_MAX + 1];
+        if (c->n_categories == 0 || op_len > OPS_NAME_MAX)
+                return NULL;
+        memcpy(name, op, op_len);
+        name[op_len] = 0;
+        for (size_t i = 0; i < c->n_categories; i++)
+                if (fnmatch(c->categories[i].pattern, name, 0) == 0)
+                        return c->categories[i].category;
+        return NULL;
+}
+
 void config_done(struct config *c) {
         config_secrets_done(c);
+        categories_free(c->categories, c->n_categories);
+        c->categories = NULL;
+        c->n_categories = 0;
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 char **p = string_field(c, i);
                 if (p) {
@@ -288,12 +370,18 @@ int config_copy(struct config *dst, const struct config *src) {
         *dst = *src;
         if (config_secrets_copy(dst, src) < 0)
                 return -ENOMEM;
+        if (categories_copy(dst, src) < 0) {
+                config_secrets_done(dst);
+                return -ENOMEM;
+        }
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 char **d = string_field(dst, i);
                 if (d && *d && !(*d = strdup(*d))) {
                         for (size_t j = 0; j < i; j++) /* unwind the ones already duplicated */
                                 if (string_field(dst, j))
                                         free(*string_field(dst, j));
+                        categories_free(dst->categories, dst->n_categories);
+                        config_secrets_done(dst);
                         return -ENOMEM;
                 }
         }
@@ -314,6 +402,15 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
 
         if (x->r < 0)
                 return 0;
+        if (streq(section, "categories")) {
+                int r = add_category(x->c, name, value, e, sizeof e);
+                if (r < 0) {
+                        snprintf(x->err, x->errlen, "%s: [categories] %s", x->name, e);
+                        x->r = r;
+                        return 0;
+                }
+                return 1;
+        }
         const struct config_key *k = find_key(section, name);
         if (!k) {
                 snprintf(x->err, x->errlen, "%s: unknown key '%s' in section [%s]", x->name, name, section);

@@ -13,6 +13,16 @@
 
 enum synchronous_mode { SYNC_NORMAL, SYNC_FULL };
 
+/* One line of [categories]: ops whose name matches pattern (fnmatch(3)
+ * glob) get category when they carry none of their own. */
+/* Each untagged observation tries the patterns in turn: 256, one per op a
+ * run may have (OPS_MAX_PER_RUN), is more than any useful table. */
+#define CONFIG_MAX_CATEGORIES 256
+struct category_rule {
+        char *pattern;
+        char *category;
+};
+
 struct config {
         /* [daemon] */
         char *db_path;
@@ -59,7 +69,14 @@ struct config {
         /* [energy] */
         char *energy; /* "auto" | "off" */
         double grid_g_per_kwh;
+        /* [categories]: a table, not keys; in file order, the first match wins */
+        struct category_rule *categories;
+        size_t n_categories;
 };
+
+/* The category [categories] gives op (op_len bytes, no NUL needed), or
+ * NULL when no pattern matches. */
+const char *config_category_for(const struct config *c, const char *op, size_t op_len);
 
 /* The [leak] keys as the detector's parameters: c->leak with the windows
  * parsed. -EINVAL for bad windows, -ERANGE for a value leak_params_valid()

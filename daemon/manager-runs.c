@@ -9,6 +9,7 @@
 #include "manager.h"
 #include "ingest/ingest.h"
 #include "json-util.h"
+#include "store/query.h"
 
 void manager_forget_senders(struct manager *m);
 
@@ -254,6 +255,23 @@ static void run_restore_counters(struct manager *m, struct run *r, usec_t now) {
 
 /* Registrations survive a restart: a process still alive with the same boot
  * id, pid and start time goes on being sampled; any other becomes exited. */
+/* A resumed run's gauges, as last stored, go back into memory: they show
+ * at once (run object, /metrics), and a "+N" goes on from them. */
+static void restore_gauges(struct manager *m, struct run *r) {
+        const struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec,
+                                          .max_rows = OPS_MAX_PER_RUN };
+        struct gauge_stat *v = NULL;
+        size_t n = 0;
+        int q = query_gauge_stats(m->store, &lim, r->info.id, r->info.registered_ts_ms, INT64_MAX, &v, &n);
+        if (q < 0) {
+                log_warning_errno(q, "run %lld: cannot read its gauges back: %m", (long long)r->info.id);
+                return;
+        }
+        for (size_t i = 0; i < n && q == 0; i++)
+                q = ops_gauge_restore(&r->ops, v[i].name, v[i].value, v[i].ts_ms);
+        gauge_stats_free(v, n);
+}
+
 int manager_restore_runs(struct manager *m) {
         struct run_info *v = NULL;
         size_t n = 0;
@@ -302,6 +320,7 @@ int manager_restore_runs(struct manager *m) {
                         continue;
                 }
                 run_watch_exit(m, r);
+                restore_gauges(m, r);
                 resumed++;
         }
         free(v);
@@ -378,6 +397,11 @@ struct run *manager_run_for_pid(struct manager *m, int pid) {
 int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
                     const char *category, size_t category_len, double value, double rate) {
         m->data_generation++;
+        /* a stock client cannot tag: [categories] names the category */
+        if ((!category || category_len == 0) && (kind == OP_TIMING || kind == OP_COUNTER)) {
+                category = config_category_for(&m->config, op, op_len);
+                category_len = category ? strlen(category) : 0;
+        }
         return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
 }
 

@@ -43,6 +43,9 @@ static void test_parse(void) {
                 { "[http]\nconnection_limit = 1\n", 0, "out of range" },
                 { "this is not ini\n", 0, "syntax" },
                 { "# only comments\n; and more\n", 1, NULL },
+                { "[categories]\ninfer* = model_inference\n", 1, NULL },
+                { "[categories]\ninfer* = model inference\n", 0, "not a category" },
+                { "[categories]\ninfer* = a:b\n", 0, "not a category" },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct config c;
@@ -56,6 +59,27 @@ static void test_parse(void) {
                         CHECK(strstr(err, cases[i].err_has) != NULL);
                 config_done(&c);
         }
+}
+
+/* [categories]: file order, first match wins, copies are deep. */
+static void test_categories(void) {
+        struct config c, d;
+        char err[256] = "";
+        CHECK_EQ_INT(config_init_defaults(&c), 0);
+        CHECK(config_category_for(&c, "infer", 5) == NULL);
+        CHECK_EQ_INT(config_load_string(&c, "[categories]\ninfer_gpu = gpu\ninfer* = model_inference\n*.load = io\n",
+                                        "test.conf", err, sizeof err),
+                     0);
+        CHECK_EQ_INT(c.n_categories, 3);
+        CHECK(streq(config_category_for(&c, "infer_gpu", 9), "gpu"));
+        CHECK(streq(config_category_for(&c, "infer_cpu", 9), "model_inference"));
+        CHECK(streq(config_category_for(&c, "infer_gpu_x", 9), "gpu")); /* only op_len bytes count */
+        CHECK(streq(config_category_for(&c, "weights.load", 12), "io"));
+        CHECK(config_category_for(&c, "tokenize", 8) == NULL);
+        CHECK_EQ_INT(config_copy(&d, &c), 0);
+        CHECK(d.categories != c.categories && streq(config_category_for(&d, "infer", 5), "model_inference"));
+        config_done(&d);
+        config_done(&c);
 }
 
 static void test_validate_and_set(void) {
@@ -141,7 +165,8 @@ static void test_shipped_file(const char *path) {
                         snprintf(section, sizeof section, "%.*s", (int)strcspn(line + 1, "]"), line + 1);
                         continue;
                 }
-                if (!conf_line(line, &key, &value))
+                /* [categories] is a table of patterns, not keys */
+                if (streq(section, "categories") || !conf_line(line, &key, &value))
                         continue;
                 int r = config_key_equals(&def, section, key, value);
                 if (r != 1)
@@ -254,6 +279,7 @@ static void test_secrets(void) {
 int main(int argc, char **argv) {
         test_defaults();
         test_parse();
+        test_categories();
         test_validate_and_set();
         test_leak_params();
         test_validate_tls_token();

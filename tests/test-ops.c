@@ -100,6 +100,14 @@ static void test_gauges(void) {
         CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE_DELTA, 1, 1, 4000), 0);
         CHECK(t.n_gauges == 1 && t.gauges[0].value == -2);
         ops_table_done(&t);
+
+        /* values read back after a restart: the latest, not stored again */
+        CHECK_EQ_INT(ops_gauge_restore(&t, "q", 12, 5000), 0);
+        CHECK_EQ_INT(ops_gauge_restore(&t, "q", 99, 4000), 0); /* older: ignored */
+        CHECK(t.n_gauges == 0 && t.n_gauge_last == 1 && t.gauge_last[0].value == 12 && t.gauge_last[0].ts == 5000);
+        CHECK_EQ_INT(ops_observe(&t, "q", 1, NULL, 0, OP_GAUGE_DELTA, 5, 1, 6000), 0);
+        CHECK(t.n_gauges == 1 && t.gauges[0].value == 17);
+        ops_table_done(&t);
 }
 
 int main(void) {

@@ -74,6 +74,37 @@ static int close_slice(struct op_table *t, struct op_slice *s) {
         return 0;
 }
 
+/* The last value of gauge op, a new entry (value 0) if it has none. */
+static int gauge_last_of(struct op_table *t, const char *op, size_t op_len, struct gauge_value **ret) {
+        for (size_t i = 0; i < t->n_gauge_last; i++)
+                if (strncmp(t->gauge_last[i].name, op, op_len) == 0 && t->gauge_last[i].name[op_len] == 0) {
+                        *ret = &t->gauge_last[i];
+                        return 0;
+                }
+        int r = MAKE_ROOM(t, t->gauge_last, t->n_gauge_last, OPS_MAX_PER_RUN);
+        if (r < 0)
+                return r;
+        struct gauge_value *last = &t->gauge_last[t->n_gauge_last];
+        *last = (struct gauge_value){ .name = strndup(op, op_len) };
+        if (!last->name)
+                return -ENOMEM;
+        t->n_gauge_last++;
+        *ret = last;
+        return 0;
+}
+
+int ops_gauge_restore(struct op_table *t, const char *name, double value, int64_t ts_ms) {
+        struct gauge_value *last;
+        int r = gauge_last_of(t, name, strlen(name), &last);
+        if (r < 0)
+                return r;
+        if (last->ts <= ts_ms) {
+                last->value = value;
+                last->ts = ts_ms;
+        }
+        return 0;
+}
+
 bool ops_value_valid(enum op_kind kind, double value, double rate) {
         if (!(rate >= OPS_RATE_MIN && rate <= 1) || !isfinite(value))
                 return false;
@@ -87,20 +118,10 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
         if (op_len == 0 || op_len > OPS_NAME_MAX || !ops_value_valid(kind, value, rate))
                 return -EINVAL;
         if (kind == OP_GAUGE || kind == OP_GAUGE_DELTA) {
-                struct gauge_value *last = NULL;
-                for (size_t i = 0; i < t->n_gauge_last; i++)
-                        if (strncmp(t->gauge_last[i].name, op, op_len) == 0 && t->gauge_last[i].name[op_len] == 0)
-                                last = &t->gauge_last[i];
-                if (!last) {
-                        int r = MAKE_ROOM(t, t->gauge_last, t->n_gauge_last, OPS_MAX_PER_RUN);
-                        if (r < 0)
-                                return r;
-                        last = &t->gauge_last[t->n_gauge_last];
-                        *last = (struct gauge_value){ .name = strndup(op, op_len) };
-                        if (!last->name)
-                                return -ENOMEM;
-                        t->n_gauge_last++;
-                }
+                struct gauge_value *last;
+                int q = gauge_last_of(t, op, op_len, &last);
+                if (q < 0)
+                        return q;
                 value = kind == OP_GAUGE_DELTA ? last->value + value : value;
                 if (!isfinite(value))
                         return -EINVAL;

@@ -71,6 +71,11 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 enum op_kind kind, double value, double rate, int64_t now_ms);
 /* 1 and the category (NULL: none) op has in t, or 0: t has not seen op. */
 int ops_category(const struct op_table *t, const char *op, const char **ret_category);
+
+/* A gauge's last value as stored before a restart of mlmond, so that the
+ * latest value shows and a "+N" goes on from it; not stored again.
+ * -ENOSPC (over OPS_MAX_PER_RUN names), -ENOMEM. */
+int ops_gauge_restore(struct op_table *t, const char *name, double value, int64_t ts_ms);
 /* Closes every open slice that started before the slice of now_ms
  * (INT64_MAX: all of them). */
 int ops_rotate(struct op_table *t, int64_t now_ms);

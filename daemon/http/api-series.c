@@ -33,6 +33,57 @@ static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t unt
         return r;
 }
 
+/* Adds a value not yet stored to the stats of its gauge in *v. */
+static int gauge_stats_add(struct gauge_stat **v, size_t *n, const struct gauge_value *p) {
+        struct gauge_stat *g = NULL;
+        for (size_t i = 0; i < *n && !g; i++)
+                if (streq((*v)[i].name, p->name))
+                        g = &(*v)[i];
+        if (!g) {
+                if (!GREEDY_REALLOC(*v, *n + 1))
+                        return -ENOMEM;
+                g = &(*v)[*n];
+                *g = (struct gauge_stat){
+                        .name = strdup(p->name), .ts_ms = p->ts, .value = p->value, .min = p->value, .max = p->value
+                };
+                if (!g->name)
+                        return -ENOMEM;
+                (*n)++;
+        } else {
+                g->min = fmin(g->min, p->value);
+                g->max = fmax(g->max, p->value);
+                if (p->ts >= g->ts_ms) {
+                        g->ts_ms = p->ts;
+                        g->value = p->value;
+                }
+        }
+        g->count++;
+        return 0;
+}
+
+/* The gauges of run id over [from, until], with min, max and count: the
+ * stored values, plus a running run's values that wait for the next tick. */
+static int window_gauges(struct request *rq, int64_t id, int64_t from, int64_t until, json_object **ret) {
+        struct query_limits lim = limits(rq);
+        struct gauge_stat *v = NULL;
+        size_t n = 0;
+        int r = query_gauge_stats(api_of(rq)->store, &lim, id, from, until, &v, &n);
+        if (r < 0)
+                return r;
+        struct run *live = api_find_run(api_of(rq), id);
+        for (size_t i = 0; r == 0 && live && i < live->ops.n_gauges; i++)
+                if (live->ops.gauges[i].ts >= from && live->ops.gauges[i].ts <= until)
+                        r = gauge_stats_add(&v, &n, &live->ops.gauges[i]);
+        if (r == 0) {
+                json_object *o = json_object_new_object();
+                for (size_t i = 0; i < n; i++)
+                        json_object_object_add(o, v[i].name, render_gauge(&v[i], true));
+                *ret = o;
+        }
+        gauge_stats_free(v, n);
+        return r;
+}
+
 void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) {
         static const char *const allowed[] = { "from", "until", "limit", "step", NULL };
         struct run_info ri;
@@ -148,10 +199,13 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
         for (size_t i = 0; i < nw; i++) {
                 struct window_rates w;
                 struct op_aggs ops = {};
+                json_object *gauges = NULL;
                 int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
                 int r = query_window(api_of(rq)->store, &lim, id, from, until, &w);
                 if (r == 0)
                         r = collect_ops(rq, id, from, until, NULL, &ops, &span_from);
+                if (r == 0)
+                        r = window_gauges(rq, id, from, until, &gauges);
                 if (r < 0) {
                         op_aggs_done(&ops);
                         json_object_put(root);
@@ -164,8 +218,10 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                         span_from = covered_from;
                 if (span_until > covered_until)
                         span_until = covered_until;
-                json_object_array_add(arr, render_window(&w, (double)windows[i] / 1e6, &ops,
-                                                         (double)(span_until - span_from) / 1000.0));
+                json_object *jw = render_window(&w, (double)windows[i] / 1e6, &ops,
+                                                (double)(span_until - span_from) / 1000.0);
+                json_object_object_add(jw, "gauges", gauges);
+                json_object_array_add(arr, jw);
                 op_aggs_done(&ops);
         }
         respond_json(rq, 200, root);

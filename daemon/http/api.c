@@ -75,11 +75,40 @@ void overlay_live(struct request *rq, struct run_info *ri) {
         }
 }
 
+/* The latest value of each gauge: from memory for a running run that
+ * reported one since mlmond started, else from the store; null when the
+ * store cannot say. */
+static json_object *run_gauges(struct request *rq, const struct run_info *ri) {
+        struct run *r = ri->state == RUN_RUNNING ? api_find_run(api_of(rq), ri->id) : NULL;
+        json_object *o = json_object_new_object();
+        if (r && r->ops.n_gauge_last > 0) {
+                for (size_t i = 0; i < r->ops.n_gauge_last; i++) {
+                        const struct gauge_value *g = &r->ops.gauge_last[i];
+                        struct gauge_stat st = { .name = g->name, .ts_ms = g->ts, .value = g->value };
+                        json_object_object_add(o, g->name, render_gauge(&st, false));
+                }
+                return o;
+        }
+        struct query_limits lim = limits(rq);
+        struct gauge_stat *v = NULL;
+        size_t n = 0;
+        if (query_gauge_stats(api_of(rq)->store, &lim, ri->id, ri->registered_ts_ms, INT64_MAX, &v, &n) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+                json_object_object_add(o, v[i].name, render_gauge(&v[i], false));
+        gauge_stats_free(v, n);
+        return o;
+}
+
 json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
         struct sample s;
         json_object *gpu = NULL;
         bool has = latest_sample(rq, ri, &s, &gpu);
-        return render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
+        json_object *o = render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
+        json_object_object_add(o, "gauges", run_gauges(rq, ri));
+        return o;
 }
 
 /* Looks the run up; on failure the response is already set. */

@@ -552,25 +552,47 @@ static void put_runs(struct metrics_buf *b, struct run_view *views, size_t n) {
 }
 
 /* What the applications report (StatsD, observations), per op. */
+/* A family whose series carry a run's labels and one label of their own
+ * (op="...", gauge="..."); its header comes before its first sample. */
+struct keyed_family {
+        const char *name;
+        enum family_type type;
+        const char *help;
+        const char *key;
+        bool header; /* written already */
+        struct metrics_buf extra;
+};
+
+static void put_keyed(struct metrics_buf *b, struct keyed_family *f, const char *run_labels, const char *value,
+                      double v) {
+        if (!f->header)
+                put_header(b, f->name, f->type, f->help);
+        f->header = true;
+        f->extra.len = 0;
+        put_label(&f->extra, f->key, value);
+        put_sample(b, f->name, NULL, run_labels, f->extra.data, v);
+}
+
+static void keyed_family_done(struct metrics_buf *b, struct keyed_family *f) {
+        b->oom = b->oom || f->extra.oom;
+        metrics_buf_done(&f->extra);
+}
+
 static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
-        static const char ops_total[] = "mlmond_run_ops_total", duration[] = "mlmond_run_op_duration_seconds";
+        static const char duration[] = "mlmond_run_op_duration_seconds";
+        struct keyed_family total = { "mlmond_run_ops_total", COUNTER,
+                                      "Operations the application reported since registration: timings plus "
+                                      "counter increments (StatsD sample rates applied).",
+                                      "op" };
         struct metrics_buf op = {}, q = {};
-        bool header = false;
         for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; views[i].ops_known && j < views[i].ledger->n; j++) {
                         const struct metrics_op_total *t = &views[i].ledger->v[j];
-                        if (!counter_ok(COUNTER, t->out_count))
-                                continue;
-                        if (!header)
-                                put_header(b, ops_total, COUNTER,
-                                           "Operations the application reported since registration: timings plus "
-                                           "counter increments (StatsD sample rates applied).");
-                        header = true;
-                        op.len = 0;
-                        put_label(&op, "op", t->op);
-                        put_sample(b, ops_total, NULL, views[i].labels, op.data, t->out_count);
+                        if (counter_ok(COUNTER, t->out_count))
+                                put_keyed(b, &total, views[i].labels, t->op, t->out_count);
                 }
-        header = false;
+        keyed_family_done(b, &total);
+        bool header = false;
         for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; views[i].ops_known && j < views[i].ledger->n; j++) {
                         const struct metrics_op_total *t = &views[i].ledger->v[j];
@@ -600,6 +622,21 @@ static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
         b->oom = b->oom || op.oom || q.oom;
         metrics_buf_done(&op);
         metrics_buf_done(&q);
+}
+
+/* The latest value of each gauge a running run reported (StatsD "g", a
+ * "gauge" observation), in the order the names first came. */
+static void put_gauges(struct metrics_buf *b, struct run_view *views, size_t n) {
+        struct keyed_family f = { "mlmond_run_app_value", GAUGE,
+                                  "Latest value of each gauge the application reported (StatsD g lines), by gauge "
+                                  "name.",
+                                  "gauge" };
+        for (size_t i = 0; i < n; i++) {
+                const struct op_table *t = &views[i].r->ops;
+                for (size_t j = 0; j < t->n_gauge_last; j++)
+                        put_keyed(b, &f, views[i].labels, t->gauge_last[j].name, t->gauge_last[j].value);
+        }
+        keyed_family_done(b, &f);
 }
 
 static void put_host(struct metrics_buf *b, const struct manager_stats *m) {
@@ -817,6 +854,7 @@ int metrics_render(struct metrics *x, const struct manager_stats *m, struct stor
         if (q == 0) {
                 put_runs(&b, views, n);
                 put_ops(&b, views, n);
+                put_gauges(&b, views, n);
                 put_host(&b, m);
                 metrics_devices(&b, m);
                 put_daemon(&b, m);

@@ -208,6 +208,18 @@ json_object *render_window(const struct window_rates *w, double window_s, const 
         return o;
 }
 
+json_object *render_gauge(const struct gauge_stat *g, bool stats) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "value", json_double_or_null(g->value));
+        json_add_i64(o, "ts", true, g->ts_ms);
+        if (stats) {
+                json_object_object_add(o, "min", json_double_or_null(g->min));
+                json_object_object_add(o, "max", json_double_or_null(g->max));
+                json_add_u64(o, "count", true, g->count);
+        }
+        return o;
+}
+
 void render_quantile_key(double q, char *buf, size_t size) {
         char num[32];
         snprintf(num, sizeof num, "%.3f", q);

@@ -28,6 +28,9 @@ json_object *render_window(const struct window_rates *w, double window_s, const 
 /* One op's latency: count, total, mean, stddev, min, max and the asked
  * percentiles (qs in (0, 100]). */
 json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq);
+/* One gauge: {"value", "ts"}, and with stats {"min", "max", "count"} over
+ * the span g covers. */
+json_object *render_gauge(const struct gauge_stat *g, bool stats);
 /* "p50_ms", "p99.9_ms". */
 void render_quantile_key(double q, char *buf, size_t size);
 json_object *render_health(const struct manager_stats *st);

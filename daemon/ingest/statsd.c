@@ -85,7 +85,7 @@ static bool utf8_label_ok(const char *s, size_t len) {
         return true;
 }
 
-static bool category_ok(const char *s, size_t len) {
+bool statsd_category_valid(const char *s, size_t len) {
         if (len == 0 || len > STATSD_CATEGORY_MAX)
                 return false;
         bool high = false;
@@ -199,7 +199,7 @@ static int parse_tag(const char *t, size_t n, struct statsd_metric *m) {
                 m->has_pid = true;
                 m->pid = (int32_t)x;
         } else if (klen == 8 && memcmp(t, "category", 8) == 0) {
-                if (m->category || !category_ok(v, vlen))
+                if (m->category || !statsd_category_valid(v, vlen))
                         return -EINVAL;
                 m->category = v;
                 m->category_len = vlen;

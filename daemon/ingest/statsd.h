@@ -39,6 +39,10 @@ struct statsd_metric {
         size_t category_len;
 };
 
+/* Whether s (len bytes) may be a category: 1 to STATSD_CATEGORY_MAX bytes
+ * of valid UTF-8 with no control character, space, or any of ":,|@#". */
+bool statsd_category_valid(const char *s, size_t len);
+
 /* Parses one line (without the '\n'; a trailing '\r' is allowed). Returns 0,
  * or -EINVAL for a malformed line: empty name, missing ':' or '|', unknown
  * type, a value that is not a finite number (NaN, inf, 1e999) or is out of

@@ -465,6 +465,38 @@ int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, 
                            &gauge_points, (void **)ret, ret_n, ret_truncated);
 }
 
+static int fill_gauge_stat(sqlite3_stmt *st, void *elem) {
+        struct gauge_stat *g = elem;
+        g->name = strdup((const char *)sqlite3_column_text(st, 0));
+        g->ts_ms = sqlite3_column_int64(st, 1);
+        g->value = sqlite3_column_double(st, 2);
+        g->min = sqlite3_column_double(st, 3);
+        g->max = sqlite3_column_double(st, 4);
+        g->count = (uint64_t)sqlite3_column_int64(st, 5);
+        return g->name ? 0 : -ENOMEM;
+}
+
+static const struct array_type gauge_stats = {
+        sizeof(struct gauge_stat), fill_gauge_stat, { offsetof(struct gauge_stat, name) }, NULL
+};
+
+void gauge_stats_free(struct gauge_stat *v, size_t n) {
+        array_free(v, n, &gauge_stats);
+}
+
+int query_gauge_stats(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                      struct gauge_stat **ret, size_t *ret_n) {
+        /* the latest row of each name is found again by its primary key */
+        return query_array(s, l,
+                           "SELECT g.name, g.ts, g.value, a.lo, a.hi, a.n FROM "
+                           "(SELECT name, MAX(ts) AS ts, MIN(value) AS lo, MAX(value) AS hi, COUNT(*) AS n "
+                           "FROM gauges WHERE ts >= ? AND ts <= ? AND run_id = ? GROUP BY name) AS a "
+                           "JOIN gauges AS g ON g.ts = a.ts AND g.run_id = ? AND g.name = a.name "
+                           "ORDER BY g.name LIMIT ?",
+                           PARAMS(p_int(from), p_int(until), p_int(run_id), p_int(run_id), p_int(l->max_rows)), 0,
+                           &gauge_stats, (void **)ret, ret_n, NULL);
+}
+
 static int fill_leak_event(sqlite3_stmt *st, void *elem) {
         struct leak_event *e = elem;
         e->ts_ms = sqlite3_column_int64(st, 0);

@@ -86,6 +86,19 @@ void gauge_points_free(struct gauge_point *v, size_t n);
 int query_gauges(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                  unsigned limit, struct gauge_point **ret, size_t *ret_n, bool *ret_truncated);
 
+/* One gauge over a span: its latest value (and when), the smallest and
+ * largest, and how many values were stored. */
+struct gauge_stat {
+        int64_t ts_ms; /* first: query.c frees no string at offset 0 */
+        char *name;
+        double value, min, max;
+        uint64_t count;
+};
+void gauge_stats_free(struct gauge_stat *v, size_t n);
+/* Per gauge name of run_id with ts in [from, until], by name. */
+int query_gauge_stats(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                      struct gauge_stat **ret, size_t *ret_n);
+
 struct leak_event {
         int64_t ts_ms;
         bool suspected;

@@ -15,6 +15,11 @@ value can be sent). Commands ({"cmd": NAME, ...}):
   stock    host, port, n, stat, ms             statsd.StatsClient(host, port)
                                                .timing(stat, ms), n times; the
                                                client stays open; answers {"port": P}
+  stock_gauge  host, port, stat, values[, delta]
+                                               statsd.StatsClient(host, port)
+                                               .gauge(stat, v, delta=delta) for each
+                                               value, over one client kept open;
+                                               answers {"port": P}
   http     socket, method, path, body          a request on the HTTP unix
                                                socket; answers {"status", "body"}
   run      argv                                runs a command as this agent's
@@ -89,6 +94,14 @@ class Agent:
         # kept open, as an application keeps its client: the daemon finds
         # the owner of the source port when it reads the datagram, and a
         # socket closed by then has none
+        self.stock.append(client)
+        return {"port": client._sock.getsockname()[1]}
+
+    def do_stock_gauge(self, c):
+        import statsd  # Debian's python3-statsd
+        client = statsd.StatsClient(c["host"], c["port"])
+        for v in c["values"]:
+            client.gauge(c["stat"], v, delta=c.get("delta", False))
         self.stock.append(client)
         return {"port": client._sock.getsockname()[1]}
 
