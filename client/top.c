@@ -88,13 +88,13 @@ static void print_header(FILE *f, json_object *health, int64_t now_ms) {
 }
 
 /* "Gauges:" and a line per run that has any: "ID NAME: name value ..." */
-static void print_gauges(FILE *f, const struct top_run *runs, size_t n) {
+static void print_run_gauges(FILE *f, const struct top_run *runs, size_t n) {
         bool any = false;
         for (size_t i = 0; i < n; i++) {
                 if (!runs[i].gauges || json_object_object_length(runs[i].gauges) == 0)
                         continue;
                 if (!any)
-                        fputs("\nGauges (latest in the last " TOP_WINDOW "):\n", f);
+                        fputs("\nGauges (latest):\n", f);
                 any = true;
                 int64_t id = 0;
                 (void)json_get_int(runs[i].run, "id", &id);
@@ -157,7 +157,7 @@ void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, con
         }
         table_print(f, &t, NULL, max_width, NAME_COL);
         table_done(&t);
-        print_gauges(f, runs, n);
+        print_run_gauges(f, runs, n);
 }
 
 /* ---- the verb ------------------------------------------------------------ */
@@ -181,41 +181,22 @@ static void top_sleep_until(usec_t deadline) {
         }
 }
 
-/* How many pages of gauges one refresh reads at most (each up to the
- * daemon's max_rows, oldest first): past that, the values shown may be
- * older than the latest. */
-#define GAUGE_PAGES 4
-
-/* {name: value} of run id's latest gauges over the last TOP_WINDOW, or
- * NULL (none, or the query failed: a run may end meanwhile). */
-static json_object *fetch_gauges(int64_t id) {
+/* {name: value} of the run's latest gauges (its run object's "gauges":
+ * {name: {"value", "ts"}}), or NULL when it has none. */
+static json_object *latest_gauges(json_object *run) {
+        json_object *gauges = NULL;
+        if (!json_object_object_get_ex(run, "gauges", &gauges) || !json_object_is_type(gauges, json_type_object) ||
+            json_object_object_length(gauges) == 0)
+                return NULL;
         _cleanup_json_ json_object *latest = json_object_new_object();
-        char path[160];
-        int64_t from = now_realtime_ms() - TOP_WINDOW_MS;
         if (!latest)
                 return NULL;
-        for (int page = 0; page < GAUGE_PAGES; page++) {
-                _cleanup_json_ json_object *answer = NULL;
-                snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/samples?from=%" PRId64 "&limit=1000000", id, from);
-                if (api_call_full("GET", path, NULL, true, &answer, NULL) < 0)
-                        break;
-                json_object *points = json_get_array(answer, "gauges");
-                size_t n = points ? json_object_array_length(points) : 0;
-                for (size_t i = 0; i < n; i++) {
-                        json_object *p = json_object_array_get_idx(points, i), *v = NULL;
-                        const char *name = json_get_str(p, "name");
-                        int64_t ts;
-                        if (!name || !json_object_object_get_ex(p, "value", &v))
-                                continue;
-                        json_object_object_add(latest, name, json_object_get(v)); /* oldest first: the last wins */
-                        if (json_get_int(p, "ts", &ts) && ts > from)
-                                from = ts;
-                }
-                json_object *t = NULL;
-                if (n == 0 || !json_object_object_get_ex(answer, "truncated", &t) || !json_object_get_boolean(t))
-                        break;
+        json_object_object_foreach(gauges, name, g) {
+                json_object *v = NULL;
+                if (json_object_object_get_ex(g, "value", &v))
+                        json_object_object_add(latest, name, json_object_get(v));
         }
-        return json_object_object_length(latest) > 0 ? TAKE_PTR(latest) : NULL;
+        return TAKE_PTR(latest);
 }
 
 /* One refresh: the running runs and, per run, its op figures over the last
@@ -254,7 +235,7 @@ static int top_frame(const char *op, char **ret_text) {
                 snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
                 if (api_call_full("GET", path, NULL, true, &t, NULL) == 0)
                         runs[i].window = json_object_get(throughput_window(t));
-                runs[i].gauges = fetch_gauges(id);
+                runs[i].gauges = latest_gauges(runs[i].run);
         }
 
         FILE *f = open_memstream(&text, &len);
