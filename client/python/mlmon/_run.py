@@ -8,9 +8,10 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 from . import _http
-from ._http import ApiError, Unavailable
+from ._http import ApiError, Error, Unavailable
 from ._statsd import _S
 
 log = logging.getLogger("mlmon")
@@ -93,6 +94,19 @@ class Run:
         if window is None and (since_mark is not None or from_ms is not None):
             params["window"] = None
         return self._get("/latency", params)
+
+    def wait_for(self, op, count, timeout=5.0, window="5m", since_mark=None):
+        """op's latency figures once mlmond has at least count timings of
+        it in the window (or since the mark): what was just sent is read
+        by the daemon a moment after the send. Raises Error on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            o = self.latency(window=None if since_mark else window, since_mark=since_mark, op=op)["ops"].get(op)
+            if o and o["count"] >= count:
+                return o
+            if time.monotonic() >= deadline:
+                raise Error(f"mlmon: {op}: {o['count'] if o else 0} of {count} timings after {timeout} s")
+            time.sleep(0.05)
 
     def throughput(self, window="10s,1m,5m", until_ms=None):
         """{"windows":[{"window_s","cpu_pct",...,"ops":{op:{count, per_s}}}]}"""
