@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from conftest import MLMONCTL, ROOT, wait_for
+from conftest import MLMONCTL, ROOT
 
 PYTHONPATH = os.path.join(ROOT, "client", "python")
 QUANTILE_REL = 0.01
