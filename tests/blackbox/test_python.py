@@ -258,6 +258,33 @@ def test_no_daemon_breaks_nothing(tmpdir_0755):
     assert len(err.splitlines()) <= 5, err
 
 
+def test_a_signal_handler_may_time_too(mlmond):
+    """A handler runs on the main thread between two bytecodes, maybe in
+    the middle of a timing call: it must not wait for itself."""
+    out, _ = run_script(mlmond, """
+        import json, signal, time, mlmon
+        run = mlmon.attach(name="signals")
+        handled = 0
+
+        def handler(*_):
+            global handled
+            handled += 1
+            with mlmon.timer("in_handler"):
+                pass
+
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+        t0 = time.monotonic()
+        n = 0
+        while time.monotonic() - t0 < 1.0:
+            mlmon.observe("main", 1.0)
+            n += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print(json.dumps({"handled": handled, "n": n}))
+    """, timeout=30)
+    assert out["handled"] > 100 and out["n"] > 1000
+
+
 def test_a_stopped_then_restarted_daemon_is_not_the_jobs_problem(mlmond):
     """SIGSTOP: the socket's queue fills, sends would block: lines wait in
     the bounded backlog, then are dropped and counted; the job runs on. A

@@ -63,7 +63,9 @@ class _Sender:
     def reset(self):
         """A fresh state: at start, and in a forked child (whose copy of
         the parent's lock, buffer and socket belongs to the parent)."""
-        self.lock = threading.Lock()
+        # Reentrant: a signal handler that times something runs on the
+        # main thread, maybe while that thread is inside add().
+        self.lock = threading.RLock()
         self.buf = []
         self.size = 0
         self.backlog = []
