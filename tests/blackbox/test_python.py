@@ -104,6 +104,26 @@ def test_timer_percentiles_are_the_ones_the_script_measured(mlmond):
     assert [g["value"] for g in series["gauges"] if g["name"] == "queue"][-1:] == [7]
 
 
+def test_a_job_of_mlmonctl_run_uses_its_run(mlmond):
+    code = textwrap.dedent("""
+        import json, os, time, mlmon
+        run = mlmon.attach(name="ignored: the run exists")
+        with mlmon.timer("step"):
+            time.sleep(0.01)
+        mlmon.mark("done")
+        print(json.dumps({"run": run.id, "env": os.environ["MLMON_RUN_ID"], "marks": run.marks(),
+                          "step": run.wait_for("step", 1)["count"]}))
+    """)
+    r = mlmond.ctl("run", "--name", "job", "--", sys.executable, "-c", code,
+                   env={"PYTHONPATH": PYTHONPATH})
+    assert r.returncode == 0, r.stderr.decode()
+    out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert str(out["run"]) == out["env"] and out["step"] == 1
+    assert [m["label"] for m in out["marks"]] == ["done"]
+    st, runs = mlmond.get("/v1/runs?state=all")
+    assert [(x["id"], x["name"]) for x in runs["runs"]] == [(out["run"], "job")]
+
+
 def test_profiler_peak_ram_is_the_processs_high_water_mark(mlmond):
     out, _ = run_script(mlmond, """
         import json, time, mlmon
