@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
-from conftest import MLMONCTL, ROOT
+from conftest import MLMONCTL, ROOT, wait_for
 
 PYTHONPATH = os.path.join(ROOT, "client", "python")
 QUANTILE_REL = 0.01
@@ -174,7 +175,7 @@ def test_benchmark_gives_the_figures_of_the_calls_it_made(mlmond):
 
         def step(k):
             t0 = time.perf_counter()
-            time.sleep(0.03 if len(own) < k else sleeps[len(own) % 5])  # the warm-up is slow
+            time.sleep(0.1 if len(own) < k else sleeps[len(own) % 5])  # the warm-up is slow
             own.append((time.perf_counter() - t0) * 1000.0)
 
         mlmon.attach(name="bench")
@@ -196,7 +197,7 @@ def test_benchmark_gives_the_figures_of_the_calls_it_made(mlmond):
         assert near(res["min_ms"], min(calls)) and near(res["max_ms"], max(calls))
         for p in (50, 90, 99):
             assert near(res[f"p{p}_ms"], exact_quantile(calls, p)), (p, res, sorted(calls))
-        assert res["max_ms"] < 25, "the warm-up calls (30 ms) were counted"
+        assert res["max_ms"] < 90, "the warm-up calls (100 ms) were counted"
         mean = sum(calls) / len(calls)
         std = math.sqrt(sum((c - mean) ** 2 for c in calls) / len(calls))
         assert res["std_ms"] == pytest.approx(std, rel=0.05, abs=OVERHEAD_MS)
@@ -355,6 +356,42 @@ def test_a_stopped_then_restarted_daemon_is_not_the_jobs_problem(mlmond):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_the_last_lines_wait_at_exit_for_a_daemon_that_was_busy(mlmond):
+    """At exit, datagrams the full queue refused are sent once there is
+    room (within a second), not lost."""
+    code = textwrap.dedent("""
+        import json, sys, mlmon
+        run = mlmon.attach(name="exiting")
+        print(json.dumps({"run": run.id}), flush=True)
+        sys.stdin.readline()
+        for _ in range(20000):          # some 80 datagrams: the queue holds 10
+            mlmon.observe("last", 1.0)
+        print(json.dumps({"dropped": mlmon.dropped()}), flush=True)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env=env_for(mlmond))
+    try:
+        run_id = json.loads(p.stdout.readline())["run"]
+        mlmond.signal(signal.SIGSTOP)
+        try:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            assert json.loads(p.stdout.readline())["dropped"] == 0  # all in the backlog
+            time.sleep(0.2)  # the job is exiting now, its last datagrams waiting
+        finally:
+            mlmond.signal(signal.SIGCONT)
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def arrived():
+        st, lat = mlmond.get(f"/v1/runs/{run_id}/latency?window=5m&op=last")
+        return lat["ops"].get("last", {}).get("count") == 20000
+    wait_for(arrived, 10, what="the 20 000 lines")
 
 
 # 100 timings, 1..100 ms: p95 is the value of rank floor(0.95 * 99) = 94,

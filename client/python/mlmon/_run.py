@@ -68,7 +68,7 @@ class Run:
         return self.id
 
     def _get(self, sub="", params=None):
-        _S.flush()  # what this process timed is asked about too
+        _S.flush_waiting()  # what this process timed is asked about too
         return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}))
 
     # ---- queries -----------------------------------------------------------
@@ -122,7 +122,7 @@ class Run:
     def mark(self, label):
         """Puts a phase marker on the run; returns {"run","label","ts"}.
         Raises (unlike mlmon.mark)."""
-        _S.flush()
+        _S.flush_waiting()
         return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label})
 
     def check_sla(self, op, target_latency_ms=100, percentile=95, window=None, since_mark=None):
@@ -152,7 +152,7 @@ class Run:
         """The `mlmonctl report` text: from mlmonctl when it is on PATH
         (the same table, to the byte), else formatted here from the JSON."""
         run_id = self._id()
-        _S.flush()
+        _S.flush_waiting()
         ctl = shutil.which("mlmonctl")
         if ctl:
             argv = [ctl, "--socket", _http.api_socket(), "report", str(run_id)]

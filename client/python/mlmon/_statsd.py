@@ -32,6 +32,9 @@ FLUSH_AFTER_S = 0.05
 # Datagrams refused with EAGAIN wait here (the kernel's queue holds only
 # net.unix.max_dgram_qlen datagrams); beyond this, lines are dropped.
 MAX_BACKLOG_BYTES = 1 << 20
+# At exit, and before a query, a full queue is waited for this long: a
+# daemon that reads nothing for a second is stopped or gone.
+WAIT_S = 1.0
 # StatsD bounds mlmond enforces (a value outside is a malformed line).
 MAX_TIMING_MS = 1e9
 MAX_VALUE = float(2 ** 53)
@@ -135,12 +138,39 @@ class _Sender:
             wake.clear()
             self.flush()
 
-    def flush(self):
+    def flush(self, wait_s=0.0):
+        """Sends the batch and the backlog. With wait_s, a full queue is
+        waited for, up to wait_s in all, outside the lock (the other
+        threads' timings go on): at exit (nothing later would send what is
+        left) and before a query (which waits for mlmond anyway)."""
         try:
             with self.lock:
                 self.flush_locked()
+            if wait_s > 0 and self.backlog:
+                self.drain(time.monotonic() + wait_s)
         except Exception:  # never into the caller
             pass
+
+    def flush_waiting(self):
+        self.flush(WAIT_S)
+
+    def drain(self, deadline):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            while True:
+                with self.lock:
+                    if not self.backlog:
+                        return
+                    data, n = self.backlog.pop(0)
+                    self.backlog_size -= len(data)
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0:
+                        raise TimeoutError("timed out")
+                    sock.settimeout(left)
+                    sock.sendto(data, _http.statsd_socket())
+                except OSError as e:
+                    with self.lock:
+                        self.drop(n, f"{_http.statsd_socket()}: {e.strerror or e}")
 
     def flush_locked(self):
         if self.buf:
@@ -194,7 +224,7 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(before=_S.flush, after_in_child=_after_fork_in_child)
-atexit.register(_S.flush)
+atexit.register(_S.flush_waiting)
 
 
 def _register_multiprocessing():
@@ -207,7 +237,7 @@ def _register_multiprocessing():
         return
 
     def in_worker(_sender):
-        util.Finalize(None, _S.flush, exitpriority=-100)
+        util.Finalize(None, _S.flush_waiting, exitpriority=-100)
 
     util.register_after_fork(_S, in_worker)
 
@@ -261,9 +291,10 @@ def gauge(name, value):
         pass
 
 
-def flush():
-    """Sends what is batched now (without blocking)."""
-    _S.flush()
+def flush(wait_s=0.0):
+    """Sends what is batched now; without blocking, unless wait_s allows
+    waiting for room in a full queue."""
+    _S.flush(wait_s)
 
 
 def dropped():

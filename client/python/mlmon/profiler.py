@@ -309,7 +309,7 @@ def benchmark(fn, *args, iterations=100, warmup=10, op=None, **kwargs):
 
 
 def _daemon_stats(run, name, label, iterations):
-    _S.flush()
+    _S.flush_waiting()
     o = {}
 
     def complete():
