@@ -2,7 +2,8 @@
 """The HTTP API over mlmond's unix socket: HTTP/1.1, one connection per
 request, JSON in and out. Where the sockets are: $MLMON_SOCKET and
 $MLMON_STATSD_SOCKET (as `mlmonctl run` sets them for its job), else the
-StatsD socket next to the API socket, else the default layout."""
+StatsD socket next to the API socket, else the one the daemon's config file
+names, else the default layout."""
 
 import http.client
 import json
@@ -12,6 +13,8 @@ import urllib.parse
 
 DEFAULT_SOCKET = "/run/mlmond/mlmond.sock"
 DEFAULT_STATSD_SOCKET = "/run/mlmond/statsd.sock"
+# Where mlmond's config may be (a package's prefix, meson's default one).
+CONFIG_FILES = ("/etc/mlmond/mlmond.conf", "/usr/local/etc/mlmond/mlmond.conf")
 TIMEOUT_S = 5.0
 
 _configured = {"socket": None, "statsd_socket": None}
@@ -49,7 +52,23 @@ def statsd_socket():
     api = _configured["socket"] or os.environ.get("MLMON_SOCKET")
     if api:
         return os.path.join(os.path.dirname(api), "statsd.sock")
-    return DEFAULT_STATSD_SOCKET
+    if "config" not in _configured:
+        _configured["config"] = _config_statsd_socket()
+    return _configured["config"] or DEFAULT_STATSD_SOCKET
+
+
+def _config_statsd_socket():
+    """[daemon] statsd_socket of the daemon's config file, where it is set
+    and readable; None otherwise (under systemd the socket unit decides)."""
+    import configparser
+    for path in CONFIG_FILES:
+        c = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
+        try:
+            if c.read(path):
+                return c.get("daemon", "statsd_socket", fallback=None) or None
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+    return None
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
