@@ -105,6 +105,24 @@ def test_timer_percentiles_are_the_ones_the_script_measured(mlmond):
     assert [g["value"] for g in series["gauges"] if g["name"] == "queue"][-1:] == [7]
 
 
+def test_non_ascii_names_fit_the_datagrams(mlmond):
+    """Batches are counted in characters; a batch of long UTF-8 names is
+    more bytes than characters, and must still go in datagrams mlmond
+    takes (16 KiB at most)."""
+    out, _ = run_script(mlmond, """
+        import json, mlmon
+        run = mlmon.attach(name="utf8")
+        op = "推理" * 30                  # 180 bytes of UTF-8, 60 characters
+        for _ in range(300):
+            mlmon.observe(op, 2.0, category="模型" * 10)
+        o = run.wait_for(op, 300)
+        print(json.dumps({"count": o["count"], "category": o["category"], "dropped": mlmon.dropped()}))
+    """)
+    assert out == {"count": 300, "category": "模型" * 10, "dropped": 0}
+    st, h = mlmond.get("/v1/health")
+    assert h["statsd_malformed"] == 0
+
+
 def test_a_job_of_mlmonctl_run_uses_its_run(mlmond):
     code = textwrap.dedent("""
         import json, os, time, mlmon

@@ -57,6 +57,24 @@ def _clean(text, bad, max_bytes):
     return text
 
 
+def _datagrams(lines):
+    """[(bytes, number of lines)]: one datagram, or several where non-ASCII
+    names made the batch (counted in characters) too long in bytes."""
+    data = "".join(lines).encode("utf-8", "replace")
+    if len(data) <= MAX_DATAGRAM_BYTES:
+        return [(data, len(lines))]
+    out, chunk, size = [], [], 0
+    for line in lines:
+        b = line.encode("utf-8", "replace")
+        if size + len(b) > MAX_DATAGRAM_BYTES and chunk:
+            out.append((b"".join(chunk), len(chunk)))
+            chunk, size = [], 0
+        chunk.append(b)
+        size += len(b)
+    out.append((b"".join(chunk), len(chunk)))
+    return out
+
+
 class _Sender:
     def __init__(self):
         self.reset()
@@ -174,15 +192,14 @@ class _Sender:
 
     def flush_locked(self):
         if self.buf:
-            data = "".join(self.buf).encode("utf-8", "replace")
-            n = len(self.buf)
+            for data, n in _datagrams(self.buf):
+                if self.backlog_size + len(data) > MAX_BACKLOG_BYTES:
+                    self.drop(n, "its socket's queue stays full")
+                else:
+                    self.backlog.append((data, n))
+                    self.backlog_size += len(data)
             self.buf = []
             self.size = 0
-            if self.backlog_size + len(data) > MAX_BACKLOG_BYTES:
-                self.drop(n, "its socket's queue stays full")
-            else:
-                self.backlog.append((data, n))
-                self.backlog_size += len(data)
         while self.backlog:
             data, n = self.backlog[0]
             r = self.send(data)
