@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: MIT
+"""mlmon: time operations of a Python job and ask mlmond about its run.
+
+    import mlmon
+    run = mlmon.attach(name="train")
+    with mlmon.timer("inference", category="model_inference"):
+        model(batch)
+    mlmon.mark("warmup-done")
+    print(run.latency(since_mark="warmup-done"))
+
+Standard library only. The timing calls (timer, timed, observe, count,
+gauge, mark) never raise into the job; the queries raise mlmon.Unavailable
+when mlmond cannot be reached."""
+
+from ._http import ApiError, Error, Unavailable
+from ._run import Run, attach, mark, run
+from ._statsd import count, dropped, flush, gauge, observe
+from ._timer import timed, timer
+from .profiler import PerformanceProfiler, benchmark
+
+
+def configure(socket=None, statsd_socket=None):
+    """Where mlmond is, overriding $MLMON_SOCKET and $MLMON_STATSD_SOCKET."""
+    from . import _http
+    _http._configured["socket"] = socket
+    _http._configured["statsd_socket"] = statsd_socket
+
+
+__all__ = ["ApiError", "Error", "PerformanceProfiler", "Run", "Unavailable", "attach", "benchmark", "configure",
+           "count", "dropped", "flush", "gauge", "mark", "observe", "run", "timed", "timer"]
+__version__ = "0.1.0"

@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: MIT
+"""The run this process belongs to, and thin wrappers over the JSON API
+about it. Answers are the API's JSON as dicts, in its units (ms, bytes,
+seconds); an unknown value is None."""
+
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from . import _http
+from ._http import ApiError, Error, Unavailable
+from ._statsd import _S
+
+log = logging.getLogger("mlmon")
+
+_current = {"run": None}
+_lock = threading.Lock()
+_warned = set()
+
+
+def _warn_once(key, msg, *args):
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(msg, *args)
+
+
+def _pct_key(q):
+    """The API's spelling of a percentile: 50 -> "50", 99.9 -> "99.9"."""
+    return ("%.3f" % float(q)).rstrip("0").rstrip(".")
+
+
+def _num(x):
+    return ("%.6f" % float(x)).rstrip("0").rstrip(".")
+
+
+class Run:
+    """One run of mlmond. .id is None for a detached run (no daemon when
+    attach() was called): its queries look for the run again, and raise
+    Unavailable while there is none."""
+
+    def __init__(self, run_id, info=None, attach_args=None):
+        self.id = run_id
+        self.info = info or {}
+        self._attach_args = attach_args or {}
+
+    def __repr__(self):
+        return f"Run(id={self.id!r}, name={self.info.get('name')!r})"
+
+    @property
+    def name(self):
+        return self.info.get("name")
+
+    @property
+    def pid(self):
+        return self.info.get("pid")
+
+    def _id(self):
+        if self.id is None:
+            found = attach(**self._attach_args)
+            if found.id is None:
+                raise Unavailable(f"mlmond is not reachable on {_http.api_socket()}, or this process "
+                                  "belongs to no run")
+            if found is not self:
+                self.id, self.info = found.id, found.info
+        return self.id
+
+    def _get(self, sub="", params=None):
+        _S.flush_waiting()  # what this process timed is asked about too
+        return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}))
+
+    # ---- queries -----------------------------------------------------------
+
+    def get(self):
+        """The run object with its latest sample, summary and leak verdict."""
+        return self._get()
+
+    def summary(self):
+        """wall_time_s, cpu_time_s, peak_rss_bytes, final_rss_bytes, ..."""
+        return self._get()["summary"]
+
+    def leak(self):
+        """The leak verdict: suspected, reason, slope_bytes_per_s, ..."""
+        return self._get()["leak"]
+
+    def latency(self, window=None, since_mark=None, q=(50, 90, 99), op=None, from_ms=None, until_ms=None):
+        """{"window_s","from","until","since_mark","ops":{op:{count, mean_ms,
+        p50_ms, ...}}}. window: "1m", "30s"... (default 1m, or from the
+        mark / from_ms when given)."""
+        qs = ",".join(_pct_key(x) for x in (q if isinstance(q, (list, tuple)) else (q,)))
+        params = {"window": window, "since_mark": since_mark, "q": qs, "op": op, "from": from_ms, "until": until_ms}
+        if window is None and (since_mark is not None or from_ms is not None):
+            params["window"] = None
+        return self._get("/latency", params)
+
+    def wait_for(self, op, count, timeout=5.0, window="5m", since_mark=None):
+        """op's latency figures once mlmond has at least count timings of
+        it in the window (or since the mark): what was just sent is read
+        by the daemon a moment after the send. Raises Error on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            o = self.latency(window=None if since_mark else window, since_mark=since_mark, op=op)["ops"].get(op)
+            if o and o["count"] >= count:
+                return o
+            if time.monotonic() >= deadline:
+                raise Error(f"mlmon: {op}: {o['count'] if o else 0} of {count} timings after {timeout} s")
+            time.sleep(0.05)
+
+    def throughput(self, window="10s,1m,5m", until_ms=None):
+        """{"windows":[{"window_s","cpu_pct",...,"ops":{op:{count, per_s}}}]}"""
+        return self._get("/throughput", {"window": window, "until": until_ms})
+
+    def samples(self, from_ms=None, until_ms=None, limit=None, step=None):
+        """{"samples":[...],"gauges":[...],"truncated":bool}, oldest first."""
+        return self._get("/samples", {"from": from_ms, "until": until_ms, "limit": limit, "step": step})
+
+    def marks(self):
+        return self._get("/marks")["marks"]
+
+    def mark(self, label):
+        """Puts a phase marker on the run; returns {"run","label","ts"}.
+        Raises (unlike mlmon.mark)."""
+        _S.flush_waiting()
+        return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label})
+
+    def check_sla(self, op, target_latency_ms=100, percentile=95, window=None, since_mark=None):
+        """True when op's percentile latency is within target_latency_ms
+        over the window (default 1m), False when not, None when op had no
+        timings there."""
+        slo = f"{op}:{_num(target_latency_ms)}ms@{_pct_key(percentile)}"
+        params = {"window": window, "since_mark": since_mark, "q": _pct_key(percentile), "op": op}
+        if window is None and since_mark is not None:
+            params["window"] = None
+        try:
+            answer = self._get("/latency", dict(params, slo=slo))
+        except ApiError as e:
+            if e.status != 400 or "slo" not in e.message:
+                raise
+            answer = self._get("/latency", params)  # a daemon without slo=
+        for s in answer.get("slo") or ():
+            if s.get("op") == op:
+                return s.get("met")
+        stats = answer.get("ops", {}).get(op)
+        if not stats or not stats.get("count"):
+            return None
+        value = stats.get(f"p{_pct_key(percentile)}_ms")
+        return None if value is None else value <= float(target_latency_ms)
+
+    def report(self, window=None, since_mark=None):
+        """The `mlmonctl report` text: from mlmonctl when it is on PATH
+        (the same table, to the byte), else formatted here from the JSON."""
+        run_id = self._id()
+        _S.flush_waiting()
+        ctl = shutil.which("mlmonctl")
+        if ctl:
+            argv = [ctl, "--socket", _http.api_socket(), "report", str(run_id)]
+            if window:
+                argv += ["--window", window]
+            if since_mark:
+                argv += ["--since-mark", since_mark]
+            env = dict(os.environ)
+            env.pop("MLMON_URL", None)
+            r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+            if r.returncode == 0:
+                return r.stdout
+            msg = (r.stderr.strip().splitlines() or ["mlmonctl report failed"])[-1]
+            if "not reachable" in msg or "connect" in msg:
+                raise Unavailable(msg)
+            raise ApiError(400 if r.returncode == 2 else 404, "report", msg)
+        from ._report import format_report
+        return format_report(self.get(), self.latency(window=window, since_mark=since_mark))
+
+
+# ---- finding the run ---------------------------------------------------------
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2:].split()[1])
+
+
+def _start_ticks(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2:].split()[19])
+
+
+def _run_of_pid(pid):
+    """The running run registered for this very process, or None."""
+    runs = _http.request("GET", f"/v1/runs?pid={pid}")["runs"]
+    try:
+        ticks = _start_ticks(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+    for r in runs:
+        if r.get("pid") == pid and r.get("start_time_ticks") in (None, ticks):
+            return r
+    return None
+
+
+def _find_existing():
+    rid = os.environ.get("MLMON_RUN_ID")
+    if rid and rid.isdigit():
+        try:
+            info = _http.request("GET", f"/v1/runs/{rid}")
+            if info.get("state") == "running":
+                return info
+        except ApiError:
+            pass
+    pid = os.getpid()
+    while pid > 1:
+        info = _run_of_pid(pid)
+        if info:
+            return info
+        try:
+            pid = _ppid(pid)
+        except (OSError, ValueError, IndexError):
+            break
+    return None
+
+
+def _adopt(info):
+    run = _current["run"]
+    if run is None:
+        run = Run(info["id"], info)
+    else:  # a detached Run the job holds comes to life
+        run.id, run.info = info["id"], info
+    _current["run"] = run
+    _S.set_run(run.id)
+    # a program this process starts belongs to the run too
+    os.environ["MLMON_RUN_ID"] = str(run.id)
+    return run
+
+
+def attach(name=None, tags=None, children=True, interval=None):
+    """Registers the calling process with mlmond, or finds the run it
+    already belongs to ($MLMON_RUN_ID from `mlmonctl run`, its own
+    registration, or a registered ancestor's); returns that Run. name,
+    tags, children and interval apply only to a new registration.
+    Never raises for the daemon's sake: without one it logs a warning and
+    returns a detached Run (id None)."""
+    args = {"name": name, "tags": tags, "children": children, "interval": interval}
+    with _lock:
+        cur = _current["run"]
+        if cur is not None and cur.id is not None:
+            return cur
+        try:
+            info = _find_existing()
+            if info is None:
+                body = {"pid": os.getpid(), "children": bool(children)}
+                if name is not None:
+                    body["name"] = str(name)
+                if tags:
+                    body["tags"] = {str(k): str(v) for k, v in tags.items()}
+                if interval is not None:
+                    body["interval"] = interval if isinstance(interval, str) else f"{int(float(interval) * 1000)}ms"
+                try:
+                    info = _http.request("POST", "/v1/runs", body)
+                except ApiError as e:
+                    if e.status != 409:
+                        raise
+                    info = _run_of_pid(os.getpid())  # registered meanwhile
+                    if info is None:
+                        raise
+            return _adopt(info)
+        except (Unavailable, ApiError) as e:
+            _warn_once("attach", "mlmon: not monitored: %s", e)
+            if cur is None:
+                cur = Run(None, attach_args=args)
+                _current["run"] = cur
+            return cur
+
+
+def run():
+    """The current Run: the one attach() returned, else the run this
+    process already belongs to; None when there is none (or no daemon)."""
+    cur = _current["run"]
+    if cur is not None and cur.id is not None:
+        return cur
+    with _lock:
+        try:
+            info = _find_existing()
+        except (Unavailable, ApiError):
+            return cur
+        return _adopt(info) if info else cur
+
+
+def mark(label):
+    """Puts a phase marker on the current run (after sending the timings
+    taken so far). Never raises: returns {"run","label","ts"}, or None when
+    there is no run or no daemon (logged once)."""
+    try:
+        r = run()
+        if r is None or r.id is None:
+            _warn_once("mark", "mlmon: mark %r: this process belongs to no run", label)
+            return None
+        return r.mark(label)
+    except Exception as e:
+        _warn_once("mark-" + type(e).__name__, "mlmon: mark %r: %s", label, e)
+        return None
