@@ -89,7 +89,7 @@ mlmon.showMissingLibrary = function () {
 // A small line of values on a canvas (no library needed): the overview's
 // sparklines. Sets data-points to the number of values drawn.
 mlmon.sparkline = function (values, title) {
-  const c = mlmon.el('canvas', { width: 90, height: 22, class: 'spark', title: title });
+  const c = mlmon.el('canvas', { width: 64, height: 20, class: 'spark', title: title });
   const pts = values.filter(mlmon.known);
   c.dataset.points = String(pts.length);
   if (pts.length < 2) return c;

@@ -56,13 +56,13 @@
     const name = el('td', { class: 'name' }, link);
     if (leaking.has(run.id)) name.append(' ', el('span', { class: 'flag leak', title: 'leak verdict: suspected' }, 'leak suspected'));
     const num = (text) => el('td', { class: 'num' }, text);
-    const cells = [el('td', {}, String(run.id)), name, el('td', {}, String(run.pid)), el('td', { class: 'tags' }, tagsText(run.tags)),
+    const cells = [el('td', {}, String(run.id)), name, el('td', {}, String(run.pid)), el('td', { class: 'tags', title: tagsText(run.tags) }, tagsText(run.tags)),
       el('td', {}, el('span', { class: 'state ' + run.state }, run.state)), num(mlmon.fmtPct(s.cpu_pct))];
     cells.push(el('td', {}, d ? mlmon.sparkline(d.samples.map((x) => x.cpu_pct), 'CPU %, last 10 minutes') : null));
     cells.push(num(mlmon.fmtBytes(s.rss_bytes)));
     cells.push(el('td', {}, d ? mlmon.sparkline(d.samples.map((x) => x.rss_bytes), 'RSS, last 10 minutes') : null));
-    cells.push(num(mlmon.fmtRate(s.read_bytes_per_s)), num(mlmon.fmtRate(s.write_bytes_per_s)),
-      num(mlmon.fmtRate(s.netns_rx_bytes_per_s)), num(mlmon.fmtRate(s.netns_tx_bytes_per_s)));
+    cells.push(num(mlmon.fmtRate(s.read_bytes_per_s) + ' / ' + mlmon.fmtRate(s.write_bytes_per_s)),
+      num(mlmon.fmtRate(s.netns_rx_bytes_per_s) + ' / ' + mlmon.fmtRate(s.netns_tx_bytes_per_s)));
     const top = d && d.top;
     cells.push(el('td', { class: 'op' }, top ? top[0] : '-'), num(top ? mlmon.fmtMs(top[1]) : '-'),
       num(top ? mlmon.fmtPerS(top[2]) : '-'));

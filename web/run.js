@@ -101,7 +101,8 @@
       legend: 'never',
       connectSeparatedPoints: false,
       height: 180,
-      axes: { y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 70 } },
+      axisLabelFontSize: 11,
+      axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
       includeZero: true,
       underlayCallback: underlay(marks, extra),
       highlightCallback: (e, x, points) => {
