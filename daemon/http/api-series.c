@@ -269,14 +269,18 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
 #define MAX_STEPS 2000
 
 /* "steps": the span cut into steps of step_ms from span_from, each with its
- * ops' counts, rates and percentiles (only the ops that had timings). */
+ * ops' counts, rates and percentiles (only the ops that had timings). The
+ * steps together are the span: their merge is *total, so the span is read
+ * once. */
 static int latency_steps(struct request *rq, int64_t id, int64_t span_from, int64_t until, int64_t step_ms,
-                         const char *op, const double *qs, size_t nq, json_object **ret) {
+                         const char *op, const double *qs, size_t nq, struct op_aggs *total, json_object **ret) {
         json_object *arr = json_object_new_array();
         for (int64_t t = span_from; t <= until; t += step_ms) {
                 struct op_aggs ops = {};
                 int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until, ignored;
                 int r = collect_ops(rq, id, t, end, op, &ops, &ignored);
+                for (size_t i = 0; r == 0 && i < ops.n; i++)
+                        r = op_aggs_add(total, ops.v[i].op, ops.v[i].category, ops.v[i].count, &ops.v[i].h);
                 if (r < 0) {
                         op_aggs_done(&ops);
                         json_object_put(arr);
@@ -338,9 +342,12 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 return;
         }
         struct op_aggs ops = {};
-        int r = collect_ops(rq, id, from, until, op, &ops, &span_from);
-        if (r == 0 && step_ms > 0)
-                r = latency_steps(rq, id, span_from, until, step_ms, op, qs, nq, &steps);
+        int r;
+        if (step_ms > 0) {
+                span_from = ops_slice_of(from < 0 ? 0 : from);
+                r = latency_steps(rq, id, span_from, until, step_ms, op, qs, nq, &ops, &steps);
+        } else
+                r = collect_ops(rq, id, from, until, op, &ops, &span_from);
         if (r < 0) {
                 op_aggs_done(&ops);
                 json_object_put(mark);

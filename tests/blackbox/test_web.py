@@ -275,8 +275,16 @@ def test_latency_steps(make_mlmond):
         assert busy and all(s["ops"]["infer"]["per_s"] == s["ops"]["infer"]["count"] / 5.0 for s in busy[:-1])
         assert all("p99_ms" in s["ops"]["infer"] for s in busy)
         assert [s["ts"] for s in lat["steps"]] == sorted(s["ts"] for s in lat["steps"])
-        st, _ = d.get(f"/v1/runs/{rid}/latency?window=1m")
-        assert "steps" not in _
+        # the span's figures are the same with steps as without
+        rng = f"from={lat['from']}&until={lat['until']}&q=50,90,99"
+        st, plain = d.get(f"/v1/runs/{rid}/latency?{rng}")
+        st, stepped = d.get(f"/v1/runs/{rid}/latency?{rng}&step=7s")
+        assert "steps" not in plain and len(stepped["steps"]) >= 8
+        assert plain["from"] == stepped["from"] and plain["ops"].keys() == stepped["ops"].keys() == {"infer", "load"}
+        for op, o in plain["ops"].items():
+            for k in ("category", "count", "total_ms", "min_ms", "max_ms", "p50_ms", "p90_ms", "p99_ms"):
+                assert stepped["ops"][op][k] == o[k], (op, k, stepped["ops"][op], o)
+            assert abs(stepped["ops"][op]["mean_ms"] - o["mean_ms"]) < 1e-9
         for bad in ("window=1m&step=0s", "window=1m&step=500ms", "window=1m&step=x", "window=1h&step=1s"):
             st, body = d.get(f"/v1/runs/{rid}/latency?{bad}")
             assert st == 400 and body["error"]["code"] == "bad_request", (bad, body)
