@@ -12,7 +12,9 @@
   // Each latency step is a query of its own: fewer of them.
   const LATENCY_STEPS = 300;
   const WINDOWS = { '5m': 300e3, '1h': 3600e3, '1d': 86400e3 };
-  const state = { window: 'all', mark: null, timer: null };
+  // The window is kept in the address's fragment (#window=1h,
+  // #since_mark=LABEL), so a view can be linked to and reloaded.
+  const state = { window: 'all', mark: null, markLabel: null, timer: null };
 
   function dl(pairs) {
     const d = clear(document.getElementById('ident'));
@@ -150,7 +152,10 @@
     plot('CPU %', ['cpu'], series(samples, ['cpu_pct']), pctFmt, marks);
     plot('Memory', ['RSS', 'anonymous RSS'], series(samples, ['rss_bytes', 'rss_anon_bytes']), bytesFmt, marks,
       leakOverlay(run.leak, samples));
-    if (samples.some((s) => known(s.gpu_mem_bytes))) plot('GPU memory', ['GPU memory'], series(samples, ['gpu_mem_bytes']), bytesFmt, marks);
+    if (samples.some((s) => known(s.gpu_mem_bytes))) {
+      plot('GPU memory', ['GPU memory'], series(samples, ['gpu_mem_bytes']), bytesFmt, marks,
+        leakOverlay(run.leak && run.leak.gpu_mem, samples));
+    }
     if (samples.some((s) => known(s.gpu_util_pct))) plot('GPU utilisation', ['GPU'], series(samples, ['gpu_util_pct']), pctFmt, marks);
     plot('Disk I/O', ['read', 'write'], series(samples, ['read_bytes_per_s', 'write_bytes_per_s']), rateFmt, marks);
     plot('Network (namespace)', ['rx', 'tx'], series(samples, ['netns_rx_bytes_per_s', 'netns_tx_bytes_per_s']), rateFmt, marks);
@@ -205,15 +210,24 @@
   }
 
   function renderMarks(marks) {
-    const sel = document.getElementById('since-mark'), keep = sel.value;
+    const sel = document.getElementById('since-mark');
     clear(sel).append(el('option', { value: '' }, '-'));
-    for (const m of marks) sel.append(el('option', { value: String(m.ts) }, m.label + ' (' + new Date(m.ts).toLocaleTimeString() + ')'));
-    sel.value = keep;
+    for (const m of marks) sel.append(el('option', { value: String(m.ts), 'data-label': m.label }, m.label + ' (' + new Date(m.ts).toLocaleTimeString() + ')'));
+    sel.value = state.mark === null ? '' : String(state.mark);
+  }
+
+  // #since_mark=LABEL: the latest mark with that label, as the API's since_mark.
+  function resolveMark(marks) {
+    if (state.markLabel === null || state.mark !== null) return;
+    const found = marks.filter((m) => m.label === state.markLabel).pop();
+    if (!found) throw new Error('no mark \u201c' + state.markLabel + '\u201d');
+    state.mark = found.ts;
   }
 
   async function load() {
     const base = '/v1/runs/' + id;
     const [run, mk] = await Promise.all([mlmon.get(base), mlmon.get(base + '/marks')]);
+    resolveMark(mk.marks);
     const [from, until] = span(run);
     const range = 'from=' + from + '&until=' + until;
     const sStep = Math.ceil((until - from) / SAMPLE_POINTS);
@@ -248,20 +262,31 @@
     if (again) state.timer = setTimeout(refresh, REFRESH_MS);
   }
 
-  function select(win, mark) {
+  function select(win, mark, markLabel) {
     state.window = win;
     state.mark = mark;
+    state.markLabel = markLabel;
     for (const b of document.querySelectorAll('#windows button')) b.classList.toggle('on', b.dataset.window === win);
+    const frag = markLabel !== null ? 'since_mark=' + encodeURIComponent(markLabel) : 'window=' + win;
+    history.replaceState(null, '', '#' + frag);
     refresh();
   }
 
-  for (const b of document.querySelectorAll('#windows button')) b.addEventListener('click', () => select(b.dataset.window, null));
+  function selectFromFragment() {
+    const f = new URLSearchParams(location.hash.slice(1));
+    if (f.has('since_mark')) select('mark', null, f.get('since_mark'));
+    else select(WINDOWS[f.get('window')] ? f.get('window') : 'all', null, null);
+  }
+
+  for (const b of document.querySelectorAll('#windows button')) b.addEventListener('click', () => select(b.dataset.window, null, null));
   document.getElementById('since-mark').addEventListener('change', (e) => {
-    if (e.target.value) select('mark', Number(e.target.value)); else select('all', null);
+    const opt = e.target.selectedOptions[0];
+    if (e.target.value) select('mark', Number(e.target.value), opt.dataset.label);
+    else select('all', null, null);
   });
   mlmon.showMissingLibrary();
   // The page draws its own legends as text: dygraphs' legend would write
   // HTML from the series names, and sets a style attribute the CSP refuses.
   if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
-  select('all', null);
+  selectFromFragment();
 })();

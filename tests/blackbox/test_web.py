@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -24,18 +25,17 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 FAST_LEAK = "[leak]\nwindows = 10s\ngrace = 2s\n"
 
 # A real process sending StatsD timings over the unix datagram socket (its
-# run is found by its pid): 'go' sends each op's values once, then it idles.
+# run is found by its pid): each 'go' sends 200 timings of each op.
 SENDER = r"""
 import socket, sys
 path = sys.argv[1]
-print("ready", flush=True)
-sys.stdin.readline()
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-for i in range(200):
-    s.sendto(b"infer:%d|ms|#category:model" % (5 + i % 20), path)
-    s.sendto(b"load:%d|ms" % (100 + i % 7), path)
-print("sent", flush=True)
-sys.stdin.readline()
+print("ready", flush=True)
+while sys.stdin.readline().strip() == "go":
+    for i in range(200):
+        s.sendto(b"infer:%d|ms|#category:model" % (5 + i % 20), path)
+        s.sendto(b"load:%d|ms" % (100 + i % 7), path)
+    print("sent", flush=True)
 """
 
 
@@ -117,15 +117,21 @@ def scene(make_mlmond, helpers):
         "statsd": d.register(sender.pid, name="statsd-job")["id"],
     }
     try:
-        sender.send("go")
-        sender.expect("sent", timeout=30)
-
-        def counted():
+        def counted(n):
             st, lat = d.get(f"/v1/runs/{runs['statsd']}/latency?window=10m")
             ops = lat.get("ops", {})
-            return ops.get("infer", {}).get("count") == 200 and ops.get("load", {}).get("count") == 200
+            return ops.get("infer", {}).get("count") == n and ops.get("load", {}).get("count") == n
 
-        wait_for(counted, 10, what="the 400 timings")
+        # two rounds of timings, a mark between them (in a later 1 s slice)
+        sender.send("go")
+        sender.expect("sent", timeout=30)
+        wait_for(lambda: counted(200), 10, what="the first round of timings")
+        time.sleep(1.1)
+        st, _ = d.post(f"/v1/runs/{runs['statsd']}/marks", {"label": "second-round"})
+        assert st == 201
+        sender.send("go")
+        sender.expect("sent", timeout=30)
+        wait_for(lambda: counted(400), 10, what="the second round of timings")
 
         def flagged():
             leak = d.run(runs["leak"])["leak"]
@@ -135,6 +141,18 @@ def scene(make_mlmond, helpers):
         yield d, runs
     finally:
         sender.close()
+
+
+def check_report(dom, lat, count):
+    """The report table shows each op of the /latency answer lat as it is."""
+    for op in ("infer", "load"):
+        row = dom.find("tr", data_op=op)
+        assert row, f"no report row for {op}"
+        at = dom.elements.index(row[0])
+        cells = {e[1]["data-field"]: e[2] for e in dom.elements[at:at + 12] if e[1].get("data-field")}
+        assert cells["count"] == count, cells
+        for q in ("p50", "p90", "p99"):
+            assert cells[q] == fmt_ms(lat["ops"][op][q + "_ms"]), (op, q, cells, lat["ops"][op])
 
 
 def test_pages_show_the_runs_safely(scene):
@@ -176,15 +194,14 @@ def test_pages_show_the_runs_safely(scene):
         assert match and plots[match[0]] > 0, f"{title} not drawn: {titles}"
     assert len(dom.find("canvas")) >= len(plots)
     st, lat = d.get(f"/v1/runs/{runs['statsd']}/latency?from={run['registered_ts']}&q=50,90,99")
-    for op in ("infer", "load"):
-        row = dom.find("tr", data_op=op)
-        assert row, f"no report row for {op}"
-        cells = {e[1]["data-field"]: e[2] for e in dom.elements if e[1].get("data-field") and e in
-                 dom.elements[dom.elements.index(row[0]):dom.elements.index(row[0]) + 12]}
-        assert cells["count"] == "200", cells
-        for q in ("p50", "p90", "p99"):
-            assert cells[q] == fmt_ms(lat["ops"][op][q + "_ms"]), (op, q, cells, lat["ops"][op])
+    check_report(dom, lat, "400")
     assert "category model" in [e[2] for e in dom.find("h3")]
+    # the mark drawn as an option of the window selector; the window since it
+    dom, console = chromium(f"{base}/runs/{runs['statsd']}#since_mark=second-round")
+    assert console == [], console
+    assert "second-round" in dom.text_of(id="since-mark")
+    st, lat = d.get(f"/v1/runs/{runs['statsd']}/latency?since_mark=second-round&q=50,90,99")
+    check_report(dom, lat, "200")
 
     # the leaking run's page: the verdict, and its memory plot
     dom, console = chromium(f"{base}/runs/{runs['leak']}")
