@@ -71,6 +71,7 @@ static const struct config_key keys[] = {
         { "http", "token_file", KEY_STRING, OFF(http_token_file), "", 0, 0, NULL },
         { "http", "tls_cert", KEY_STRING, OFF(http_tls_cert), "", 0, 0, NULL },
         { "http", "tls_key", KEY_STRING, OFF(http_tls_key), "", 0, 0, NULL },
+        { "http", "javascript_dir", KEY_STRING, OFF(http_javascript_dir), "/usr/share/javascript", 0, 0, NULL },
         /* The leak detector: the rows write into struct leak_params, whose
          * defaults leak_params_default() sets and etc/mlmond.conf explains.
          * The ranges here are wide; leak_params_valid() has the exact ones. */

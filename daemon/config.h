@@ -52,6 +52,7 @@ struct config {
         char *http_token_file; /* "": no token, TCP is read-only */
         char *http_tls_cert;   /* PEM files, both or neither; "": plain HTTP */
         char *http_tls_key;
+        char *http_javascript_dir; /* Debian's JavaScript libraries (the page's charts) */
         /* What config_load_secrets() read from those files (NULL: unset).
          * Not keys: config_done() wipes them, config_copy() copies them. */
         char *http_token;

@@ -321,18 +321,76 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
         return true;
 }
 
+/* A plot needs no more points than a screen has pixels across. */
+#define MAX_STEPS 2000
+
+/* "steps": the span cut into steps of step_ms from span_from, each with its
+ * ops' counts, rates and percentiles (only the ops that had timings). The
+ * steps together are the span: their merge is *total, so the span is read
+ * once. */
+static int latency_steps(struct request *rq, int64_t id, int64_t span_from, int64_t until, int64_t step_ms,
+                         const char *op, const double *qs, size_t nq, struct op_aggs *total, json_object **ret) {
+        json_object *arr = json_object_new_array();
+        for (int64_t t = span_from; t <= until; t += step_ms) {
+                struct op_aggs ops = {};
+                int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until, ignored;
+                int r = collect_ops(rq, id, t, end, op, &ops, &ignored);
+                for (size_t i = 0; r == 0 && i < ops.n; i++)
+                        r = op_aggs_add(total, ops.v[i].op, ops.v[i].category, ops.v[i].count, &ops.v[i].h);
+                if (r < 0) {
+                        op_aggs_done(&ops);
+                        json_object_put(arr);
+                        return r;
+                }
+                json_object *st = json_object_new_object(), *jops = json_object_new_object();
+                json_add_i64(st, "ts", true, t);
+                for (size_t i = 0; i < ops.n; i++) {
+                        if (ops.v[i].h.count == 0)
+                                continue;
+                        json_object *o = render_latency_op(&ops.v[i], qs, nq);
+                        json_add_double(o, "per_s", true, ops.v[i].count / ((double)(end + 1 - t) / 1000.0));
+                        json_object_object_add(jops, ops.v[i].op, o);
+                }
+                json_object_object_add(st, "ops", jops);
+                json_object_array_add(arr, st);
+                op_aggs_done(&ops);
+        }
+        *ret = arr;
+        return 0;
+}
+
+/* step=DUR: how many steps the span has, at most MAX_STEPS. False: answered. */
+static bool parse_step(struct request *rq, int64_t from, int64_t until, int64_t *ret_step_ms) {
+        const char *v = arg(rq, "step");
+        usec_t step = 0;
+        *ret_step_ms = 0;
+        if (!v)
+                return true;
+        if (parse_duration(v, &step) < 0 || step < USEC_PER_SEC || step > MAX_WINDOW_USEC) {
+                respond_error(rq, 400, "bad_request", "step: must be a duration of at least 1s, such as 10s");
+                return false;
+        }
+        int64_t step_ms = (int64_t)(step / USEC_PER_MSEC);
+        if ((until - from) / step_ms + 1 > MAX_STEPS) {
+                respond_error(rq, 400, "bad_request", "step: the span would have more than %d steps", MAX_STEPS);
+                return false;
+        }
+        *ret_step_ms = step_ms;
+        return true;
+}
+
 void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const allowed[] = { "window", "from", "until", "op", "q", "since_mark", NULL };
+        static const char *const allowed[] = { "window", "from", "until", "op", "q", "since_mark", "step", NULL };
         struct run_info ri;
         if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
                 return;
-        int64_t from, until, span_from;
+        int64_t from, until, span_from, step_ms = 0;
         double window_s, qs[MAX_QUANTILES];
         size_t nq = 0;
-        json_object *mark = NULL;
+        json_object *mark = NULL, *steps = NULL;
         const char *qspec = arg(rq, "q"), *op = arg(rq, "op");
         bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark) &&
-                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq);
+                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq) && parse_step(rq, from, until, &step_ms);
         int64_t id = ri.id;
         run_info_done(&ri);
         if (!ok) {
@@ -340,7 +398,12 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 return;
         }
         struct op_aggs ops = {};
-        int r = collect_ops(rq, id, from, until, op, &ops, &span_from);
+        int r;
+        if (step_ms > 0) {
+                span_from = ops_slice_of(from < 0 ? 0 : from);
+                r = latency_steps(rq, id, span_from, until, step_ms, op, qs, nq, &ops, &steps);
+        } else
+                r = collect_ops(rq, id, from, until, op, &ops, &span_from);
         if (r < 0) {
                 op_aggs_done(&ops);
                 json_object_put(mark);
@@ -356,6 +419,10 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 if (ops.v[i].h.count > 0)
                         json_object_object_add(jops, ops.v[i].op, render_latency_op(&ops.v[i], qs, nq));
         json_object_object_add(root, "ops", jops);
+        if (steps) {
+                json_add_double(root, "step_s", true, (double)step_ms / 1000.0);
+                json_object_object_add(root, "steps", steps);
+        }
         op_aggs_done(&ops);
         respond_json(rq, 200, root);
 }

@@ -195,6 +195,11 @@ const struct route api_routes[] = {
         { { "v1", "observations" }, "POST", h_observations },
         { { "v1", "leaks" }, "GET", h_leaks },
         { { "metrics" }, "GET", h_metrics },
+        /* the web page, built on the routes above */
+        { { NULL }, "GET", h_web_overview },
+        { { "runs", "*" }, "GET", h_web_run },
+        { { "web", "*" }, "GET", h_web_asset },
+        { { "javascript", "dygraphs", "*" }, "GET", h_web_library },
 };
 
 const size_t api_n_routes = ELEMENTSOF(api_routes);

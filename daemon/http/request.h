@@ -53,6 +53,10 @@ struct request {
         char *text; /* instead of json: a body of content_type (GET /metrics) */
         size_t text_len;
         const char *content_type;
+        /* a file of the web page: its quoted ETag; it is sent with
+         * "Cache-Control: no-cache", answered 304 for a matching
+         * If-None-Match, and kept out of the answer cache */
+        char etag[48];
 };
 
 /* parts: the path's segments. */

@@ -89,6 +89,18 @@ struct header {
 
 #define ALLOW(v) ((v) ? &(const struct header){ MHD_HTTP_HEADER_ALLOW, (v) } : NULL)
 
+/* Every answer may be shown by a browser: the web page's scripts, styles
+ * and data come from this origin only (no inline script or style, no
+ * framing), and no answer is ever sniffed into another type. */
+#define CONTENT_SECURITY_POLICY                                                                         \
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " \
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static void add_security_headers(struct MHD_Response *resp) {
+        MHD_add_response_header(resp, "Content-Security-Policy", CONTENT_SECURITY_POLICY);
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
 /* Queues body (malloc'ed, len bytes; taken over in every case). */
 static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *content_type, char *body,
                                   size_t len, const struct header *h) {
@@ -99,6 +111,7 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, con
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        add_security_headers(resp);
         if (h)
                 MHD_add_response_header(resp, h->name, h->value);
         enum MHD_Result r = MHD_queue_response(c, status, resp);
@@ -127,6 +140,27 @@ static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status,
                                       const struct header *h) {
         _cleanup_json_ json_object *root = json_error_new(code, msg);
         return send_response(c, status, root, h);
+}
+
+/* A file of the web page (rq->etag set): revalidated by its ETag, so a
+ * browser asks again each time but gets 304 while it has not changed. */
+static enum MHD_Result send_file(struct MHD_Connection *c, struct request *rq) {
+        const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+        bool same = inm && streq(inm, rq->etag);
+        struct MHD_Response *resp = same ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
+                                         : MHD_create_response_from_buffer(rq->text_len, rq->text,
+                                                                           MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+                return MHD_NO;
+        if (!same)
+                rq->text = NULL; /* the response owns it */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->content_type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rq->etag);
+        add_security_headers(resp);
+        enum MHD_Result r = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : 200, resp);
+        MHD_destroy_response(resp);
+        return r;
 }
 
 static void dispatch(const struct server *s, struct request *rq) {
@@ -493,6 +527,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         dispatch(l->server, rq);
         unsigned status = rq->status ? rq->status : 500;
+        if (rq->text && !rq->json && rq->etag[0] && status == 200)
+                return send_file(conn, rq);
         if (rq->text && !rq->json) {
                 if (key && status == 200)
                         cache_store(l->server, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type);

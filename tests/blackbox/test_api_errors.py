@@ -166,7 +166,7 @@ def cases(run_id, pid):
         ("DELETE the collection", True, http_req("DELETE", "/v1/runs"), 405),
         ("unknown path", False, http_req("GET", "/v1/nope"), 404),
         ("unknown version", False, http_req("GET", "/v2/health"), 404),
-        ("root path", False, http_req("GET", "/"), 404),
+        ("unknown top-level path", False, http_req("GET", "/nope"), 404),
         ("unknown sub-resource", False, http_req("GET", f"/v1/runs/{run_id}/nope"), 404),
         ("deep path", False, http_req("GET", "/v1" + "/a" * 20), 404),
         ("GET with a body on TCP", False, http_req("GET", "/v1/health", b'{"x":1}'), 413),

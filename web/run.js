@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+// GET /runs/{id}: one run's identity, summary, plots and report table, from
+// the JSON API; refreshed while the run is running.
+'use strict';
+
+(function () {
+  const { el, clear, known } = mlmon;
+  const id = Number(location.pathname.split('/')[2]);
+  const REFRESH_MS = 5000;
+  // Points per plot: about a screen's width; the API merges steps.
+  const SAMPLE_POINTS = 1500;
+  // Each latency step is a query of its own: fewer of them.
+  const LATENCY_STEPS = 300;
+  const WINDOWS = { '5m': 300e3, '1h': 3600e3, '1d': 86400e3 };
+  // The window is kept in the address's fragment (#window=1h,
+  // #since_mark=LABEL), so a view can be linked to and reloaded.
+  const state = { window: 'all', mark: null, markLabel: null, timer: null };
+
+  function dl(pairs) {
+    const d = clear(document.getElementById('ident'));
+    for (const [k, v] of pairs) d.append(el('dt', {}, k), el('dd', {}, v));
+  }
+
+  function renderIdentity(run) {
+    document.title = 'mlmond: ' + (run.name || run.comm || 'run ' + run.id);
+    clear(document.getElementById('title')).append(el('span', { class: 'run-name' }, run.name || run.comm || ''),
+      ' ', el('span', { class: 'state ' + run.state }, run.state));
+    dl([['run', String(run.id)], ['name', run.name || '-'], ['pid', String(run.pid)], ['comm', run.comm || '-'],
+      ['command', run.cmdline || '-'], ['tags', Object.entries(run.tags || {}).map(([k, v]) => k + '=' + v).join(' ') || '-'],
+      ['registered', mlmon.fmtTime(run.registered_ts)], ['ended', mlmon.fmtTime(run.ended_ts)],
+      ['interval', run.interval_ms + ' ms']]);
+  }
+
+  function renderSummary(run) {
+    const s = run.summary || {}, box = clear(document.getElementById('summary'));
+    const card = (t, v) => box.append(el('div', { class: 'card' }, el('div', { class: 'card-title' }, t), el('div', { class: 'card-value' }, v)));
+    card('wall time', mlmon.fmtSeconds(s.wall_time_s));
+    card('CPU time', mlmon.fmtSeconds(s.cpu_time_s));
+    card('CPU avg', mlmon.fmtPct(s.cpu_util_avg_pct));
+    card('peak RSS', mlmon.fmtBytes(s.peak_rss_bytes));
+    card('final RSS', mlmon.fmtBytes(s.final_rss_bytes));
+    card('read', mlmon.fmtBytes(s.read_bytes));
+    card('written', mlmon.fmtBytes(s.write_bytes));
+    card('net rx (netns)', mlmon.fmtBytes(s.netns_rx_bytes));
+    card('net tx (netns)', mlmon.fmtBytes(s.netns_tx_bytes));
+    if (known(s.peak_gpu_mem_bytes)) card('peak GPU memory', mlmon.fmtBytes(s.peak_gpu_mem_bytes));
+    if (known(s.gpu_util_avg_pct)) card('GPU avg', mlmon.fmtPct(s.gpu_util_avg_pct));
+    card('threads max', known(s.threads_max) ? String(s.threads_max) : '-');
+    if (known(s.energy_j)) card('energy', s.energy_j.toFixed(1) + ' J');
+    const sec = document.getElementById('leak'), v = run.leak;
+    clear(sec).className = v && v.suspected ? 'leak-box suspected' : 'leak-box';
+    sec.hidden = !v;
+    if (v) {
+      sec.append(el('strong', {}, v.suspected ? 'Leak suspected' : 'No leak suspected'), ' ',
+        el('span', { id: 'leak-reason' }, v.reason || ''));
+    }
+  }
+
+  // [from, until] of the selected window, within the run's life.
+  function span(run) {
+    const until = run.state === 'running' ? Date.now() : run.ended_ts || (run.latest && run.latest.ts) || Date.now();
+    let from = run.registered_ts;
+    if (state.mark !== null) from = state.mark;
+    else if (WINDOWS[state.window]) from = Math.max(from, until - WINDOWS[state.window]);
+    return [Math.floor(from), Math.floor(until)];
+  }
+
+  // Vertical lines and labels of the run's marks, on every plot.
+  function underlay(marks, extra) {
+    return function (ctx, area, g) {
+      ctx.save();
+      if (extra) extra(ctx, area, g);
+      ctx.fillStyle = '#c92a2a';
+      ctx.font = '11px sans-serif';
+      for (const m of marks) {
+        const x = g.toDomXCoord(m.ts);
+        if (x < area.x || x > area.x + area.w) continue;
+        ctx.fillRect(x, area.y, 1, area.h);
+        ctx.fillText(m.label, x + 3, area.y + 11);
+      }
+      ctx.restore();
+    };
+  }
+
+  // One plot: a titled box with its own legend (names as text) and a
+  // Dygraph; data-points says how many points it drew.
+  function plot(title, names, rows, fmt, marks, extra) {
+    const chart = el('div', { class: 'chart' }), legend = el('div', { class: 'legend' });
+    const box = el('div', { class: 'plot' }, el('h3', {}, title), chart, legend);
+    names.forEach((n, i) => legend.append(el('span', { class: 'swatch c' + (i % mlmon.colors.length) }), n, ' '));
+    const value = el('span', { class: 'value' });
+    legend.append(value);
+    document.getElementById('plots').append(box);
+    const pts = rows.filter((r) => r.slice(1).some(known));
+    box.dataset.points = '0';
+    if (pts.length === 0) {
+      chart.append(el('p', { class: 'dim' }, 'no data in this span'));
+      return box;
+    }
+    new Dygraph(chart, rows, {
+      labels: ['time'].concat(names.map((n, i) => 's' + i)),
+      colors: mlmon.colors.slice(0, names.length).concat(mlmon.colors).slice(0, names.length),
+      legend: 'never',
+      connectSeparatedPoints: false,
+      height: 180,
+      axisLabelFontSize: 11,
+      axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
+      includeZero: true,
+      underlayCallback: underlay(marks, extra),
+      highlightCallback: (e, x, points) => {
+        value.textContent = new Date(x).toLocaleTimeString() + '  ' + points.map((p, i) => names[i] + ' ' + fmt(p.yval)).join(', ');
+      },
+      unhighlightCallback: () => { value.textContent = ''; },
+    });
+    box.dataset.points = String(pts.length);
+    return box;
+  }
+
+  const bytesFmt = (v) => mlmon.fmtBytes(v);
+  const rateFmt = (v) => mlmon.fmtRate(v);
+  const pctFmt = (v) => mlmon.fmtPct(v);
+  const msFmt = (v) => mlmon.fmtMs(v);
+  const numFmt = (v) => (known(v) ? String(Number(v.toPrecision(4))) : '-');
+
+  function series(samples, keys) {
+    return samples.map((s) => [new Date(s.ts)].concat(keys.map((k) => (known(s[k]) ? s[k] : null))));
+  }
+
+  // The verdict's window shaded and its slope drawn on the memory plot.
+  function leakOverlay(v, samples) {
+    if (!v || !v.suspected || !known(v.window_s) || !known(v.slope_bytes_per_s) || samples.length === 0) return null;
+    const end = samples[samples.length - 1].ts, start = end - v.window_s * 1000;
+    const first = samples.find((s) => s.ts >= start && known(s[v.metric]));
+    return function (ctx, area, g) {
+      const x0 = g.toDomXCoord(start), x1 = g.toDomXCoord(end);
+      ctx.fillStyle = 'rgba(201, 42, 42, 0.08)';
+      ctx.fillRect(x0, area.y, x1 - x0, area.h);
+      if (!first) return;
+      ctx.strokeStyle = '#c92a2a';
+      ctx.setLineDash([5, 4]);
+      ctx.beginPath();
+      ctx.moveTo(g.toDomXCoord(first.ts), g.toDomYCoord(first[v.metric]));
+      ctx.lineTo(x1, g.toDomYCoord(first[v.metric] + v.slope_bytes_per_s * (end - first.ts) / 1000));
+      ctx.stroke();
+      ctx.setLineDash([]);
+    };
+  }
+
+  function renderPlots(run, samples, gauges, lat, marks) {
+    clear(document.getElementById('plots'));
+    if (!mlmon.chartsAvailable()) return;
+    plot('CPU %', ['cpu'], series(samples, ['cpu_pct']), pctFmt, marks);
+    plot('Memory', ['RSS', 'anonymous RSS'], series(samples, ['rss_bytes', 'rss_anon_bytes']), bytesFmt, marks,
+      leakOverlay(run.leak, samples));
+    if (samples.some((s) => known(s.gpu_mem_bytes))) {
+      plot('GPU memory', ['GPU memory'], series(samples, ['gpu_mem_bytes']), bytesFmt, marks,
+        leakOverlay(run.leak && run.leak.gpu_mem, samples));
+    }
+    if (samples.some((s) => known(s.gpu_util_pct))) plot('GPU utilisation', ['GPU'], series(samples, ['gpu_util_pct']), pctFmt, marks);
+    plot('Disk I/O', ['read', 'write'], series(samples, ['read_bytes_per_s', 'write_bytes_per_s']), rateFmt, marks);
+    plot('Network (namespace)', ['rx', 'tx'], series(samples, ['netns_rx_bytes_per_s', 'netns_tx_bytes_per_s']), rateFmt, marks);
+    const byName = new Map();
+    for (const g of gauges) {
+      if (!byName.has(g.name)) byName.set(g.name, []);
+      byName.get(g.name).push([new Date(g.ts), known(g.value) ? g.value : null]);
+    }
+    for (const [name, rows] of byName) plot('gauge ' + name, [name], rows, numFmt, marks);
+    for (const op of Object.keys(lat.ops)) {
+      const steps = lat.steps || [];
+      plot(op + ': latency', ['p50', 'p90', 'p99'], steps.map((s) => {
+        const o = s.ops[op];
+        return [new Date(s.ts), o ? o.p50_ms : null, o ? o.p90_ms : null, o ? o.p99_ms : null];
+      }), msFmt, marks);
+      plot(op + ': ops/s', ['ops/s'], steps.map((s) => [new Date(s.ts), s.ops[op] ? s.ops[op].per_s : 0]), numFmt, marks);
+    }
+  }
+
+  // The report table of mlmonctl report: ops grouped by category.
+  function renderReport(lat) {
+    const box = clear(document.getElementById('report'));
+    const ops = Object.entries(lat.ops).map(([name, o]) => ({ name, o, cat: o.category }));
+    if (ops.length === 0) {
+      box.append(el('p', { class: 'dim' }, 'no timings in this span'));
+      return;
+    }
+    ops.sort((a, b) => {
+      if (!a.cat !== !b.cat) return a.cat ? -1 : 1;
+      if (a.cat && a.cat !== b.cat) return a.cat < b.cat ? -1 : 1;
+      if (a.o.total_ms !== b.o.total_ms) return b.o.total_ms - a.o.total_ms;
+      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+    });
+    const sum = ops.reduce((t, x) => t + (known(x.o.total_ms) && x.o.total_ms > 0 ? x.o.total_ms : 0), 0);
+    const heads = ['Operation', 'Count', 'Total', 'Avg', 'Min', 'Max', 'p50', 'p90', 'p99', 'Share', 'ops/s'];
+    let table = null, cat;
+    for (const x of ops) {
+      if (!table || x.cat !== cat) {
+        cat = x.cat;
+        box.append(el('h3', {}, 'category ' + (cat || '(none)')));
+        table = el('table', { class: 'grid report' }, el('thead', {}, el('tr', {}, ...heads.map((h, i) => el('th', { class: i ? 'num' : null }, h)))), el('tbody'));
+        box.append(table);
+      }
+      const o = x.o, num = (t, k) => el('td', { class: 'num', 'data-field': k }, t);
+      table.tBodies[0].append(el('tr', { 'data-op': x.name }, el('td', { class: 'op' }, x.name),
+        num(known(o.count) ? o.count.toFixed(0) : '-', 'count'), num(mlmon.fmtMs(o.total_ms), 'total'),
+        num(mlmon.fmtMs(o.mean_ms), 'avg'), num(mlmon.fmtMs(o.min_ms), 'min'), num(mlmon.fmtMs(o.max_ms), 'max'),
+        num(mlmon.fmtMs(o.p50_ms), 'p50'), num(mlmon.fmtMs(o.p90_ms), 'p90'), num(mlmon.fmtMs(o.p99_ms), 'p99'),
+        num(known(o.total_ms) && sum > 0 ? (o.total_ms / sum * 100).toFixed(1) + '%' : '-', 'share'),
+        num(mlmon.fmtPerS(o.count / lat.window_s), 'per_s')));
+    }
+  }
+
+  function renderMarks(marks) {
+    const sel = document.getElementById('since-mark');
+    clear(sel).append(el('option', { value: '' }, '-'));
+    for (const m of marks) sel.append(el('option', { value: String(m.ts), 'data-label': m.label }, m.label + ' (' + new Date(m.ts).toLocaleTimeString() + ')'));
+    sel.value = state.mark === null ? '' : String(state.mark);
+  }
+
+  // #since_mark=LABEL: the latest mark with that label, as the API's since_mark.
+  function resolveMark(marks) {
+    if (state.markLabel === null || state.mark !== null) return;
+    const found = marks.filter((m) => m.label === state.markLabel).pop();
+    if (!found) throw new Error('no mark \u201c' + state.markLabel + '\u201d');
+    state.mark = found.ts;
+  }
+
+  async function load() {
+    const base = '/v1/runs/' + id;
+    const [run, mk] = await Promise.all([mlmon.get(base), mlmon.get(base + '/marks')]);
+    resolveMark(mk.marks);
+    const [from, until] = span(run);
+    const range = 'from=' + from + '&until=' + until;
+    const sStep = Math.ceil((until - from) / SAMPLE_POINTS);
+    const lStep = Math.max(1000, Math.ceil((until - from) / LATENCY_STEPS / 1000) * 1000);
+    const [smp, lat] = await Promise.all([
+      mlmon.get(base + '/samples?' + range + '&limit=' + (SAMPLE_POINTS + 100) + (sStep > run.interval_ms ? '&step=' + sStep + 'ms' : '')),
+      mlmon.get(base + '/latency?' + range + '&q=50,90,99&step=' + lStep + 'ms'),
+    ]);
+    renderIdentity(run);
+    renderSummary(run);
+    renderMarks(mk.marks);
+    document.getElementById('span').textContent = mlmon.fmtTime(from) + ' to ' + mlmon.fmtTime(until) +
+      (smp.truncated ? ' (truncated)' : '');
+    renderPlots(run, smp.samples, smp.gauges, lat, mk.marks);
+    renderReport(lat);
+    document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+    return run.state === 'running';
+  }
+
+  async function refresh() {
+    clearTimeout(state.timer);
+    const err = document.getElementById('error');
+    let again = false;
+    try {
+      again = await load();
+      err.hidden = true;
+    } catch (e) {
+      err.textContent = 'Cannot show run ' + id + ': ' + e.message;
+      err.hidden = false;
+    }
+    document.body.dataset.ready = '1';
+    if (again) state.timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  function select(win, mark, markLabel) {
+    state.window = win;
+    state.mark = mark;
+    state.markLabel = markLabel;
+    for (const b of document.querySelectorAll('#windows button')) b.classList.toggle('on', b.dataset.window === win);
+    const frag = markLabel !== null ? 'since_mark=' + encodeURIComponent(markLabel) : 'window=' + win;
+    history.replaceState(null, '', '#' + frag);
+    refresh();
+  }
+
+  function selectFromFragment() {
+    const f = new URLSearchParams(location.hash.slice(1));
+    if (f.has('since_mark')) select('mark', null, f.get('since_mark'));
+    else select(WINDOWS[f.get('window')] ? f.get('window') : 'all', null, null);
+  }
+
+  for (const b of document.querySelectorAll('#windows button')) b.addEventListener('click', () => select(b.dataset.window, null, null));
+  document.getElementById('since-mark').addEventListener('change', (e) => {
+    const opt = e.target.selectedOptions[0];
+    if (e.target.value) select('mark', Number(e.target.value), opt.dataset.label);
+    else select('all', null, null);
+  });
+  mlmon.showMissingLibrary();
+  // The page draws its own legends as text: dygraphs' legend would write
+  // HTML from the series names, and sets a style attribute the CSP refuses.
+  if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
+  selectFromFragment();
+})();
