@@ -104,10 +104,9 @@ void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_en
         w->v.evaluated = false;
         if (w->evaluated_ms == 0 || t_end_s < first_s)
                 snprintf(w->v.reason, sizeof w->v.reason,
-                         "no verdict: the run ended after %.0f s, before one was possible (the first needs %.0f s: "
-                         "the warm-up grace, then %.0f s of data)",
+                         "the run ended after %.0f s, before a verdict was possible: the first comes %.0f s in, after "
+                         "the warm-up grace and %.0f s of data",
                          t_end_s, first_s, p->min_coverage * p->windows_s[0]);
         else
-                snprintf(w->v.reason, sizeof w->v.reason, "no verdict: the run ended before one was possible (%.200s)",
-                         was);
+                snprintf(w->v.reason, sizeof w->v.reason, "the run ended before a verdict was possible (%.200s)", was);
 }
