@@ -40,10 +40,11 @@ void help(void) {
                "                         ancestor's)\n"
                "  mark [ID] LABEL        Put a phase marker on a running run (e.g. warmup-done;\n"
                "                         default run: $MLMON_RUN_ID, set by `run` for its job)\n"
-               "  report ID [--window W] [--since-mark LABEL]\n"
+               "  report ID [--window W | --since-mark LABEL] [--slo OP=TARGET@pPCT]...\n"
                "                         Profiling report: summary, then per operation count,\n"
                "                         total, avg, min, max, p50, p90, p99 and share of time,\n"
-               "                         grouped by category; default span: the whole run\n"
+               "                         grouped by category; default span: the whole run;\n"
+               "                         exit 1 if an objective (--slo) is missed\n"
                "  compare BASE.json CUR.json [--threshold PCT]\n"
                "                         Compare two reports (report --json, run --report):\n"
                "                         per op p50/p90/p99 and ops/s, peak RSS, CPU and wall\n"
@@ -264,7 +265,8 @@ static const struct verb verbs[] = {
           OPERANDS("OP", "MS") },
         { "mark", 1, 2, 0, verb_mark, OPTIONS(), OPERANDS("LABEL") },
         { "report", 1, 1, 0, verb_report,
-          OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK)), OPERANDS("run ID") },
+          OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK), REQUIRED("slo", ARG_SLO)),
+          OPERANDS("run ID") },
         { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
           OPERANDS("BASE.json", "CUR.json") },
         { "top", 0, 0, 0, verb_top,

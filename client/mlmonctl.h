@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "slo.h"
 #include "util.h"
 
 #define DEFAULT_SOCKET "/run/mlmond/mlmond.sock"
@@ -67,6 +68,7 @@ enum {
         ARG_CATEGORY,
         ARG_WINDOW,
         ARG_SINCE_MARK,
+        ARG_SLO,
         ARG_THRESHOLD,
         ARG_ITERATIONS,
         ARG_URL,
@@ -105,6 +107,8 @@ struct args {
         const char *category;
         const char *window;
         const char *since_mark;
+        const char *slo[SLO_MAX]; /* --slo OP=TARGET@pPCT, as given */
+        size_t n_slo;
         double threshold;    /* --threshold; NAN: not given */
         uint64_t iterations; /* 0: not given */
         const char *op;      /* top --op */

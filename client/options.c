@@ -131,6 +131,18 @@ static char **argv_view(int argc, char *argv[], bool in_order) {
         return view;
 }
 
+/* --slo OP=TARGET@pPCT, checked here, passed on as given. */
+static int add_slo(struct args *a, const char *text) {
+        struct slo o;
+        char err[128];
+        if (slo_parse(text, '=', &o, err, sizeof err) < 0)
+                return usage_error("invalid objective '%s': %s", text, err);
+        if (a->n_slo == SLO_MAX)
+                return usage_error("--slo: at most %d objectives", SLO_MAX);
+        a->slo[a->n_slo++] = text;
+        return CONTINUE;
+}
+
 int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
         /* '+': stop at the first operand, '-': operands in order as 1;
          * ':': report a missing argument as ':' and print nothing */
@@ -185,7 +197,8 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         a->children = true;
                         break;
                 case ARG_TAG:
-                        r = add_tag(a, optarg);
+                case ARG_SLO:
+                        r = c == ARG_TAG ? add_tag(a, optarg) : add_slo(a, optarg);
                         if (r != CONTINUE)
                                 return r;
                         break;

@@ -518,7 +518,12 @@ static void print_leak(FILE *f, json_object *run) {
         }
         int suspected = json_get_bool(leak, "suspected");
         _cleanup_free_ char *reason = text_printable(json_get_str(leak, "reason"));
-        const char *verdict = suspected == 1 ? "SUSPECTED" : suspected == 0 ? "not suspected" : "unknown";
+        /* not judged (yet, or ever for a run that ended): neither verdict */
+        bool judged = json_get_bool(leak, "evaluated") != 0;
+        const char *verdict = suspected == 1   ? "SUSPECTED"
+                              : !judged        ? "no verdict"
+                              : suspected == 0 ? "not suspected"
+                                               : "unknown";
         if (reason && !streq(reason, "-"))
                 fprintf(f, "leak: %s (%s)\n", verdict, reason);
         else

@@ -244,6 +244,55 @@ static void print_report_gauges(FILE *f, json_object *window) {
         print_gauges(f, "Gauges over the span", gauges, true);
 }
 
+/* ---- service-level objectives -------------------------------------------- */
+
+static bool slo_met(json_object *o) {
+        return json_get_bool(o, "met") == 1;
+}
+
+void print_slos(FILE *f, json_object *slo) {
+        static const char *const titles[] = { "Objective", "Count", "Measured", "Over target", "Result" };
+        static const bool right[] = { false, true, true, true, false };
+        struct table t = { .ncols = ELEMENTSOF(titles), .titles = titles, .right = right };
+        size_t missed = 0, n = json_object_array_length(slo);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(slo, i);
+                char tb[FMT_MAX], mb[FMT_MAX];
+                double target = NAN, pct = NAN, p = NAN, share = NAN, count = 0, over = 0;
+                (void)json_get_number(o, "target_ms", &target);
+                (void)json_get_number(o, "percentile", &pct);
+                (void)json_get_number(o, "count", &count);
+                bool known = json_get_number(o, "percentile_ms", &p);
+                bool sknown = json_get_number(o, "over_share", &share) && json_get_number(o, "over", &over);
+                _cleanup_free_ char *op = text_printable(json_get_str(o, "op"));
+                table_addf(&t, "%s p%g <= %s", op ? op : "?", pct, fmt_ms(tb, sizeof tb, isfinite(target), target));
+                table_addf(&t, "%.0f", count);
+                table_addf(&t, "p%g %s", pct, fmt_ms(mb, sizeof mb, known, p));
+                if (sknown)
+                        table_addf(&t, "%.1f%% (%.0f)", share * 100, over);
+                else
+                        table_add(&t, NULL);
+                bool met = slo_met(o);
+                table_add(&t, met ? "MET" : known ? "MISSED" : "no timings");
+                missed += !met;
+        }
+        fputs("Objectives over the span:\n", f);
+        table_print(f, &t, "  ", 0, 0);
+        table_done(&t);
+        if (missed > 0)
+                fprintf(f, "%zu of %zu objective%s missed or without timings.\n", missed, n, n == 1 ? "" : "s");
+        else
+                fprintf(f, "All %zu objective%s met.\n", n, n == 1 ? "" : "s");
+}
+
+bool slos_met(json_object *latency) {
+        json_object *slo = json_get_array(latency, "slo");
+        for (size_t i = 0; slo && i < json_object_array_length(slo); i++)
+                if (!slo_met(json_object_array_get_idx(slo, i)))
+                        return false;
+        return true;
+}
+
 /* ---- the whole report -------------------------------------------------------- */
 
 void print_report(FILE *f, json_object *doc) {
@@ -288,7 +337,11 @@ void print_report(FILE *f, json_object *doc) {
         }
         print_field(f, "span:", line);
 
-        json_object *summary = json_get_object(run, "summary");
+        /* a span's own summary when the report has one, else the run's */
+        json_object *summary = json_get_object(doc, "summary");
+        print_field(f, "summary of:", summary ? "the span" : "the whole run");
+        if (!summary)
+                summary = json_get_object(run, "summary");
         if (summary)
                 print_summary(f, summary);
 
@@ -299,20 +352,62 @@ void print_report(FILE *f, json_object *doc) {
                 fputs("No latency figures.\n", f);
         else if (n == 0)
                 fputs("No timed operations in this span.\n", f);
-        else
+        else {
+                fputs("Operations over the span:\n", f);
                 print_op_tables(f, latency, window);
+        }
         if (window) {
                 fputc('\n', f);
                 print_throughput(f, window, latency);
         }
         print_report_gauges(f, window);
+        json_object *slo = json_get_array(latency, "slo");
+        if (slo) {
+                fputc('\n', f);
+                print_slos(f, slo);
+        }
 }
 
 /* ---- the verb ------------------------------------------------------------ */
 
+/* "slo=" and the objectives as the API writes them, escaped; "" if none. */
+static char *slo_query(const struct args *a) {
+        _cleanup_free_ char *joined = NULL, *esc = NULL;
+        size_t len = 0;
+        char *out;
+        for (size_t i = 0; i < a->n_slo; i++) {
+                struct slo o;
+                char err[128], one[SLO_OP_MAX + 80];
+                if (slo_parse(a->slo[i], '=', &o, err, sizeof err) < 0)
+                        continue; /* checked by the option parser */
+                /* the API's separator is ':' (the op ends at the last '=' before
+                 * the '@'); it takes the 'p' too */
+                snprintf(one, sizeof one, "%s%s:%s", i > 0 ? "," : "", o.op, a->slo[i] + strlen(o.op) + 1);
+                char *j = realloc(joined, len + strlen(one) + 1);
+                if (!j)
+                        return NULL;
+                joined = j;
+                strcpy(joined + len, one);
+                len += strlen(one);
+        }
+        if (!joined)
+                return strdup("");
+        if (!(esc = url_escape(joined)) || asprintf(&out, "&slo=%s", esc) < 0)
+                return NULL;
+        return out;
+}
+
+/* The span's own summary (GET .../summary) for a report over part of a run. */
+static int fetch_span_summary(uint64_t id, const char *span_query, json_object **ret) {
+        _cleanup_free_ char *path = NULL;
+        if (asprintf(&path, "/v1/runs/%" PRIu64 "/summary?%s", id, span_query) < 0)
+                return oom();
+        return api_call("GET", path, NULL, ret, NULL) < 0 ? EXIT_FAILED : EXIT_OK;
+}
+
 int verb_report(struct args *a) {
-        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL, *doc = NULL;
-        _cleanup_free_ char *lq = NULL, *tq = NULL, *w = NULL, *mark = NULL;
+        _cleanup_json_ json_object *run = NULL, *latency = NULL, *window = NULL, *doc = NULL, *summary = NULL;
+        _cleanup_free_ char *sq = NULL, *lq = NULL, *tq = NULL, *w = NULL, *mark = NULL, *slo = NULL;
         char path[64];
         uint64_t id = 0;
         int64_t from, until;
@@ -320,43 +415,55 @@ int verb_report(struct args *a) {
 
         if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
                 return r;
+        /* both would set where the span starts */
+        if (a->window && a->since_mark)
+                return usage_error("--window and --since-mark cannot both be given: the span starts at the mark and "
+                                   "ends with the run (or now)");
 
         snprintf(path, sizeof path, "/v1/runs/%" PRIu64, id);
         if (api_call("GET", path, NULL, &run, NULL) < 0)
                 return EXIT_FAILED;
         if (a->since_mark && !(mark = url_escape(a->since_mark)))
                 return oom();
-        if (a->window) {
-                if (!(w = url_escape(a->window)))
-                        return oom();
-                r = asprintf(&lq, "window=%s%s%s", w, mark ? "&since_mark=" : "", mark ? mark : "");
-                if (r >= 0)
-                        r = asprintf(&tq, "window=%s", w);
-        } else {
-                if (!run_span(run, &from, &until)) {
-                        error_line("%s: mlmond's run %" PRIu64 " has no registration time", daemon_address(), id);
-                        return EXIT_FAILED;
-                }
-                r = asprintf(&lq, "from=%" PRId64 "&until=%" PRId64 "%s%s", from, until, mark ? "&since_mark=" : "",
-                             mark ? mark : "");
-                if (r >= 0)
-                        r = asprintf(&tq, "window=%" PRId64 "ms&until=%" PRId64, until - from > 0 ? until - from : 1,
-                                     until);
+        if (a->window && !(w = url_escape(a->window)))
+                return oom();
+        if (!(slo = slo_query(a)))
+                return oom();
+        if (!a->window && !run_span(run, &from, &until)) {
+                error_line("%s: mlmond's run %" PRIu64 " has no registration time", daemon_address(), id);
+                return EXIT_FAILED;
         }
+        if (a->window)
+                r = asprintf(&sq, "window=%s", w);
+        else if (mark)
+                r = asprintf(&sq, "since_mark=%s&until=%" PRId64, mark, until);
+        else
+                r = asprintf(&sq, "from=%" PRId64 "&until=%" PRId64, from, until);
+        if (r >= 0)
+                r = asprintf(&lq, "%s%s", sq, slo);
+        if (r >= 0)
+                r = a->window ? asprintf(&tq, "window=%s", w)
+                              : asprintf(&tq, "window=%" PRId64 "ms&until=%" PRId64,
+                                         until - from > 0 ? until - from : 1, until);
         if (r < 0) {
-                lq = tq = NULL;
+                sq = lq = tq = NULL;
                 return oom();
         }
         if (fetch_op_figures((int64_t)id, lq, tq, false, &latency, &window) < 0)
+                return EXIT_FAILED;
+        if ((a->window || mark) && fetch_span_summary(id, sq, &summary) != EXIT_OK)
                 return EXIT_FAILED;
 
         doc = report_document(run, latency, window);
         if (!doc)
                 return oom();
+        if (summary)
+                json_object_object_add(doc, "summary", json_object_get(summary));
         if (arg_json) {
                 if (print_json_pretty(doc) < 0)
                         return oom();
         } else
                 print_report(stdout, doc);
-        return finish_stdout(EXIT_OK);
+        /* a missed objective fails the command, as a regression fails compare */
+        return finish_stdout(slos_met(latency) ? EXIT_OK : EXIT_FAILED);
 }

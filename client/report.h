@@ -29,3 +29,10 @@ void print_op_tables(FILE *f, json_object *latency, json_object *throughput);
 /* "Throughput over 12.34 s: CPU ..., read ..." and the rates of the window's
  * ops that latency has no timings of (counters). */
 void print_throughput(FILE *f, json_object *window, json_object *latency);
+
+/* The objectives of latency["slo"]: a table (objective, count, measured
+ * percentile, share over the target, MET / MISSED / no timings) and a line
+ * that counts the missed ones. */
+void print_slos(FILE *f, json_object *slo);
+/* Whether every objective of latency["slo"] is met (true if none). */
+bool slos_met(json_object *latency);

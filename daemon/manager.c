@@ -174,6 +174,10 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                         m->tick_errors++;
                 ops_rotate(&r->ops, INT64_MAX);
                 store_run_ops(m, r);
+                double t_end_s = (double)(now_ms - r->info.registered_ts_ms) / 1000.0;
+                leakwatch_end(&r->leak, &m->leak_params, t_end_s);
+                if (r->leak_gpu.pts)
+                        leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
                 store_leak_json(m, r);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;

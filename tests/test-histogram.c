@@ -459,6 +459,36 @@ static void test_overflow(void) {
         CHECK(h.counts == NULL && h.n == 0 && h.count == 0);
 }
 
+/* hist_count_above against the exact count over 1..1000: exact outside
+ * [min, max), else off by at most the values within the accuracy of the
+ * target; consistent with the percentiles and with the extremes. */
+static void test_count_above(void) {
+        struct hist h;
+        hist_init(&h);
+        CHECK(hist_count_above(&h, 1) == 0);
+        for (int v = 1; v <= 1000; v++)
+                CHECK(hist_add(&h, v, 1) == 0);
+        static const double targets[] = { 0.5, 1, 1.5, 50, 99.9, 100, 500, 950, 990, 999, 999.5, 1000, 2000 };
+        for (size_t i = 0; i < ELEMENTSOF(targets); i++) {
+                double t = targets[i];
+                uint64_t got = hist_count_above(&h, t), lo = 0, hi = 0, exact = 0;
+                for (int v = 1; v <= 1000; v++) {
+                        exact += v > t;
+                        lo += v > t * (1 + 2 * HIST_RELATIVE_ACCURACY);
+                        hi += v > t * (1 - 2 * HIST_RELATIVE_ACCURACY);
+                }
+                if (t < 1 || t >= 1000)
+                        CHECK(got == exact);
+                CHECK(got >= lo && got <= hi);
+                CHECK((got > 0) == (t < 1000) && (got < 1000) == (t >= 1));
+        }
+        /* the share over the target agrees with the percentile's side of it */
+        double p95 = hist_quantile(&h, 0.95);
+        CHECK(hist_count_above(&h, p95) <= 50 + 10);
+        CHECK(hist_count_above(&h, p95 * 0.98) > 50);
+        hist_done(&h);
+}
+
 int main(void) {
         for (size_t k = 0; k < N_DISTS; k++)
                 test_distribution(&dists[k], 1000 + k);
@@ -470,5 +500,6 @@ int main(void) {
         test_value_range();
         test_weights();
         test_overflow();
+        test_count_above();
         TEST_DONE();
 }

@@ -2,6 +2,7 @@
 /* The per-run leak watch: floors kept at the shortest window's resolution,
  * the verdict turning suspected while memory grows, and clearing only after
  * clear_after without growth; marks restart the grace. */
+#include <stdio.h>
 #include <string.h>
 
 #include "analyze/leakwatch.h"
@@ -78,8 +79,35 @@ static void test_flat_and_mark(void) {
         leakwatch_done(&m.w);
 }
 
+/* A run that ends before its first verdict says so, whether or not the
+ * detector ran; a verdict reached before the end stands. */
+static void test_end(void) {
+        static const double ends_s[] = { 5, 40, 300 };
+        for (size_t i = 0; i < sizeof ends_s / sizeof ends_s[0]; i++) {
+                struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+                leak_params_default(&r.p);
+                CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+                feed(&r, ends_s[i], flat, 60000);
+                bool judged = r.w.evaluated_ms != 0 && r.w.v.evaluated;
+                char before[sizeof r.w.v.reason];
+                snprintf(before, sizeof before, "%s", r.w.v.reason);
+                leakwatch_end(&r.w, &r.p, ends_s[i]);
+                if (judged) {
+                        CHECK(ends_s[i] == 300 && !r.w.ended && r.w.v.evaluated);
+                        CHECK(strcmp(before, r.w.v.reason) == 0);
+                } else {
+                        char want[64];
+                        snprintf(want, sizeof want, "the run ended after %.0f s, before a verdict", ends_s[i]);
+                        CHECK(r.w.ended && !r.w.v.evaluated && strncmp(r.w.v.reason, want, strlen(want)) == 0);
+                        CHECK(!strstr(r.w.v.reason, "judged in"));
+                }
+                leakwatch_done(&r.w);
+        }
+}
+
 int main(void) {
         test_suspect_then_clear();
         test_flat_and_mark();
+        test_end();
         TEST_DONE();
 }

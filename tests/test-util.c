@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "json-util.h"
+#include "slo.h"
 #include "tap.h"
 #include "util.h"
 
@@ -280,6 +281,46 @@ static void test_read_secret(void) {
         CHECK_EQ_INT(open_regular("/nonexistent/x", &st), -ENOENT);
 }
 
+static void test_slo(void) {
+        static const struct {
+                const char *in;
+                char sep;
+                int r;
+                const char *op;
+                double target_ms, pct;
+        } cases[] = {
+                { "inference:50ms@95", ':', 0, "inference", 50, 95 },
+                { "a:b:0.5s@p99.9", ':', 0, "a:b", 500, 99.9 },
+                { "load=750us@50", '=', 0, "load", 0.75, 50 },
+                { "x=y=1ms@p1", '=', 0, "x=y", 1, 1 },
+                { "inference:50@95", ':', -EINVAL },
+                { "inference:50m@95", ':', -EINVAL },
+                { "inference:0ms@95", ':', -EINVAL },
+                { "inference:1e3ms@95", ':', -EINVAL },
+                { "inference:50ms@100", ':', -EINVAL },
+                { "inference:50ms@0", ':', -EINVAL },
+                { "inference:50ms@1e1", ':', -EINVAL },
+                { "inference:50ms@", ':', -EINVAL },
+                { "inference:50ms", ':', -EINVAL },
+                { ":50ms@95", ':', -EINVAL },
+                { "a,b:50ms@95", ':', -EINVAL },
+                { "inference=50ms@95", ':', -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct slo o;
+                char err[128] = "";
+                int r = slo_parse(cases[i].in, cases[i].sep, &o, err, sizeof err);
+                if (r != cases[i].r)
+                        fprintf(stderr, "slo_parse(\"%s\") = %d (%s)\n", cases[i].in, r, err);
+                CHECK_EQ_INT(r, cases[i].r);
+                if (r == 0) {
+                        CHECK(streq(o.op, cases[i].op));
+                        CHECK(fabs(o.target_ms - cases[i].target_ms) < 1e-12 && o.percentile == cases[i].pct);
+                } else
+                        CHECK(err[0] != 0);
+        }
+}
+
 int main(void) {
         test_durations();
         test_numbers();
@@ -290,5 +331,6 @@ int main(void) {
         test_log_ratelimit();
         test_ct_equal();
         test_read_secret();
+        test_slo();
         TEST_DONE();
 }

@@ -270,6 +270,23 @@ double hist_quantile(const struct hist *h, double q) {
         return h->max; /* only if the counts disagree with count */
 }
 
+uint64_t hist_count_above(const struct hist *h, double v) {
+        if (h->count == 0 || h->max <= v)
+                return 0;
+        if (h->min > v)
+                return h->count;
+        /* a bucket is above v when its representative value is: the side
+         * hist_quantile() puts it on. The exact extremes hold one value each
+         * on their side. */
+        uint64_t above = clamp_range(h, 0) > v ? h->zero_count : 0;
+        for (uint32_t k = 0; k < h->n; k++)
+                if (clamp_range(h, hist_bucket_value((int64_t)h->lo + k)) > v)
+                        above += h->counts[k];
+        if (above == 0)
+                return 1;
+        return above < h->count ? above : h->count - 1;
+}
+
 double hist_mean(const struct hist *h) {
         if (h->count == 0)
                 return NAN;

@@ -49,6 +49,13 @@ int hist_merge(struct hist *dst, const struct hist *src);
  * floor(q * (count - 1)) in sorted order, "lower" interpolation), and
  * always within [min, max]. */
 double hist_quantile(const struct hist *h, double q);
+/* How many values are above v: exact when v is below min or at or above
+ * max; otherwise a bucket whose range straddles v counts whole, on the side
+ * of its representative value (the value quantiles return for it), so a
+ * value within HIST_RELATIVE_ACCURACY of v may be counted on the wrong
+ * side. Consistent with hist_quantile: at least one value (max) is above
+ * v when max > v, at least one (min) is not when min <= v. */
+uint64_t hist_count_above(const struct hist *h, double v);
 double hist_mean(const struct hist *h);   /* NaN if empty */
 double hist_stddev(const struct hist *h); /* population stddev; NaN if empty */
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 int leakwatch_init(struct leakwatch *w, const struct leak_params *p) {
@@ -91,4 +92,21 @@ enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_param
                 return LEAKWATCH_CLEARED;
         }
         return LEAKWATCH_NONE;
+}
+
+void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_end_s) {
+        if (w->evaluated_ms != 0 && w->v.evaluated)
+                return; /* a verdict stands */
+        char was[sizeof w->v.reason];
+        snprintf(was, sizeof was, "%s", w->v.reason);
+        double first_s = (w->grace_from_t > 0 ? w->grace_from_t : 0) + p->grace_s + p->min_coverage * p->windows_s[0];
+        w->ended = true;
+        w->v.evaluated = false;
+        if (w->evaluated_ms == 0 || t_end_s < first_s)
+                snprintf(w->v.reason, sizeof w->v.reason,
+                         "the run ended after %.0f s, before a verdict was possible: the first comes %.0f s in, after "
+                         "the warm-up grace and %.0f s of data",
+                         t_end_s, first_s, p->min_coverage * p->windows_s[0]);
+        else
+                snprintf(w->v.reason, sizeof w->v.reason, "the run ended before a verdict was possible (%.200s)", was);
 }

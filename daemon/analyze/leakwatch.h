@@ -26,6 +26,7 @@ struct leakwatch {
         int64_t last_pass_ms;       /* last evaluation that found growth */
         int64_t evaluated_ms;       /* last evaluation */
         bool ever_suspected;
+        bool ended; /* the run ended: the verdict is final */
 };
 
 /* What changed at this step, for the caller to store. */
@@ -46,3 +47,7 @@ bool leakwatch_feed(struct leakwatch *w, double t_s, double bytes);
 int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct leak_verdict *ret);
 /* A mark restarts the warm-up grace. */
 void leakwatch_mark(struct leakwatch *w, double t_s);
+/* The run ended at t_end_s (seconds since registration): a verdict still
+ * missing never comes, and the reason says so instead of when it would
+ * have been judged. */
+void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_end_s);

@@ -6,6 +6,7 @@
 #include "http/handlers.h"
 #include "http/render.h"
 #include "json-util.h"
+#include "slo.h"
 
 #define MAX_WINDOWS 16
 
@@ -275,6 +276,15 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
                 respond_error(rq, 400, "bad_request", "window and from cannot both be given");
                 return false;
         }
+        /* each of the three sets where the span starts: a second one would
+         * be ignored, or would have to mean something else */
+        if (mark && (w || f)) {
+                respond_error(rq, 400, "bad_request",
+                              "since_mark and %s cannot both be given: the span starts at the mark and ends at until "
+                              "(or now)",
+                              w ? "window" : "from");
+                return false;
+        }
         usec_t window = USEC_PER_MINUTE;
         int64_t from;
         if (f) {
@@ -319,6 +329,44 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
         *ret_until = until;
         *ret_window_s = (double)(until - from) / 1000.0;
         return true;
+}
+
+/* "inference:50ms@95,load:200ms@99" -> objectives. */
+static bool parse_slos(struct request *rq, const char *spec, struct slo *v, size_t *ret_n) {
+        char buf[2048], err[128];
+        const char *words[SLO_MAX];
+        size_t n = 0;
+        int q = split_into(spec, ",", buf, sizeof buf, words, SLO_MAX, &n);
+        if (q < 0) {
+                respond_error(rq, 400, "bad_request", q == -E2BIG ? "slo: too long" : "slo: at most %d objectives",
+                              SLO_MAX);
+                return false;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (slo_parse(words[i], ':', &v[i], err, sizeof err) < 0) {
+                        _cleanup_free_ char *clean = utf8_sanitize(words[i], strnlen(words[i], 64));
+                        respond_error(rq, 400, "bad_request", "slo: '%s': %s", clean ? clean : "?", err);
+                        return false;
+                }
+        if (n == 0) {
+                respond_error(rq, 400, "bad_request",
+                              "slo: at least one objective is required, such as inference:50ms@95");
+                return false;
+        }
+        *ret_n = n;
+        return true;
+}
+
+static json_object *render_slos(const struct slo *v, size_t n, const struct op_aggs *ops) {
+        json_object *arr = json_object_new_array_ext((int)n);
+        for (size_t i = 0; i < n; i++) {
+                const struct op_agg *a = NULL;
+                for (size_t k = 0; k < ops->n && !a; k++)
+                        if (streq(ops->v[k].op, v[i].op))
+                                a = &ops->v[k];
+                json_object_array_add(arr, render_slo(&v[i], a ? &a->h : NULL));
+        }
+        return arr;
 }
 
 /* A plot needs no more points than a screen has pixels across. */
@@ -380,17 +428,21 @@ static bool parse_step(struct request *rq, int64_t from, int64_t until, int64_t 
 }
 
 void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const allowed[] = { "window", "from", "until", "op", "q", "since_mark", "step", NULL };
+        static const char *const allowed[] = {
+                "window", "from", "until", "op", "q", "since_mark", "step", "slo", NULL
+        };
         struct run_info ri;
         if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
                 return;
         int64_t from, until, span_from, step_ms = 0;
         double window_s, qs[MAX_QUANTILES];
-        size_t nq = 0;
+        size_t nq = 0, nslo = 0;
+        struct slo slos[SLO_MAX];
         json_object *mark = NULL, *steps = NULL;
-        const char *qspec = arg(rq, "q"), *op = arg(rq, "op");
+        const char *qspec = arg(rq, "q"), *op = arg(rq, "op"), *slo = arg(rq, "slo");
         bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark) &&
-                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq) && parse_step(rq, from, until, &step_ms);
+                  parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq) && parse_step(rq, from, until, &step_ms) &&
+                  (!slo || parse_slos(rq, slo, slos, &nslo));
         int64_t id = ri.id;
         run_info_done(&ri);
         if (!ok) {
@@ -398,12 +450,14 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 return;
         }
         struct op_aggs ops = {};
+        /* the objectives may name other ops than op= */
+        const char *only = slo ? NULL : op;
         int r;
         if (step_ms > 0) {
                 span_from = ops_slice_of(from < 0 ? 0 : from);
-                r = latency_steps(rq, id, span_from, until, step_ms, op, qs, nq, &ops, &steps);
+                r = latency_steps(rq, id, span_from, until, step_ms, only, qs, nq, &ops, &steps);
         } else
-                r = collect_ops(rq, id, from, until, op, &ops, &span_from);
+                r = collect_ops(rq, id, from, until, only, &ops, &span_from);
         if (r < 0) {
                 op_aggs_done(&ops);
                 json_object_put(mark);
@@ -416,14 +470,43 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
         json_add_i64(root, "until", true, until);
         json_object_object_add(root, "since_mark", mark);
         for (size_t i = 0; i < ops.n; i++)
-                if (ops.v[i].h.count > 0)
+                if (ops.v[i].h.count > 0 && (!op || streq(op, ops.v[i].op)))
                         json_object_object_add(jops, ops.v[i].op, render_latency_op(&ops.v[i], qs, nq));
         json_object_object_add(root, "ops", jops);
         if (steps) {
                 json_add_double(root, "step_s", true, (double)step_ms / 1000.0);
                 json_object_object_add(root, "steps", steps);
         }
+        if (slo)
+                json_object_object_add(root, "slo", render_slos(slos, nslo, &ops));
         op_aggs_done(&ops);
+        respond_json(rq, 200, root);
+}
+
+/* The summary of the run over the span, from its samples. */
+void h_run_summary(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "from", "until", "since_mark", NULL };
+        struct run_info ri;
+        if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t from, until, base_ts;
+        double window_s;
+        json_object *mark = NULL;
+        bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark);
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        if (!ok)
+                return;
+        struct query_limits lim = limits(rq);
+        struct run_totals t;
+        int r = query_span_totals(api_of(rq)->store, &lim, id, from, until, &t, &base_ts);
+        if (r < 0) {
+                json_object_put(mark);
+                respond_query_error(rq, r);
+                return;
+        }
+        json_object *root = render_span_summary(&t, from, until, base_ts, api_of(rq)->config->grid_g_per_kwh);
+        json_object_object_add(root, "since_mark", mark);
         respond_json(rq, 200, root);
 }
 

@@ -189,6 +189,7 @@ const struct route api_routes[] = {
         { { "v1", "runs", "*", "samples" }, "GET", h_run_samples },
         { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
         { { "v1", "runs", "*", "latency" }, "GET", h_run_latency },
+        { { "v1", "runs", "*", "summary" }, "GET", h_run_summary },
         { { "v1", "runs", "*", "observations" }, "POST", h_run_observations },
         { { "v1", "runs", "*", "marks" }, "POST", h_run_marks_post },
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },

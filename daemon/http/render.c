@@ -151,23 +151,25 @@ json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, co
         json_add_i64(o, "suspected_at", w->suspected, w->suspected_since_ms);
         json_add_i64(o, "evaluated_ts", w->evaluated_ms != 0, w->evaluated_ms);
         json_add_string(o, "reason",
-                        w->evaluated_ms == 0 ? "not evaluated yet: the first window is still filling (warm-up grace "
-                                               "plus the shortest window)"
-                                             : v->reason);
+                        w->evaluated_ms == 0 && !w->ended
+                                ? "not evaluated yet: the first window is still filling (warm-up grace "
+                                  "plus the shortest window)"
+                                : v->reason);
         return o;
 }
 
-json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh) {
-        const struct run_totals *t = &ri->totals;
+/* The fields of a summary from totals over wall_s seconds; cpu_s_over: the
+ * span the CPU time was measured over (the average CPU divides by it);
+ * leak_detected NULL leaves that field out. */
+static json_object *render_totals(const struct run_totals *t, double wall, double cpu_over, const bool *leak_detected,
+                                  double grid_g_per_kwh) {
         json_object *o = json_object_new_object();
-        int64_t end = ri->ended_ts_ms ? ri->ended_ts_ms : now_ms;
-        double wall = (double)(end - ri->registered_ts_ms) / 1000.0;
         double cpu = (double)t->cpu_time_ns / NS_PER_SEC;
         json_add_double(o, "wall_time_s", wall >= 0, wall);
         json_add_double(o, "cpu_time_s", true, cpu);
         json_add_double(o, "user_time_s", true, (double)t->user_time_ns / NS_PER_SEC);
         json_add_double(o, "system_time_s", true, (double)t->system_time_ns / NS_PER_SEC);
-        json_add_double(o, "cpu_util_avg_pct", wall > 0, wall > 0 ? cpu / wall * 100.0 : 0);
+        json_add_double(o, "cpu_util_avg_pct", cpu_over > 0, cpu_over > 0 ? cpu / cpu_over * 100.0 : 0);
         json_add_u64(o, "peak_rss_bytes", t->has_rss, t->peak_rss_bytes);
         json_add_u64(o, "final_rss_bytes", t->has_rss, t->final_rss_bytes);
         json_add_u64(o, "peak_gpu_mem_bytes", t->has_gpu_mem, t->peak_gpu_mem_bytes);
@@ -179,9 +181,32 @@ json_object *render_summary(const struct run_info *ri, int64_t now_ms, double gr
         json_add_u64(o, "netns_tx_bytes", t->has_net, t->netns_tx_bytes);
         json_add_u64(o, "threads_max", t->samples > 0, t->threads_max);
         json_add_u64(o, "samples", true, t->samples);
-        json_object_object_add(o, "leak_detected", json_object_new_boolean(ri->leak_detected));
+        if (leak_detected)
+                json_object_object_add(o, "leak_detected", json_object_new_boolean(*leak_detected));
         json_add_double(o, "energy_j", t->has_energy, t->energy_j);
         json_add_double(o, "co2_g", t->has_energy, t->energy_j / 3.6e6 * grid_g_per_kwh);
+        return o;
+}
+
+json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh) {
+        int64_t end = ri->ended_ts_ms ? ri->ended_ts_ms : now_ms;
+        double wall = (double)(end - ri->registered_ts_ms) / 1000.0;
+        return render_totals(&ri->totals, wall, wall, &ri->leak_detected, grid_g_per_kwh);
+}
+
+json_object *render_span_summary(const struct run_totals *t, int64_t from, int64_t until, int64_t base_ts,
+                                 double grid_g_per_kwh) {
+        bool any = t->samples > 0;
+        json_object *o = render_totals(t, (double)(until - from) / 1000.0,
+                                       any ? (double)(t->last_ts_ms - base_ts) / 1000.0 : 0, NULL, grid_g_per_kwh);
+        /* no sample: nothing is known, not 0 */
+        json_object_object_foreach(o, key, val) {
+                (void)val;
+                if (!any && !streq(key, "wall_time_s") && !streq(key, "samples"))
+                        json_object_object_add(o, key, NULL);
+        }
+        json_add_i64(o, "from", true, from);
+        json_add_i64(o, "until", true, until);
         return o;
 }
 
@@ -254,6 +279,25 @@ json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t 
                 add_precise(o, key, any, hist_quantile(h, qs[i] / 100.0));
         }
         return o;
+}
+
+json_object *render_slo(const struct slo *o, const struct hist *h) {
+        bool any = h && h->count > 0;
+        uint64_t over = any ? hist_count_above(h, o->target_ms) : 0;
+        double p = any ? hist_quantile(h, o->percentile / 100.0) : 0;
+        json_object *j = json_object_new_object();
+        json_add_string(j, "op", o->op);
+        add_precise(j, "target_ms", true, o->target_ms);
+        add_precise(j, "percentile", true, o->percentile);
+        json_add_u64(j, "count", true, any ? h->count : 0);
+        json_add_u64(j, "over", any, over);
+        add_precise(j, "over_share", any, any ? (double)over / (double)h->count : 0);
+        add_precise(j, "percentile_ms", any, p);
+        if (any)
+                json_object_object_add(j, "met", json_object_new_boolean(p <= o->target_ms));
+        else
+                json_object_object_add(j, "met", NULL);
+        return j;
 }
 
 static bool self_rss(uint64_t *ret) {

@@ -7,6 +7,7 @@
 #include "manager-ops.h"
 #include "store/query.h"
 #include "collect/sample.h"
+#include "slo.h"
 
 /* gpu: the sample's per-device use (render_gpu_uses(), an empty array for
  * none), taken over; NULL renders null (not known, e.g. a merged step). */
@@ -23,6 +24,11 @@ json_object *render_device_detail(const struct gpu_device *d);
 json_object *render_run(const struct run_info *ri, const struct sample *latest, json_object *latest_gpu);
 /* co2_g = energy_j in kWh times grid_g_per_kwh ([energy] grid_g_per_kwh). */
 json_object *render_summary(const struct run_info *ri, int64_t now_ms, double grid_g_per_kwh);
+/* The summary of [from, until] (totals from query_span_totals, counters
+ * from the sample at base_ts on), with "from" and "until"; every figure
+ * but wall_time_s and samples null when the span has no sample. */
+json_object *render_span_summary(const struct run_totals *t, int64_t from, int64_t until, int64_t base_ts,
+                                 double grid_g_per_kwh);
 /* ops may be NULL (no op data); span_s: what per_s divides by. */
 json_object *render_window(const struct window_rates *w, double window_s, const struct op_aggs *ops, double span_s);
 /* One op's latency: count, total, mean, stddev, min, max and the asked
@@ -31,6 +37,12 @@ json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t 
 /* One gauge: {"value", "ts"}, and with stats {"min", "max", "count"} over
  * the span g covers. */
 json_object *render_gauge(const struct gauge_stat *g, bool stats);
+
+/* One objective over the span's histogram of its op (NULL: no timings):
+ * op, target_ms, percentile, count, over (timings above the target, see
+ * hist_count_above), over_share, percentile_ms, met (percentile_ms <=
+ * target_ms); the last four null without timings. */
+json_object *render_slo(const struct slo *o, const struct hist *h);
 /* "p50_ms", "p99.9_ms". */
 void render_quantile_key(double q, char *buf, size_t size);
 json_object *render_health(const struct manager_stats *st);

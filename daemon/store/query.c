@@ -358,6 +358,72 @@ int query_window(struct store *s, const struct query_limits *l, int64_t run_id, 
         return r;
 }
 
+/* What changed between two cumulative samples: the counters of z less
+ * those of a (a may be z itself). */
+static void totals_between(const struct sample *a, const struct sample *z, struct run_totals *t) {
+        t->last_ts_ms = z->ts_ms;
+        t->cpu_time_ns = sat_sub_u64(z->cpu_time_ns, a->cpu_time_ns);
+        t->user_time_ns = sat_sub_u64(z->user_time_ns, a->user_time_ns);
+        t->system_time_ns = sat_sub_u64(z->system_time_ns, a->system_time_ns);
+        t->has_rss = z->has_rss;
+        t->final_rss_bytes = z->rss_bytes;
+        t->has_io = a->has_io && z->has_io;
+        t->read_bytes = sat_sub_u64(z->read_bytes, a->read_bytes);
+        t->write_bytes = sat_sub_u64(z->write_bytes, a->write_bytes);
+        t->has_net = a->has_net && z->has_net;
+        t->netns_rx_bytes = sat_sub_u64(z->netns_rx_bytes, a->netns_rx_bytes);
+        t->netns_tx_bytes = sat_sub_u64(z->netns_tx_bytes, a->netns_tx_bytes);
+        t->has_energy = a->has_energy && z->has_energy && z->energy_j >= a->energy_j;
+        t->energy_j = t->has_energy ? z->energy_j - a->energy_j : 0;
+}
+
+int query_span_totals(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                      struct run_totals *ret, int64_t *ret_base_ts) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        struct run_totals t = {};
+        struct sample a, z;
+        int r = edge_sample(s, db, run_id, from, until, true, &z);
+        if (r == 0) {
+                /* the counters at the span's start: the last sample at or
+                 * before it, else the first inside it */
+                r = edge_sample(s, db, run_id, INT64_MIN, from, true, &a);
+                if (r == -ENOENT)
+                        r = edge_sample(s, db, run_id, from, until, false, &a);
+        }
+        if (r == 0) {
+                totals_between(&a, &z, &t);
+                _cleanup_reset_ sqlite3_stmt *st = NULL;
+                r = prepare(s, db,
+                            "SELECT count(*), max(rss_bytes), max(threads), max(gpu_mem_bytes), count(gpu_util_pct), "
+                            "sum(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
+                            &st);
+                if (r == 0) {
+                        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
+                        r = step_one(db, st);
+                }
+                if (r == 1) {
+                        t.samples = (uint64_t)sqlite3_column_int64(st, 0);
+                        /* the sampled maximum: VmHWM would count peaks before the span */
+                        t.peak_rss_bytes = (uint64_t)sqlite3_column_int64(st, 1);
+                        t.threads_max = (uint32_t)sqlite3_column_int64(st, 2);
+                        t.has_gpu_mem = sqlite3_column_type(st, 3) != SQLITE_NULL;
+                        t.peak_gpu_mem_bytes = (uint64_t)sqlite3_column_int64(st, 3);
+                        t.gpu_util_samples = (uint64_t)sqlite3_column_int64(st, 4);
+                        t.gpu_util_sum_pct = sqlite3_column_double(st, 5);
+                        r = 0;
+                } else if (r == 0)
+                        r = step_error(db, SQLITE_DONE);
+        } else if (r == -ENOENT)
+                r = 0; /* no samples in the span */
+        reader_end(s);
+        if (r == 0) {
+                *ret = t;
+                *ret_base_ts = t.samples > 0 ? a.ts_ms : 0;
+        }
+        return r;
+}
+
 /* Per op slice row: into the aggregates. */
 struct slice_rows {
         struct op_aggs *a;

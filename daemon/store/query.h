@@ -59,6 +59,15 @@ struct window_rates {
 int query_window(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                  struct window_rates *ret);
 
+/* The totals of run_id over [from, until], as for a whole run but from its
+ * samples: counters (CPU, I/O, network, energy) as the change from the last
+ * sample at or before `from` (else the first in the span) to the last in
+ * the span, peaks as the sampled maxima in the span. *ret_base_ts: the
+ * sample the counters start from; 0 (and totals of 0 samples) when the span
+ * has no sample. */
+int query_span_totals(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                      struct run_totals *ret, int64_t *ret_base_ts);
+
 /* Pure: rates between two cumulative samples (exposed for tests). */
 void window_rates_from(const struct sample *first, const struct sample *last, struct window_rates *w);
 
