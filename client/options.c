@@ -143,6 +143,17 @@ static int add_slo(struct args *a, const char *text) {
         return CONTINUE;
 }
 
+/* What getopt returned ':' (a missing argument) or '?' for, in words. */
+static int getopt_error(int c, const char *arg) {
+        if (c == ':')
+                return usage_error("option '%s' requires an argument", arg);
+        if (optopt >= 0x100) /* a long option given "=value" it does not take */
+                return usage_error("option '%s' doesn't allow an argument", arg);
+        if (optopt > 0 && optopt != '?')
+                return usage_error("invalid option -- '%c'", optopt);
+        return usage_error("unrecognized option '%s'", arg);
+}
+
 int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
         /* '+': stop at the first operand, '-': operands in order as 1;
          * ':': report a missing argument as ':' and print nothing */
@@ -248,15 +259,8 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         if (safe_atou64(optarg, &a->iterations) < 0 || a->iterations == 0)
                                 return usage_error("invalid iterations '%s': expected a positive integer", optarg);
                         break;
-                case ':':
-                        return usage_error("option '%s' requires an argument", argv[optind - 1]);
-                case '?':
                 default:
-                        if (optopt >= 0x100) /* a long option given "=value" it does not take */
-                                return usage_error("option '%s' doesn't allow an argument", argv[optind - 1]);
-                        if (optopt > 0 && optopt != '?')
-                                return usage_error("invalid option -- '%c'", optopt);
-                        return usage_error("unrecognized option '%s'", argv[optind - 1]);
+                        return getopt_error(c, argv[optind - 1]);
                 }
         }
         a->rest = optind;
