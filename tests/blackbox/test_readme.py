@@ -19,6 +19,7 @@ Figures differ from run to run and are not compared."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 
@@ -79,6 +80,9 @@ def run_tour(steps, daemon, root):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever the tour left running
         except ProcessLookupError:
             pass
+    keep = os.environ.get("README_OUT")  # to refresh the README: the tour's real output
+    if keep:
+        shutil.copytree(out, keep, dirs_exist_ok=True)
     results = []
     for i in range(len(steps)):
         with open(f"{out}/{i}.rc") as f:
