@@ -22,18 +22,20 @@ void help(void) {
                "Control mlmond, the per-process metrics daemon.\n"
                "\n"
                "Commands:\n"
-               "  register PID [--name N] [--interval DUR] [--children] [--tag K=V]...\n"
+               "  register PID [--name N] [--interval DUR] [--children] [--tag K=V]... [--no-discover]\n"
                "                         Start a run for a running process; prints its id\n"
                "  unregister ID          Stop sampling a run; its data stays\n"
                "  list [--all]           List running runs (--all: ended ones too)\n"
                "  show ID                One run: identity, latest sample, summary, leak verdict\n"
-               "  run [REGISTER OPTIONS] [--report FILE] [--require-daemon] -- CMD [ARGS...]\n"
+               "  run [REGISTER OPTIONS] [--report FILE] [--require-daemon] [--ranks] -- CMD [ARGS...]\n"
                "                         Run CMD as a registered run, forward signals to it,\n"
                "                         print its report on stderr when it ends (and write it\n"
                "                         as JSON to FILE); exits with CMD's status. Without\n"
                "                         mlmond CMD runs unmonitored (one warning), unless\n"
                "                         --require-daemon. CMD gets MLMON_RUN_ID, MLMON_SOCKET\n"
-               "                         and MLMON_STATSD_SOCKET\n"
+               "                         and MLMON_STATSD_SOCKET. --ranks: every process of CMD's\n"
+               "                         tree with a rank variable (RANK, SLURM_PROCID, ...)\n"
+               "                         becomes a run of its own, with its children\n"
                "  observe [--id ID] [--category C] OP MS\n"
                "                         Record one timing of MS milliseconds for operation OP\n"
                "                         (default run: this process's or its nearest registered\n"
@@ -61,7 +63,10 @@ void help(void) {
                "  --name N               Name the run\n"
                "  --interval DUR         Sampling interval (500ms, 1s, 1m, ...)\n"
                "  --children             Include the whole process tree\n"
-               "  --tag K=V              Attach a tag (repeatable)\n"
+               "  --tag K=V              Attach a tag (repeatable); a given tag wins over a\n"
+               "                         discovered one\n"
+               "  --no-discover          No job_id, rank, ... tags from the process's\n"
+               "                         environment and cgroup\n"
                "\n"
                "Options (before or after the command):\n"
                "  --socket PATH          mlmond's socket (default: $MLMON_SOCKET, else\n"
@@ -259,7 +264,8 @@ static const struct verb verbs[] = {
         { "show", 1, 1, 0, verb_show, OPTIONS(), OPERANDS("run ID") },
         { "run", 1, VERB_ANY, VERB_IN_ORDER, verb_run,
           OPTIONS(OPTIONS_REGISTER, REQUIRED("report", ARG_REPORT),
-                  { "require-daemon", no_argument, NULL, ARG_REQUIRE_DAEMON }),
+                  { "require-daemon", no_argument, NULL, ARG_REQUIRE_DAEMON },
+                  { "ranks", no_argument, NULL, ARG_RANKS }),
           OPERANDS("command (mlmonctl run [OPTIONS] -- CMD [ARGS...])") },
         { "observe", 2, 2, 0, verb_observe, OPTIONS(REQUIRED("id", ARG_ID), REQUIRED("category", ARG_CATEGORY)),
           OPERANDS("OP", "MS") },

@@ -76,6 +76,8 @@ enum {
         ARG_CA_FILE,
         ARG_REQUIRE_DAEMON,
         ARG_OP,
+        ARG_NO_DISCOVER,
+        ARG_RANKS,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -87,10 +89,10 @@ enum {
         }
 
 /* The register options, taken by `register` and `run` */
-#define OPTIONS_REGISTER                                                                                      \
-        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL }, \
-                { "children", no_argument, NULL, ARG_CHILDREN }, {                                            \
-                "tag", required_argument, NULL, ARG_TAG                                                       \
+#define OPTIONS_REGISTER                                                                                        \
+        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL },   \
+                { "children", no_argument, NULL, ARG_CHILDREN }, { "tag", required_argument, NULL, ARG_TAG }, { \
+                "no-discover", no_argument, NULL, ARG_NO_DISCOVER                                               \
         }
 
 /* Everything any verb may be given; which options a verb accepts is decided
@@ -100,6 +102,8 @@ struct args {
         const char *interval;
         bool children;
         json_object *tags; /* owned */
+        bool no_discover;  /* "discover": false */
+        bool ranks;        /* run: register the launcher's ranks */
         bool all;
         const char *report;
         bool require_daemon; /* run: refuse to run the job unmonitored */
@@ -179,6 +183,23 @@ int register_pid(const struct args *a, pid_t pid, char **ret_raw, int64_t *ret_i
  * transport's error (negative errno) when mlmond could not be reached at
  * all, 0 when it answered and refused. */
 int register_pid_quiet(const struct args *a, pid_t pid, int64_t *ret_id, char **ret_error, int *ret_unreachable);
+
+/* ---- run --ranks (ranks.c) ------------------------------------------------- */
+
+struct rank_run {
+        pid_t pid;
+        int64_t id; /* 0: not registered */
+        char rank[132];
+};
+struct rank_runs {
+        struct rank_run *v;
+        size_t n;
+};
+/* Until the launcher exits (left unreaped): registers each process of its
+ * tree with a rank of its own, polling /proc. -errno if it cannot wait. */
+int ranks_watch(const struct args *a, pid_t launcher, struct rank_runs *ranks);
+/* "mlmonctl: ranks: run ID (rank R), ..." when any was registered. */
+void ranks_print(FILE *f, const struct rank_runs *ranks);
 
 /* windows[0] of a throughput answer (borrowed), or NULL. */
 json_object *throughput_window(json_object *answer);

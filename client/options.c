@@ -154,6 +154,22 @@ static int getopt_error(int c, const char *arg) {
         return usage_error("unrecognized option '%s'", arg);
 }
 
+/* The field of a flag option (one without an argument). */
+static bool *flag_option(struct args *a, int c) {
+        switch (c) {
+        case ARG_CHILDREN:
+                return &a->children;
+        case ARG_NO_DISCOVER:
+                return &a->no_discover;
+        case ARG_RANKS:
+                return &a->ranks;
+        case ARG_ALL:
+                return &a->all;
+        default:
+                return &a->require_daemon;
+        }
+}
+
 int parse_options(int argc, char *argv[], const struct option *opts, bool in_order, struct args *a) {
         /* '+': stop at the first operand, '-': operands in order as 1;
          * ':': report a missing argument as ':' and print nothing */
@@ -205,7 +221,11 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         break;
                 }
                 case ARG_CHILDREN:
-                        a->children = true;
+                case ARG_NO_DISCOVER:
+                case ARG_RANKS:
+                case ARG_ALL:
+                case ARG_REQUIRE_DAEMON:
+                        *flag_option(a, c) = true;
                         break;
                 case ARG_TAG:
                 case ARG_SLO:
@@ -213,16 +233,10 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         if (r != CONTINUE)
                                 return r;
                         break;
-                case ARG_ALL:
-                        a->all = true;
-                        break;
                 case ARG_REPORT:
                         if (!*optarg)
                                 return usage_error("--report: empty file name");
                         a->report = optarg;
-                        break;
-                case ARG_REQUIRE_DAEMON:
-                        a->require_daemon = true;
                         break;
                 case ARG_ID:
                         r = parse_id(optarg, "run ID", INT64_MAX, &a->id);
@@ -282,6 +296,8 @@ json_object *registration_body(const struct args *a, pid_t pid) {
         if (a->children && json_object_object_add(o, "children", json_object_new_boolean(true)) < 0)
                 return NULL;
         if (a->tags && json_object_object_add(o, "tags", json_object_get(a->tags)) < 0)
+                return NULL;
+        if (a->no_discover && json_object_object_add(o, "discover", json_object_new_boolean(false)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

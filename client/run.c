@@ -311,6 +311,8 @@ int verb_run(struct args *a) {
         char **cmd = a->operands;
         int sv[2], r, status;
         int64_t id = 0;
+        _cleanup_free_ struct rank_run *rank_v = NULL;
+        struct rank_runs ranks = {};
 
         /* Inherited SIGCHLD=SIG_IGN would have the kernel reap the job and
          * take its exit status with it. */
@@ -353,7 +355,10 @@ int verb_run(struct args *a) {
         send_go(go_fd, id);
         go_fd = safe_close(go_fd);
 
-        r = wait_child_exited(pid);
+        r = a->ranks && id > 0 ? ranks_watch(a, pid, &ranks) : 0;
+        rank_v = ranks.v;
+        if (r == 0)
+                r = wait_child_exited(pid);
         double wall_s = (double)(now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC;
         /* the daemon takes its last sample of the exited (unreaped) job */
         if (r == 0 && id > 0)
@@ -378,8 +383,10 @@ int verb_run(struct args *a) {
                 /* stdout is the job's; the JSON report goes where the text
                  * one would */
                 (void)write_report(NULL, run, latency, window, cmd, exit_status, sig);
-        } else
+        } else {
                 print_run_report(stderr, id, a->name, cmd, exit_status, sig, wall_s, run, latency, window);
+                ranks_print(stderr, &ranks);
+        }
 
         if (a->report) {
                 r = write_report(a->report, run, latency, window, cmd, exit_status, sig);

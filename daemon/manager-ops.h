@@ -28,6 +28,12 @@ struct host_sample {
         struct proc_loadavg load;
 };
 
+/* A run's tags: at most TAGS_MAX, keys of 1 to TAG_KEY_MAX bytes, string
+ * values of at most TAG_VALUE_MAX bytes (registration refuses more). */
+#define TAGS_MAX 16
+#define TAG_KEY_MAX 64
+#define TAG_VALUE_MAX 128
+
 /* A registration as a client asks for it. */
 struct register_request {
         int pid;
@@ -35,6 +41,7 @@ struct register_request {
         usec_t interval_usec; /* 0 = default */
         bool children;
         const char *tags_json; /* a JSON object text, or NULL */
+        bool no_discover;      /* no tags from the process's environment and cgroup */
 };
 
 /* Who asks: over the unix socket the peer's credentials, root may do

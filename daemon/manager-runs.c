@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "manager.h"
+#include "collect/discover.h"
 #include "ingest/ingest.h"
 #include "json-util.h"
 #include "store/query.h"
@@ -84,6 +85,29 @@ static int check_may_register(struct manager *m, const struct proc_identity *id,
         return 0;
 }
 
+/* The tags of a registration: those given, plus those discovered from the
+ * process that were not given, while there are fewer than TAGS_MAX. */
+static int run_tags(const struct run *r, const struct register_request *req, char **ret) {
+        _cleanup_json_ json_object *tags = req->tags_json ? json_tokener_parse(req->tags_json)
+                                                          : json_object_new_object();
+        if (!tags)
+                return -ENOMEM;
+        if (!req->no_discover && r->dirfd >= 0) {
+                struct discovered d;
+                discover_read(r->dirfd, &d);
+                for (enum discover_tag t = 0; t < _DT_MAX; t++) {
+                        const char *key = discover_tag_key(t);
+                        if (!d.value[t][0] || json_object_object_length(tags) >= TAGS_MAX ||
+                            json_object_object_get_ex(tags, key, NULL))
+                                continue;
+                        if (json_object_object_add(tags, key, json_object_new_string(d.value[t])) < 0)
+                                return -ENOMEM;
+                }
+        }
+        *ret = strdup(json_object_to_json_string_ext(tags, JSON_C_TO_STRING_PLAIN));
+        return *ret ? 0 : -ENOMEM;
+}
+
 /* Fills the new run's identity, takes its baseline reading (counters
  * from here on are the run's own) and stores it; *ret_interval: its
  * sampling interval. On failure the caller frees r. */
@@ -96,8 +120,7 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
         ri->cmdline = cmd;
         ri->comm = strdup(id->comm);
         ri->name = req->name ? strdup(req->name) : NULL;
-        ri->tags_json = strdup(req->tags_json ? req->tags_json : "{}");
-        if (!ri->comm || !ri->tags_json || (req->name && !ri->name))
+        if (!ri->comm || run_tags(r, req, &ri->tags_json) < 0 || (req->name && !ri->name))
                 return -ENOMEM;
         memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
         usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;

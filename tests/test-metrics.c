@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "http/metrics.h"
+#include "http/tag-labels.h"
 #include "tap.h"
+#include "json-util.h"
 #include "util.h"
 
 static void check_escape(const char *in, const char *want, int line) {
@@ -174,7 +176,33 @@ static void test_ledger(void) {
         CHECK(l.n == 0 && l.v == NULL);
 }
 
+static void test_tag_labels(void) {
+        struct tag_label tl[TAGS_MAX];
+        _cleanup_json_ json_object *tags = json_tokener_parse(
+                "{\"rank\":\"1\",\"job-id\":\"j\\\"1\",\"job.id\":\"second\",\"k8s/pod\":\"p\",\"n\":7}");
+        CHECK(tags);
+        /* sorted keys; "job.id" sanitises to the name "job-id" took first;
+         * a value that is not a string is no label */
+        size_t n = tag_labels(tags, tl);
+        CHECK_EQ_INT(n, 3);
+        CHECK(n == 3 && streq(tl[0].name, "tag_job_id") && streq(tl[0].value, "j\"1"));
+        CHECK(n == 3 && streq(tl[1].name, "tag_k8s_pod") && streq(tl[1].value, "p"));
+        CHECK(n == 3 && streq(tl[2].name, "tag_rank") && streq(tl[2].value, "1"));
+        CHECK_EQ_INT(tag_labels(NULL, tl), 0);
+
+        /* at most TAGS_MAX, the first in key order */
+        _cleanup_json_ json_object *many = json_object_new_object();
+        for (int i = 0; i < 20; i++) {
+                char k[8];
+                snprintf(k, sizeof k, "k%02d", i);
+                json_object_object_add(many, k, json_object_new_string("v"));
+        }
+        CHECK_EQ_INT(tag_labels(many, tl), TAGS_MAX);
+        CHECK(streq(tl[0].name, "tag_k00") && streq(tl[TAGS_MAX - 1].name, "tag_k15"));
+}
+
 int main(void) {
+        test_tag_labels();
         test_escape();
         test_values();
         test_ledger();

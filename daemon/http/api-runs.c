@@ -5,9 +5,8 @@
 #include "analyze/leakwatch.h"
 #include "http/handlers.h"
 #include "http/render.h"
+#include "http/tag-labels.h"
 #include "json-util.h"
-
-#define MAX_TAGS 32
 
 void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
         static const char *const allowed[] = { "state", "name", "pid", NULL };
@@ -91,15 +90,16 @@ static bool json_tags_valid(json_object *tags, struct request *rq) {
                 respond_error(rq, 400, "bad_request", "tags: must be an object of strings");
                 return false;
         }
-        if (json_object_object_length(tags) > MAX_TAGS) {
-                respond_error(rq, 400, "bad_request", "tags: at most %d", MAX_TAGS);
+        if (json_object_object_length(tags) > TAGS_MAX) {
+                respond_error(rq, 400, "bad_request", "tags: at most %d", TAGS_MAX);
                 return false;
         }
         json_object_object_foreach(tags, k, v) {
-                if (!json_object_is_type(v, json_type_string) || strlen(k) == 0 || strlen(k) > 64 ||
-                    json_object_get_string_len(v) > 256) {
+                if (!json_object_is_type(v, json_type_string) || strlen(k) == 0 || strlen(k) > TAG_KEY_MAX ||
+                    json_object_get_string_len(v) > TAG_VALUE_MAX) {
                         respond_error(rq, 400, "bad_request",
-                                      "tags: keys of 1-64 bytes, string values of at most 256 bytes");
+                                      "tags: keys of 1-%d bytes, string values of at most %d bytes", TAG_KEY_MAX,
+                                      TAG_VALUE_MAX);
                         return false;
                 }
         }
@@ -107,7 +107,7 @@ static bool json_tags_valid(json_object *tags, struct request *rq) {
 }
 
 void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", NULL };
+        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", "discover", NULL };
         if (!check_args(rq, NULL))
                 return;
         _cleanup_json_ json_object *body = parse_body(rq);
@@ -143,6 +143,11 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         if (f > 0)
                 req.children = json_object_get_boolean(v);
+        f = optional_field(rq, body, "discover", json_type_boolean, "true or false", &v);
+        if (f < 0)
+                return;
+        if (f > 0)
+                req.no_discover = !json_object_get_boolean(v);
         if (json_object_object_get_ex(body, "tags", &v) && v) {
                 if (!json_tags_valid(v, rq))
                         return;

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "manager-ops.h"
 #include "collect/procfs.h"
+#include "http/tag-labels.h"
 #include "store/query.h"
 #include "version.h"
 
@@ -359,7 +360,7 @@ static const struct {
 struct run_view {
         struct run *r;
         struct metrics_op_ledger *ledger;
-        char *labels; /* run="ID",name="...",pid="PID", escaped */
+        char *labels; /* run="ID",name="...",pid="PID",tag_KEY="..." escaped */
         bool known[_RM_MAX];
         double value[_RM_MAX];
         bool ops_known;    /* ledger figures may be exported */
@@ -409,6 +410,12 @@ static int run_view_labels(struct run_view *v) {
         snprintf(num, sizeof num, "%d", v->r->info.pid);
         metrics_buf_puts(&b, ",");
         put_label(&b, "pid", num);
+        _cleanup_json_ json_object *tags = v->r->info.tags_json ? json_tokener_parse(v->r->info.tags_json) : NULL;
+        struct tag_label tl[TAGS_MAX];
+        for (size_t i = 0, n = tag_labels(tags, tl); i < n; i++) {
+                metrics_buf_puts(&b, ",");
+                put_label(&b, tl[i].name, tl[i].value);
+        }
         if (b.oom) {
                 metrics_buf_done(&b);
                 return -ENOMEM;

@@ -145,7 +145,9 @@ def cases(run_id, pid):
         ("tags not an object", True, p({"pid": pid, "tags": ["a"]}), 400),
         ("tag value not a string", True, p({"pid": pid, "tags": {"a": 1}}), 400),
         ("tag key empty", True, p({"pid": pid, "tags": {"": "x"}}), 400),
-        ("33 tags", True, p({"pid": pid, "tags": {f"k{i}": "v" for i in range(33)}}), 400),
+        ("17 tags", True, p({"pid": pid, "tags": {f"k{i}": "v" for i in range(17)}}), 400),
+        ("tag value of 129 bytes", True, p({"pid": pid, "tags": {"k": "v" * 129}}), 400),
+        ("discover not bool", True, p({"pid": pid, "discover": "no"}), 400),
         ("name not a string", True, p({"pid": pid, "name": 5}), 400),
         ("name empty", True, p({"pid": pid, "name": ""}), 400),
         ("name too long", True, p({"pid": pid, "name": "n" * 129}), 400),
@@ -276,7 +278,7 @@ def test_hostile_names_give_strict_json(mlmond, helpers):
 
     r = mlmond.request("POST", "/v1/runs", {"pid": h.pid, "interval": "250ms",
                                             "name": 'r\u00e9sum\u00e9 "q" \\ \u2603 \U0001F600',
-                                            "tags": {"k\u00e9y": "v\u00e4l \"\n"}}, unix=True)
+                                            "tags": {"k\u00e9y": "v\u00e4l \"\n"}, "discover": False}, unix=True)
     assert r.status == 201, r.body
     run = r.json
     assert run["name"] == 'r\u00e9sum\u00e9 "q" \\ \u2603 \U0001F600'

@@ -60,7 +60,7 @@ def test_exit_seen_within_two_intervals(mlmond, helpers):
 def test_unregister_keeps_data(mlmond, helpers):
     h = helpers("grow", 0)
     h.expect("ready")
-    run = mlmond.register(h.pid, interval="250ms", name="u", tags={"k": "v"})
+    run = mlmond.register(h.pid, interval="250ms", name="u", tags={"k": "v"}, discover=False)
     mlmond.wait_sample_after(run["id"], run["registered_ts"])
     st, body = mlmond.delete(f"/v1/runs/{run['id']}")
     assert st == 200, body

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target: every proc_parse_*() on the same NUL-terminated input.
+/* libFuzzer target: every proc_parse_*() on the same NUL-terminated input,
+ * and discovery's environ (the raw bytes) and cgroup parsers.
  *
  *   tools/fuzz.sh 60 procfs */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/discover.h"
 #include "collect/procfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,6 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (proc_parse_net_udp(text, 8125, &us) == 0 && us.local_port != 8125)
                 abort();
         (void)proc_parse_net_udp_line(text, text + size, &us);
+
+        /* discovered values are NUL-terminated, 1..DISCOVER_VALUE_MAX bytes */
+        struct discovered d = {};
+        discover_parse_environ((const char *)data, size, &d);
+        (void)discover_parse_cgroup(text, &d);
+        for (enum discover_tag t = 0; t < _DT_MAX; t++)
+                if (strnlen(d.value[t], sizeof d.value[t]) >= sizeof d.value[t])
+                        abort();
 
         _cleanup_free_ int *pids = NULL;
         size_t n = 0;
