@@ -76,6 +76,7 @@ enum {
         ARG_CA_FILE,
         ARG_REQUIRE_DAEMON,
         ARG_OP,
+        ARG_JOB,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -112,6 +113,7 @@ struct args {
         double threshold;    /* --threshold; NAN: not given */
         uint64_t iterations; /* 0: not given */
         const char *op;      /* top --op */
+        const char *job;     /* report --job */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;
@@ -229,5 +231,6 @@ int verb_observe(struct args *a);    /* mlmonctl.c */
 int verb_mark(struct args *a);       /* mlmonctl.c */
 int verb_run(struct args *a);        /* run.c */
 int verb_report(struct args *a);     /* report.c */
+int verb_report_job(struct args *a); /* report-job.c */
 int verb_compare(struct args *a);    /* compare.c */
 int verb_top(struct args *a);        /* top.c */

@@ -181,7 +181,8 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         arg_json = true;
                         break;
                 case ARG_NAME:
-                        a->name = optarg;
+                case ARG_JOB: /* report --job: checked by verb_report_job() */
+                        *(c == ARG_NAME ? &a->name : &a->job) = optarg;
                         break;
                 case ARG_INTERVAL: {
                         usec_t u;
@@ -194,16 +195,14 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         break;
                 }
                 case ARG_CHILDREN:
-                        a->children = true;
+                case ARG_ALL:
+                        *(c == ARG_CHILDREN ? &a->children : &a->all) = true;
                         break;
                 case ARG_TAG:
                 case ARG_SLO:
                         r = c == ARG_TAG ? add_tag(a, optarg) : add_slo(a, optarg);
                         if (r != CONTINUE)
                                 return r;
-                        break;
-                case ARG_ALL:
-                        a->all = true;
                         break;
                 case ARG_REPORT:
                         if (!*optarg)
