@@ -50,9 +50,9 @@ static void print_ranks(FILE *f, json_object *doc, const char *op, json_object *
                         table_add(&t, NULL);
                 (void)json_get_number(r, "count", &count);
                 table_addf(&t, "%.0f", count);
-                bool p50_known = json_get_number(r, "p50_ms", &p50);
+                bool p50_known = json_get_number(r, "p50_ms", &p50), p99_known = json_get_number(r, "p99_ms", &p99);
                 table_add(&t, fmt_ms(b, sizeof b, p50_known, p50));
-                table_add(&t, fmt_ms(b, sizeof b, json_get_number(r, "p99_ms", &p99), p99));
+                table_add(&t, fmt_ms(b, sizeof b, p99_known, p99));
                 if (p50_known && job_known && job_p50 > 0)
                         table_addf(&t, "%+.1f%%", (p50 / job_p50 - 1) * 100 + 0.0);
                 else
@@ -96,7 +96,8 @@ static void print_job_report(FILE *f, json_object *doc) {
         bool fknown = json_get_int(doc, "from", &from), uknown = json_get_int(doc, "until", &until);
         fmt_ts_ms(b, sizeof b, fknown, from);
         fmt_ts_ms(e, sizeof e, uknown, until);
-        _cleanup_free_ char *label = text_printable(json_get_str(doc, "since_mark"));
+        const char *mark = json_get_str(doc, "since_mark");
+        _cleanup_free_ char *label = mark ? text_printable(mark) : NULL;
         _cleanup_free_ char *span = NULL;
         if (asprintf(&span, "%s .. %s (%s)%s%s", b, e,
                      fmt_seconds(d, sizeof d, fknown && uknown, (double)(until - from) / 1000),
