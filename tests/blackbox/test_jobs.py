@@ -134,6 +134,9 @@ def test_since_mark_starts_each_rank_at_its_own_mark(mlmond, agents):
     step = doc["ranks"]["step"]
     assert [r["run"] for r in step] == [ids[0]]
     assert 30 <= step[0]["count"] <= PER_RANK + 30 and doc["ops"]["step"]["count"] == step[0]["count"]
+    r = mlmond.ctl("report", "--job", "train-c", "--since-mark", "warm")
+    assert r.returncode == 0 and ", each run since its mark warm\n" in out(r), out(r) + err(r)
+    assert mlmond.ctl("report", "--job", "train-c", "--since-mark", "warm", "--window", "1m").returncode == 2
 
 
 def test_report_job_and_compare(slow_job, agents, tmp_path):
@@ -155,6 +158,8 @@ def test_report_job_and_compare(slow_job, agents, tmp_path):
     assert r.returncode == 0
     slow = json.loads(out(r))
     assert [s["run"] for s in slow["stragglers"]] == [ids[2]]
+    r = d.ctl("report", "--job", "train-a", "--window", "1h", "--json")
+    assert r.returncode == 0 and [s["run"] for s in json.loads(out(r))["stragglers"]] == [ids[2]]
 
     # errors: an unknown job (1), --job with a run ID or --slo (2)
     r = d.ctl("report", "--job", "nope")
