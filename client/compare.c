@@ -55,13 +55,21 @@ static bool has_nonstandard_number(json_object *o) {
         }
 }
 
+/* A job document (report --job --json, GET /v1/jobs/ID): its merged ops
+ * are its "ops". */
+static bool is_job(json_object *doc) {
+        return json_get_str(doc, "job_id") != NULL;
+}
+
 /* "run", "latency", "throughput": each an object, null or absent, and at
- * least one of them an object. */
+ * least one of them an object; or a job document with an "ops" object. */
 static const char *check_document(json_object *doc) {
         static const char *const keys[] = { "run", "latency", "throughput" };
         bool any = false;
         if (!json_object_is_type(doc, json_type_object))
                 return "not a report document (expected a JSON object)";
+        if (is_job(doc))
+                return json_get_object(doc, "ops") ? NULL : "not a job report document (\"ops\" must be an object)";
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 json_object *v;
                 if (!json_object_object_get_ex(doc, keys[i], &v) || !v)
@@ -140,6 +148,8 @@ static int str_cmp(const void *a, const void *b) {
 }
 
 static json_object *ops_of(json_object *doc, const char *part) {
+        if (is_job(doc)) /* a job document has no throughput window */
+                return streq(part, "latency") ? json_get_object(doc, "ops") : NULL;
         return json_get_object(json_get_object(doc, part), "ops");
 }
 
@@ -251,6 +261,7 @@ json_object *compare_reports(json_object *base, json_object *current, double thr
         size_t n = 0;
         _cleanup_free_ char **names = op_names(base, current, &n);
         int regressions = 0, r;
+        bool job = is_job(base);
 
         if (!result || !rows || !names) {
                 json_object_put(rows);
@@ -269,15 +280,18 @@ json_object *compare_reports(json_object *base, json_object *current, double thr
                                 return NULL;
                         regressions += r;
                 }
+                if (job)
+                        continue;
                 json_object *bt = json_get_object(ops_of(base, "throughput"), op),
                             *ct = json_get_object(ops_of(current, "throughput"), op);
                 if ((r = add_metric(rows, op, "per_s", false, bt, ct, only, threshold)) < 0)
                         return NULL;
                 regressions += r;
         }
-        json_object *bs = json_get_object(json_get_object(base, "run"), "summary"),
-                    *cs = json_get_object(json_get_object(current, "run"), "summary");
-        for (size_t k = 0; k < ELEMENTSOF(summary_fields); k++) {
+        /* a job has no run summary */
+        for (size_t k = 0; !job && k < ELEMENTSOF(summary_fields); k++) {
+                json_object *bs = json_get_object(json_get_object(base, "run"), "summary"),
+                            *cs = json_get_object(json_get_object(current, "run"), "summary");
                 if ((r = add_metric(rows, NULL, summary_fields[k], true, bs, cs, NULL, threshold)) < 0)
                         return NULL;
                 regressions += r;
@@ -365,6 +379,12 @@ int verb_compare(struct args *a) {
                         error_line("%s", err);
                         return EXIT_USAGE;
                 }
+        }
+        if (is_job(base) != is_job(current)) {
+                error_line("%s is a job report and %s a run report: compare two of a kind",
+                           is_job(base) ? a->operands[0] : a->operands[1],
+                           is_job(base) ? a->operands[1] : a->operands[0]);
+                return EXIT_USAGE;
         }
         result = compare_reports(base, current, threshold);
         if (!result)

@@ -18,6 +18,9 @@ int report_load(const char *path, json_object **ret, char **ret_error);
  * "REGRESSED" / "improved" when worse / better by more than threshold_pct,
  * "ok", "skipped" (a value is missing or null), "only in base" / "only in
  * current" (the op is not in the other document; never a regression).
+ * Two job documents: the merged ops' p50_ms, p90_ms and p99_ms only (a
+ * job has no throughput window or run summary). The caller checks that
+ * both documents are of one kind.
  * NULL only when out of memory. */
 json_object *compare_reports(json_object *base, json_object *current, double threshold_pct);
 

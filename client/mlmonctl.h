@@ -78,6 +78,7 @@ enum {
         ARG_OP,
         ARG_NO_DISCOVER,
         ARG_RANKS,
+        ARG_JOB,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -116,6 +117,7 @@ struct args {
         double threshold;    /* --threshold; NAN: not given */
         uint64_t iterations; /* 0: not given */
         const char *op;      /* top --op */
+        const char *job;     /* report --job */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;
@@ -250,5 +252,6 @@ int verb_observe(struct args *a);    /* mlmonctl.c */
 int verb_mark(struct args *a);       /* mlmonctl.c */
 int verb_run(struct args *a);        /* run.c */
 int verb_report(struct args *a);     /* report.c */
+int verb_report_job(struct args *a); /* report-job.c */
 int verb_compare(struct args *a);    /* compare.c */
 int verb_top(struct args *a);        /* top.c */

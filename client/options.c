@@ -208,7 +208,8 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         arg_json = true;
                         break;
                 case ARG_NAME:
-                        a->name = optarg;
+                case ARG_JOB: /* report --job: checked by verb_report_job() */
+                        *(c == ARG_NAME ? &a->name : &a->job) = optarg;
                         break;
                 case ARG_INTERVAL: {
                         usec_t u;

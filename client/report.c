@@ -413,6 +413,10 @@ int verb_report(struct args *a) {
         int64_t from, until;
         int r;
 
+        if (a->job)
+                return verb_report_job(a);
+        if (a->n_operands == 0)
+                return usage_error("report: missing run ID (or --job JOB_ID)");
         if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
                 return r;
         /* both would set where the span starts */

@@ -103,6 +103,8 @@ static const struct config_key keys[] = {
         { "gpu", "fd_rescan_ticks", KEY_UINT, OFF(gpu_fd_rescan_ticks), "10", 1, 3600, NULL },
         { "energy", "collect", KEY_STRING, OFF(energy), "auto", 0, 0, "auto|off" },
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
+        /* a median more than 10x the others' is past any threshold worth setting */
+        { "jobs", "straggler_pct", KEY_DOUBLE, OFF(jobs_straggler_pct), "10", 0, 1000, NULL },
 };
 
 #define MIB 1048576.0

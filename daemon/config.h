@@ -70,6 +70,8 @@ struct config {
         /* [energy] */
         char *energy; /* "auto" | "off" */
         double grid_g_per_kwh;
+        /* [jobs] */
+        double jobs_straggler_pct; /* a straggler's median is slower than the other ranks' by more */
         /* [categories]: a table, not keys; in file order, the first match wins */
         struct category_rule *categories;
         size_t n_categories;

@@ -10,29 +10,7 @@
 
 #define MAX_WINDOWS 16
 
-/* Windows and ranges longer than the raw retention cannot be answered from
- * raw samples anyway; cap what a client can ask for. */
-#define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
-
 #define DEFAULT_SAMPLES_LIMIT 1000
-
-/* The op data of run id over the slices overlapping [from, until]: stored
- * slices, plus the ones still in memory for a running run. Slices are 1 s,
- * so the span really starts at the slice holding `from` (*ret_span_from);
- * a rate divides by that span clipped to the part the run covers. */
-static int collect_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
-                       int64_t *ret_span_from) {
-        struct api *a = api_of(rq);
-        struct query_limits lim = limits(rq);
-        int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
-        int64_t rollup_before = now_realtime_ms() - (int64_t)(a->config->retention_raw_usec / USEC_PER_MSEC);
-        int r = query_ops(a->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
-        struct run *live = api_find_run(a, id);
-        if (r == 0 && live)
-                r = op_aggs_add_live(ret, &live->ops, span_from, until + 1, op);
-        *ret_span_from = span_from;
-        return r;
-}
 
 /* Adds a value not yet stored to the stats of its gauge in *v. */
 static int gauge_stats_add(struct gauge_stat **v, size_t *n, const struct gauge_value *p) {
@@ -204,7 +182,7 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                 int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
                 int r = query_window(api_of(rq)->store, &lim, id, from, until, &w);
                 if (r == 0)
-                        r = collect_ops(rq, id, from, until, NULL, &ops, &span_from);
+                        r = run_ops(rq, id, from, until, NULL, &ops, &span_from);
                 if (r == 0)
                         r = window_gauges(rq, id, from, until, &gauges);
                 if (r < 0) {
@@ -226,41 +204,6 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                 op_aggs_done(&ops);
         }
         respond_json(rq, 200, root);
-}
-
-/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
-#define MAX_QUANTILES 10
-
-static bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
-        char buf[256];
-        size_t n = 0;
-        if (strlen(spec) >= sizeof buf) {
-                respond_error(rq, 400, "bad_request", "q: too long");
-                return false;
-        }
-        snprintf(buf, sizeof buf, "%s", spec);
-        char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                double q;
-                const char *dot = strchr(t, '.');
-                /* plain decimals only: strtod would also take 1e-4 or 0x10 */
-                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) && t[0] != '.';
-                if (n == MAX_QUANTILES || !plain || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) ||
-                    (dot && strlen(dot + 1) > 3)) {
-                        _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
-                        respond_error(rq, 400, "bad_request",
-                                      "q: '%s' is not a percentile in (0, 100] (at most %d, e.g. q=50,90,99.9)",
-                                      clean ? clean : "?", MAX_QUANTILES);
-                        return false;
-                }
-                qs[n++] = q;
-        }
-        if (n == 0) {
-                respond_error(rq, 400, "bad_request", "q: at least one percentile is required");
-                return false;
-        }
-        *ret_n = n;
-        return true;
 }
 
 /* The span [from, until] a latency or report question is about: window
@@ -291,11 +234,8 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
                 if (!parse_time_arg(rq, "from", now_ms, &from))
                         return false;
         } else {
-                if (w && (parse_duration(w, &window) < 0 || window < USEC_PER_MSEC || window > MAX_WINDOW_USEC)) {
-                        _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
-                        respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                if (w && !parse_window(rq, w, &window))
                         return false;
-                }
                 from = until - (int64_t)(window / USEC_PER_MSEC);
         }
         *ret_mark = NULL;
@@ -382,7 +322,7 @@ static int latency_steps(struct request *rq, int64_t id, int64_t span_from, int6
         for (int64_t t = span_from; t <= until; t += step_ms) {
                 struct op_aggs ops = {};
                 int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until, ignored;
-                int r = collect_ops(rq, id, t, end, op, &ops, &ignored);
+                int r = run_ops(rq, id, t, end, op, &ops, &ignored);
                 for (size_t i = 0; r == 0 && i < ops.n; i++)
                         r = op_aggs_add(total, ops.v[i].op, ops.v[i].category, ops.v[i].count, &ops.v[i].h);
                 if (r < 0) {
@@ -457,7 +397,7 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 span_from = ops_slice_of(from < 0 ? 0 : from);
                 r = latency_steps(rq, id, span_from, until, step_ms, only, qs, nq, &ops, &steps);
         } else
-                r = collect_ops(rq, id, from, until, only, &ops, &span_from);
+                r = run_ops(rq, id, from, until, only, &ops, &span_from);
         if (r < 0) {
                 op_aggs_done(&ops);
                 json_object_put(mark);

@@ -24,6 +24,66 @@ void respond_query_error(struct request *rq, int r) {
                 respond_error(rq, 500, "internal", "database error");
 }
 
+/* The op data of run id over the slices overlapping [from, until]: stored
+ * slices, plus the ones still in memory for a running run. Slices are 1 s,
+ * so the span really starts at the slice holding `from` (*ret_span_from);
+ * a rate divides by that span clipped to the part the run covers. */
+int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
+            int64_t *ret_span_from) {
+        struct api *a = api_of(rq);
+        struct query_limits lim = limits(rq);
+        int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
+        int64_t rollup_before = now_realtime_ms() - (int64_t)(a->config->retention_raw_usec / USEC_PER_MSEC);
+        int r = query_ops(a->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
+        struct run *live = api_find_run(a, id);
+        if (r == 0 && live)
+                r = op_aggs_add_live(ret, &live->ops, span_from, until + 1, op);
+        *ret_span_from = span_from;
+        return r;
+}
+
+/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
+bool parse_window(struct request *rq, const char *w, usec_t *ret) {
+        if (parse_duration(w, ret) < 0 || *ret < USEC_PER_MSEC || *ret > MAX_WINDOW_USEC) {
+                _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
+                respond_error(rq, 400, "bad_request", "window: '%s' is not a duration", clean ? clean : "?");
+                return false;
+        }
+        return true;
+}
+
+bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
+        char buf[256];
+        size_t n = 0;
+        if (strlen(spec) >= sizeof buf) {
+                respond_error(rq, 400, "bad_request", "q: too long");
+                return false;
+        }
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                double q;
+                const char *dot = strchr(t, '.');
+                /* plain decimals only: strtod would also take 1e-4 or 0x10 */
+                bool plain = strspn(t, "0123456789.") == strlen(t) && (!dot || !strchr(dot + 1, '.')) && t[0] != '.';
+                if (n == MAX_QUANTILES || !plain || safe_atod(t, &q) < 0 || !(q > 0 && q <= 100) ||
+                    (dot && strlen(dot + 1) > 3)) {
+                        _cleanup_free_ char *clean = utf8_sanitize(t, strnlen(t, 64));
+                        respond_error(rq, 400, "bad_request",
+                                      "q: '%s' is not a percentile in (0, 100] (at most %d, e.g. q=50,90,99.9)",
+                                      clean ? clean : "?", MAX_QUANTILES);
+                        return false;
+                }
+                qs[n++] = q;
+        }
+        if (n == 0) {
+                respond_error(rq, 400, "bad_request", "q: at least one percentile is required");
+                return false;
+        }
+        *ret_n = n;
+        return true;
+}
+
 static void api_stats(struct api *a, struct manager_stats *ret) {
         a->manager.ops->stats(a->manager.userdata, ret);
 }
@@ -195,6 +255,8 @@ const struct route api_routes[] = {
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
         { { "v1", "observations" }, "POST", h_observations },
         { { "v1", "leaks" }, "GET", h_leaks },
+        { { "v1", "jobs" }, "GET", h_jobs_list },
+        { { "v1", "jobs", "*" }, "GET", h_job_get },
         { { "metrics" }, "GET", h_metrics },
         /* the web page, built on the routes above */
         { { NULL }, "GET", h_web_overview },

@@ -30,6 +30,22 @@ static inline struct run *const *api_running(struct api *a, size_t *ret_n) {
 struct query_limits limits(struct request *rq);
 /* 503 for a timeout or out of memory, else 500. */
 void respond_query_error(struct request *rq, int r);
+/* The op data of run id over the 1-second slices overlapping [from,
+ * until] (op: only that op; NULL: all): the stored slices, plus those still
+ * in memory for a running run. *ret_span_from: the start of the slice
+ * holding from, where the data really begins. */
+int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
+            int64_t *ret_span_from);
+/* Windows and ranges longer than the raw retention cannot be answered from
+ * raw samples anyway; cap what a client can ask for. */
+#define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
+/* window=: a duration of 1 ms to MAX_WINDOW_USEC; on false the response
+ * is already set. */
+bool parse_window(struct request *rq, const char *w, usec_t *ret);
+/* q=: "50,90,99.9" -> at most MAX_QUANTILES percentiles in (0, 100]; on
+ * false the response is already set. */
+#define MAX_QUANTILES 10
+bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n);
 /* Looks the run up; on failure the response is already set. */
 bool load_run(struct request *rq, const char *idtext, struct run_info *ri);
 /* A running run's totals are kept in memory and written at intervals. */
@@ -46,4 +62,5 @@ json_object *run_full(struct request *rq, const struct run_info *ri);
 handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                     /* api-runs.c */
 handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get; /* api-series.c */
 handler_fn h_run_observations, h_observations, h_run_marks_post;                           /* api-feed.c */
+handler_fn h_jobs_list, h_job_get;                                                         /* api-jobs.c */
 handler_fn h_web_overview, h_web_run, h_web_asset, h_web_library;                          /* web.c */

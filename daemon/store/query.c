@@ -186,16 +186,53 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
                size_t *ret_n, bool *ret_truncated) {
         return query_array(s, l,
                            "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                           "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) ORDER BY id LIMIT ?4",
+                           "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) "
+                           "AND (?5 IS NULL OR (json_valid(tags) AND json_extract(tags, '$.job_id') = ?5)) "
+                           "ORDER BY id LIMIT ?4",
                            PARAMS(f->state >= 0 ? p_text(run_state_to_string((enum run_state)f->state)) : p_null(),
                                   p_text(f->name), f->pid > 0 ? p_int(f->pid) : p_null(),
-                                  p_int((int64_t)l->max_rows + 1)),
+                                  p_int((int64_t)l->max_rows + 1), p_text(f->job_id)),
                            l->max_rows, &run_infos, (void **)ret, ret_n, ret_truncated);
 }
 
 static char *col_text_dup(sqlite3_stmt *st, int i) {
         const unsigned char *t = sqlite3_column_text(st, i);
         return t ? strdup((const char *)t) : NULL;
+}
+
+static int fill_job_info(sqlite3_stmt *st, void *elem) {
+        struct job_info *j = elem;
+        *j = (struct job_info){
+                .job_id = col_text_dup(st, 0),
+                .runs = (uint64_t)sqlite3_column_int64(st, 1),
+                .ranks = (uint64_t)sqlite3_column_int64(st, 2),
+                .running = (uint64_t)sqlite3_column_int64(st, 3),
+                .first_registered_ts_ms = sqlite3_column_int64(st, 4),
+                .last_ended_ts_ms = sqlite3_column_int64(st, 5),
+        };
+        return j->job_id ? 0 : -ENOMEM;
+}
+
+static const struct array_type job_infos = {
+        sizeof(struct job_info), fill_job_info, { offsetof(struct job_info, job_id) }, NULL
+};
+
+void job_infos_free(struct job_info *v, size_t n) {
+        array_free(v, n, &job_infos);
+}
+
+/* Tags are a JSON object per run (validated at registration: string
+ * values); a run without a job_id tag is in no job. */
+int query_jobs(struct store *s, const struct query_limits *l, struct job_info **ret, size_t *ret_n,
+               bool *ret_truncated) {
+        return query_array(s, l,
+                           "SELECT json_extract(tags, '$.job_id') AS job, count(*), "
+                           "count(DISTINCT json_extract(tags, '$.rank')), sum(state = 'running'), "
+                           "min(registered_ts), max(ended_ts) FROM runs "
+                           "WHERE json_valid(tags) AND json_type(tags, '$.job_id') = 'text' "
+                           "GROUP BY job ORDER BY min(registered_ts), job LIMIT ?1",
+                           PARAMS(p_int((int64_t)l->max_rows + 1)), l->max_rows, &job_infos, (void **)ret, ret_n,
+                           ret_truncated);
 }
 
 void strv_free_n(char **v, size_t n) {

@@ -20,13 +20,27 @@ struct query_limits {
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret);
 
 struct runs_filter {
-        int state;        /* enum run_state, or -1 for all */
-        const char *name; /* NULL = any */
-        int pid;          /* 0 = any */
+        int state;          /* enum run_state, or -1 for all */
+        const char *name;   /* NULL = any */
+        int pid;            /* 0 = any */
+        const char *job_id; /* NULL = any; else the runs tagged job_id=job_id */
 };
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated);
 void run_infos_free(struct run_info *v, size_t n);
+
+/* A job: the runs that share a job_id tag. */
+struct job_info {
+        int64_t first_registered_ts_ms; /* first: query.c frees no string at offset 0 */
+        char *job_id;
+        uint64_t runs, ranks;     /* ranks: distinct rank tags */
+        uint64_t running;         /* runs still running */
+        int64_t last_ended_ts_ms; /* the latest end; meaningful only when running == 0 */
+};
+void job_infos_free(struct job_info *v, size_t n);
+/* The jobs with at least one run, oldest first. */
+int query_jobs(struct store *s, const struct query_limits *l, struct job_info **ret, size_t *ret_n,
+               bool *ret_truncated);
 
 /* The sample of run_id at exactly ts (the latest of a finished run). */
 /* ret_gpu_json (optional): the sample's per-device use as stored (JSON
