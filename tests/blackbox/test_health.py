@@ -145,15 +145,17 @@ def test_sampler_late(make_mlmond, helpers):
 
 
 def fill(path):
-    """Writes zeros to path until the file system is full."""
+    """Writes zeros to path until the file system is full. Unbuffered: a
+    buffered file would try its last chunk again when closed, and fail."""
     chunk = b"\0" * 65536
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(chunk)
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while True:
+            os.write(fd, chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 @pytest.fixture
