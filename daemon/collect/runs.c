@@ -18,6 +18,12 @@
  * is rare; the readlink of ns/net costs about 3.5 us per pid (a path walk and
  * a ptrace check), a sixth of a sample: look again every few ticks. */
 #define NETNS_RECHECK_TICKS 10
+/* A process whose CPU clock did not move since the previous sample has not
+ * run: its stat and io are as they were (only statm, which reclaim and
+ * swapping change, is read again). Reading and parsing stat and io is
+ * about 40% of a sample's cost (tests/bench/cost.py -p); they are read
+ * anyway every few samples. */
+#define STAT_REUSE_MAX 15
 
 static int open_kept(int dirfd, const char *name) {
         int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -174,7 +180,8 @@ struct reading {
         struct proc_io io;
         uint64_t netns;
         bool has_netns;
-        int dirfd; /* borrowed or owned (owned when != run's dirfd) */
+        bool reused_st; /* st and io are the previous sample's */
+        int dirfd;      /* borrowed or owned (owned when != run's dirfd) */
 };
 
 /* CPU time of the whole thread group in ns, from the process CPU clock
@@ -188,6 +195,20 @@ static bool read_cpu_clock(int pid, uint64_t *ret) {
                 return false;
         *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
         return true;
+}
+
+/* The member pid was in the previous sample, if it has not run since:
+ * the same CPU clock (a recycled pid's clock is another's) and a stat
+ * read not too long ago. */
+static struct member *idle_member(struct run *r, int pid, const struct reading *x) {
+        if (!x->has_cpu)
+                return NULL;
+        for (size_t i = 0; i < r->n_members; i++) {
+                struct member *p = &r->members[i];
+                if (p->pid == pid)
+                        return p->has_st && p->now.cpu_ns == x->cpu_ns && p->st_reused < STAT_REUSE_MAX ? p : NULL;
+        }
+        return NULL;
 }
 
 static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, bool allow_zombie,
@@ -206,6 +227,18 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
          * the task was alive all along and the clock was its own. */
         if (ctx->real_proc)
                 out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
+        const struct member *idle = idle_member(r, pid, out);
+        if (idle) {
+                out->st = idle->st;
+                out->zombie = out->st.state == 'Z';
+                out->has_io = idle->now.has_io;
+                out->io = (struct proc_io){ .read_bytes = idle->now.read_bytes,
+                                            .write_bytes = idle->now.write_bytes,
+                                            .rchar = idle->now.rchar_bytes,
+                                            .wchar = idle->now.wchar_bytes };
+                out->reused_st = true;
+                goto statm;
+        }
         k = read_member_file(main ? r->fd_stat : -1, dirfd, "stat", buf, sizeof buf);
         if (k < 0 || proc_parse_stat(buf, &out->st) < 0)
                 goto gone;
@@ -221,11 +254,12 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
                         out->cpu_ns = ss.run_ns;
                 }
         }
+statm:
         /* a zombie has no memory left: its statm reads 0, which is not its RSS */
         k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
         if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
                 out->has_statm = true;
-        if (!main || r->fd_io >= 0 || !ctx->real_proc) {
+        if (!out->reused_st && (!main || r->fd_io >= 0 || !ctx->real_proc)) {
                 k = read_member_file(main ? r->fd_io : -1, dirfd, "io", buf, sizeof buf);
                 if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
                         out->has_io = true;
@@ -453,6 +487,9 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                 .rchar_bytes = x->io.rchar,
                 .wchar_bytes = x->io.wchar,
         };
+        m->has_st = true;
+        m->st = x->st;
+        m->st_reused = x->reused_st && p ? p->st_reused + 1 : 0;
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };

@@ -26,6 +26,10 @@ struct member {
         uint64_t netns;          /* network namespace inode */
         uint64_t netns_tick;     /* run tick at which netns was last read */
         struct accel_member acc; /* its GPU/NPU fds */
+        /* its stat when last read, and how many samples since reused it */
+        bool has_st;
+        uint8_t st_reused;
+        struct proc_stat st;
 };
 
 /* A network namespace some member is in, with its counters at the

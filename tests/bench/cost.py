@@ -133,7 +133,7 @@ def measure(args, n):
         h0 = benchlib.call(sock, "GET", "/v1/health")[1]
         perf = None
         if args.perf:
-            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2999", "-p", str(daemon.pid),
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-p", str(daemon.pid),
                                      "-o", f"{tmp}/perf.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.time()
         m0, p0 = cpu_s(daemon.pid), cpu_s(pidstat.pid)
