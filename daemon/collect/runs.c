@@ -497,7 +497,8 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                 m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
         if (x->zombie)
                 return;
-        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
+        /* a process that has not run has not moved either */
+        if (p && p->has_netns && (x->reused_st || r->ticks - p->netns_tick < NETNS_RECHECK_TICKS)) {
                 m->has_netns = true;
                 m->netns = p->netns;
                 m->netns_tick = p->netns_tick;
@@ -682,8 +683,12 @@ int run_baseline(const struct run *r, struct run_baseline *ret) {
 /* The run's peak RSS: the highest tree sum sampled, or the main process's
  * VmHWM when that is higher (its own peak, which the tree's sum at that
  * moment was at least), so never below the current RSS. */
-static void peak_update(struct run *r, const struct sample *s) {
-        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
+static void peak_update(struct run *r, const struct reading *main, const struct sample *s) {
+        /* (and right after an exec); a process that has not run since kept its peak */
+        if (!main->reused_st)
+                r->ran_since_peak = true;
+        if ((r->ticks % PEAK_REFRESH_TICKS == 0 && r->ran_since_peak) || r->ticks < 3) {
+                r->ran_since_peak = false;
                 struct proc_status status;
                 if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm &&
                     (!r->has_peak || status.vmhwm_bytes > r->peak_rss_bytes)) {
@@ -823,7 +828,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         if (r->resume_net)
                 resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
-        peak_update(r, &s);
+        peak_update(r, &rd[0], &s);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)

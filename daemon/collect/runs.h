@@ -57,6 +57,7 @@ struct run {
         struct netns_counter *netns;
         size_t n_netns;
         bool has_peak;
+        bool ran_since_peak;     /* the main process ran since VmHWM was read */
         uint64_t peak_rss_bytes; /* the tree's highest sampled RSS, or VmHWM if higher */
         /* What members that left used since registration (their counters
          * when last seen less their baseline); left_changed: store it. */
