@@ -211,11 +211,15 @@ static struct member *idle_member(struct run *r, int pid, const struct reading *
         return NULL;
 }
 
-static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, bool allow_zombie,
+/* dirfd: the member's /proc/PID, which it takes over (-1: it opens it). */
+static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, int dirfd, bool main, bool allow_zombie,
                        struct reading *out) {
         char buf[4096];
         ssize_t k;
-        int dirfd = main ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pid);
+        if (main)
+                dirfd = r->dirfd;
+        else if (dirfd < 0)
+                dirfd = proc_open_pid_dir(ctx->proc_root, pid);
         if (dirfd < 0)
                 return dirfd;
         memset(out, 0, sizeof *out);
@@ -277,33 +281,38 @@ static void reading_done(struct run *r, struct reading *rd) {
         rd->dirfd = -1;
 }
 
-/* Descendants of the main process, breadth first, via task/{tid}/children. */
-static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, size_t *ret_n) {
+static void close_dirfds(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+}
+
+/* Descendants of the main process, breadth first, via task/{tid}/children,
+ * with the /proc/PID directory each was listed through (-1 where it could
+ * not be opened; [0] is the run's own), for read_member() to take over. */
+static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, int **ret_dirfds, size_t *ret_n) {
         size_t n = 1;
-        int *pids = NULL;
-        if (!GREEDY_REALLOC(pids, 16))
+        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
+        if (!GREEDY_REALLOC(pids, 16) || !GREEDY_REALLOC(dirfds, 16))
                 return -ENOMEM;
         pids[0] = r->info.pid;
+        dirfds[0] = r->dirfd;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
                 _cleanup_free_ int *kids = NULL;
                 size_t nk = 0;
-                int d = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
-                if (d < 0)
-                        continue;
-                int q = proc_read_children(d, &kids, &nk);
-                if (i != 0)
-                        safe_close(d);
-                if (q < 0)
+                int d = dirfds[i] = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
+                if (d < 0 || proc_read_children(d, &kids, &nk) < 0)
                         continue;
                 for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
-                        if (!GREEDY_REALLOC(pids, n + 1)) {
-                                free(pids);
+                        if (!GREEDY_REALLOC(pids, n + 1) || !GREEDY_REALLOC(dirfds, n + 1)) {
+                                close_dirfds(dirfds + 1, i);
                                 return -ENOMEM;
                         }
+                        dirfds[n] = -1;
                         pids[n++] = kids[j];
                 }
         }
-        *ret = pids;
+        *ret = TAKE_PTR(pids);
+        *ret_dirfds = TAKE_PTR(dirfds);
         *ret_n = n;
         return 0;
 }
@@ -425,27 +434,33 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
  * descendants. A child that left meanwhile is skipped; -ESRCH when the main
  * process is gone. */
 static int read_members(struct collect_ctx *ctx, struct run *r, bool final, struct reading **ret, size_t *ret_n) {
-        _cleanup_free_ int *pids = NULL;
+        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
         size_t npids = 1;
         int q;
 
         if (r->info.children) {
-                q = collect_tree(ctx, r, &pids, &npids);
+                q = collect_tree(ctx, r, &pids, &dirfds, &npids);
                 if (q < 0)
                         return q;
         }
 
         _cleanup_free_ struct reading *rd = calloc(npids, sizeof *rd);
-        if (!rd)
+        if (!rd) {
+                if (dirfds)
+                        close_dirfds(dirfds + 1, npids - 1);
                 return -ENOMEM;
+        }
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
                 int pid = pids ? pids[i] : r->info.pid;
-                q = read_member(ctx, r, pid, i == 0, final, &rd[nrd]);
+                q = read_member(ctx, r, pid, dirfds ? dirfds[i] : -1, i == 0, final, &rd[nrd]);
                 if (q < 0) {
-                        if (i == 0)
+                        if (i == 0) {
+                                if (dirfds)
+                                        close_dirfds(dirfds + 1, npids - 1);
                                 return -ESRCH; /* the main process is gone */
-                        continue;              /* a child that left: normal */
+                        }
+                        continue; /* a child that left: normal */
                 }
                 nrd++;
         }

@@ -26,6 +26,7 @@ VmRSS, and the ticks and overruns of the window. Use a debugoptimized build.
 """
 import argparse
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -160,7 +161,8 @@ def measure(args, n):
         m_us = (ms1 - ms0) / 1e3 / max(pid_samples, 1)
         p_us = (ps1 - ps0) / 1e3 / nominal
         print(f"N={len(allp)} ({len(roots)} runs of {per}), {wall:.1f} s: mlmond {m_us:.2f} us/pid-sample "
-              f"(utime+stime {(m1 - m0) * 1e6 / max(pid_samples, 1):.2f}), pidstat {p_us:.2f} us/pid-sample, "
+              f"(utime+stime {(m1 - m0) * 1e6 / max(pid_samples, 1):.2f}), pidstat {p_us:.2f} us/pid-sample "
+              f"(utime+stime {(p1 - p0) * 1e6 / nominal:.2f}), "
               f"ratio {m_us / p_us:.3f}; {pid_samples} pid-samples stored ({rows} rows)")
         print(f"  memory: RssAnon {anon0} KiB idle, {anon_reg} KiB registered, {anon1} KiB at the end: "
               f"{(anon_reg - anon0) / len(roots):.2f} / {(anon1 - anon0) / len(roots):.2f} KiB per run; "
@@ -207,9 +209,14 @@ def main():
                 break
     if not args.mlmond or not shutil.which("pidstat"):
         sys.exit("need an mlmond build (-m) and pidstat (Debian package sysstat)")
-    import resource
+    # mlmond keeps up to 6 fds a run (it raises its soft limit to the hard one): raise the hard
+    # one where it is too low and we may (root)
+    need = 6 * max(int(x) for x in args.n.split(",")) + 1024
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, need), max(hard, need)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     print(f"mlmond cost benchmark: {args.mlmond}, interval {args.interval}, {os.cpu_count()} CPUs, "
           f"load {open('/proc/loadavg').read().split()[0]}")
     for n in [int(x) for x in args.n.split(",")]:
