@@ -36,7 +36,6 @@ void run_close_fds(struct run *r) {
         r->dirfd = safe_close(r->dirfd);
         r->fd_stat = safe_close(r->fd_stat);
         r->fd_statm = safe_close(r->fd_statm);
-        r->fd_schedstat = safe_close(r->fd_schedstat);
         r->fd_io = safe_close(r->fd_io);
 }
 
@@ -126,13 +125,12 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
         struct run *run = calloc(1, sizeof *run);
         if (!run)
                 return -ENOMEM;
-        run->fd_stat = run->fd_statm = run->fd_schedstat = run->fd_io = -1;
+        run->fd_stat = run->fd_statm = run->fd_io = -1;
         run->pidfd = TAKE_FD(pidfd);
         run->dirfd = TAKE_FD(dirfd);
         if (ctx->real_proc) {
                 run->fd_stat = open_kept(run->dirfd, "stat");
                 run->fd_statm = open_kept(run->dirfd, "statm");
-                run->fd_schedstat = open_kept(run->dirfd, "schedstat");
                 run->fd_io = open_kept(run->dirfd, "io"); /* may be -EACCES: I/O unknown */
                 if (run->fd_stat < 0 || run->fd_statm < 0) {
                         r = run->fd_stat < 0 ? run->fd_stat : run->fd_statm;
@@ -250,9 +248,9 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, in
                 goto gone;
         out->zombie = out->st.state == 'Z';
         if (!out->has_cpu) {
-                /* fixture trees: schedstat; then stat ticks */
+                /* fixture trees (and a clock that could not be read): schedstat; then stat ticks */
                 struct proc_schedstat ss;
-                k = read_member_file(main ? r->fd_schedstat : -1, dirfd, "schedstat", buf, sizeof buf);
+                k = read_member_file(-1, dirfd, "schedstat", buf, sizeof buf);
                 if (k >= 0 && proc_parse_schedstat(buf, &ss) == 0) {
                         out->has_cpu = true;
                         out->cpu_ns = ss.run_ns;

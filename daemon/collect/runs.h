@@ -47,7 +47,7 @@ struct run {
         /* kept open and pread each tick: cheaper than open/read/close, and a
          * kept fd is bound to this task (ESRCH once it is reaped, never a
          * recycled pid's data) */
-        int fd_stat, fd_statm, fd_schedstat, fd_io;
+        int fd_stat, fd_statm, fd_io; /* schedstat is read only where the CPU clock cannot be */
         sd_event_source *exit_source;
         usec_t next_due_usec;    /* CLOCK_MONOTONIC */
         usec_t last_sample_usec; /* CLOCK_MONOTONIC of the previous sample */

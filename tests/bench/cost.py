@@ -209,9 +209,9 @@ def main():
                 break
     if not args.mlmond or not shutil.which("pidstat"):
         sys.exit("need an mlmond build (-m) and pidstat (Debian package sysstat)")
-    # mlmond keeps up to 6 fds a run (it raises its soft limit to the hard one): raise the hard
-    # one where it is too low and we may (root)
-    need = 6 * max(int(x) for x in args.n.split(",")) + 1024
+    # mlmond keeps up to 5 fds a run (it raises its soft limit to the hard one): raise the
+    # hard one where it is too low and we may
+    need = 5 * max(int(x) for x in args.n.split(",")) + 1024
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, need), max(hard, need)))
