@@ -147,11 +147,11 @@ def test_sampler_late(make_mlmond, helpers):
 def fill(path):
     """Writes zeros to path until the file system is full."""
     chunk = b"\0" * 65536
-    with open(path, "wb") as f:
+    # unbuffered: nothing is left to flush (and fail again) at the close
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(chunk)
-                f.flush()
         except OSError:
             pass
 
