@@ -683,7 +683,7 @@ static int manager_lock_db(struct manager *m) {
 }
 
 static void raise_nofile(void) {
-        /* Each run holds up to 6 fds (pidfd, dir, stat, statm, schedstat, io). */
+        /* Each run holds up to 5 fds (pidfd, dir, stat, statm, io). */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
                 rl.rlim_cur = rl.rlim_max;

@@ -105,9 +105,33 @@ static void test_end(void) {
         }
 }
 
+/* The floors are kept in 4 bytes each, in KiB, at their buckets' times:
+ * sampled every 10 s (4 buckets apart), a leak is still found over the
+ * longest window, on floors that lie where they were sampled, and the
+ * floors older than the longest window are gone. */
+static void test_compact_sparse(void) {
+        struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&r.p);
+        CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+        CHECK(sizeof *r.w.pts == 4);
+        struct leak_verdict v = {};
+        for (double t = 0; t <= 3000; t += 10) {
+                if (leakwatch_feed(&r.w, t, 300 * MIB + 64 * 1024 * t))
+                        CHECK_EQ_INT(leakwatch_evaluate(&r.w, &r.p, &v), 0);
+        }
+        CHECK(v.suspected && v.slope_bytes_per_s > 60 * 1024 && v.slope_bytes_per_s < 68 * 1024);
+        CHECK(v.window_s <= 900 && v.since_t_s >= 3000 - 900 - 10);
+        size_t kept = 0;
+        for (size_t i = 0; i < r.w.cap; i++)
+                kept += r.w.pts[i] != LEAKWATCH_NO_FLOOR;
+        CHECK(kept >= 85 && kept <= r.w.cap / 4 + 1);
+        leakwatch_done(&r.w);
+}
+
 int main(void) {
         test_suspect_then_clear();
         test_flat_and_mark();
         test_end();
+        test_compact_sparse();
         TEST_DONE();
 }

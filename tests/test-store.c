@@ -427,6 +427,42 @@ static void test_op_slices(void) {
         store_close(s);
 }
 
+/* Samples written in a transaction go in batches: each row keeps its own
+ * values and per-device JSON (copied: the caller's buffer is reused), a
+ * partial batch is written at the commit, and a rollback writes none. */
+static void test_sample_batches(void) {
+        struct store *s = open_db("batch.db");
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 400);
+        char gpu[64];
+        for (int i = 0; i < 37; i++) {
+                struct sample m = { .ts_ms = 50000 + i * 1000, .cpu_time_ns = (uint64_t)i, .threads = 1 };
+                snprintf(gpu, sizeof gpu, "[{\"n\":%d}]", i);
+                CHECK_EQ_INT(store_insert_sample(s, id, &m, gpu), 0);
+                memset(gpu, 'x', sizeof gpu - 1);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 37);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE gpu = '[{\"n\":' || cpu_time_ns || '}]' AND "
+                                "ts = 50000 + cpu_time_ns * 1000"),
+                     37);
+        struct sample back;
+        CHECK_EQ_INT(store_load_sample(s, id, 86000, &back), 0);
+        CHECK_EQ_INT(back.cpu_time_ns, 36);
+
+        CHECK_EQ_INT(store_begin(s), 0);
+        for (int i = 0; i < 5; i++) {
+                struct sample m = { .ts_ms = 100000 + i * 1000, .threads = 1 };
+                CHECK_EQ_INT(store_insert_sample(s, id, &m, "[]"), 0);
+        }
+        store_rollback(s);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 37);
+        store_close(s);
+}
+
 int main(int argc, char **argv) {
         const char *fixtures = argc > 1 ? argv[1] : "tests/fixtures";
         log_set_max_level(LOG_WARNING);
@@ -441,6 +477,7 @@ int main(int argc, char **argv) {
         test_catch_up_totals();
         test_op_slices();
         test_baseline();
+        test_sample_batches();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
         if (system(cmd) != 0)

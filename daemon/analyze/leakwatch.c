@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util.h"
+
 int leakwatch_init(struct leakwatch *w, const struct leak_params *p) {
         memset(w, 0, sizeof *w);
         if (p->n_windows == 0)
@@ -14,58 +16,76 @@ int leakwatch_init(struct leakwatch *w, const struct leak_params *p) {
         w->res_s = p->windows_s[0] / LEAK_BUCKETS;
         /* the longest window's floors, plus slack for a partly covered edge */
         w->cap = (size_t)ceil(p->windows_s[p->n_windows - 1] / w->res_s) + 4;
-        /* the ring, then as much scratch to hand the detector a linear copy */
-        w->pts = calloc(2 * w->cap, sizeof *w->pts);
-        return w->pts ? 0 : -ENOMEM;
+        w->pts = malloc(w->cap * sizeof *w->pts);
+        if (!w->pts)
+                return -ENOMEM;
+        for (size_t i = 0; i < w->cap; i++)
+                w->pts[i] = LEAKWATCH_NO_FLOOR;
+        return 0;
 }
 
 void leakwatch_done(struct leakwatch *w) {
         free(w->pts);
         w->pts = NULL;
-        w->n = w->cap = 0;
+        w->cap = 0;
+        w->has_last = false;
 }
 
 void leakwatch_mark(struct leakwatch *w, double t_s) {
         w->grace_from_t = t_s;
 }
 
-static void push(struct leakwatch *w, double t, double v) {
-        size_t i = (w->head + w->n) % w->cap;
-        if (w->n == w->cap) {
-                w->head = (w->head + 1) % w->cap;
-                i = (w->head + w->n - 1) % w->cap;
-        } else
-                w->n++;
-        w->pts[i] = (struct leak_point){ .t_s = t, .bytes = v };
+static uint32_t *slot(const struct leakwatch *w, int64_t i) {
+        int64_t k = i % (int64_t)w->cap;
+        return &w->pts[k < 0 ? k + (int64_t)w->cap : k];
+}
+
+/* Bucket i's floor, in KiB (rounded; saturated below LEAKWATCH_NO_FLOOR);
+ * the buckets skipped since the previous floor are emptied. */
+static void push(struct leakwatch *w, int64_t i, double bytes) {
+        if (w->has_last)
+                for (int64_t j = w->last + 1; j < i && j <= w->last + (int64_t)w->cap; j++)
+                        *slot(w, j) = LEAKWATCH_NO_FLOOR;
+        double kib = round(bytes / 1024.0);
+        *slot(w, i) = kib <= 0 ? 0 : kib >= LEAKWATCH_NO_FLOOR ? LEAKWATCH_NO_FLOOR - 1 : (uint32_t)kib;
+        w->last = i;
+        w->has_last = true;
 }
 
 bool leakwatch_feed(struct leakwatch *w, double t_s, double bytes) {
-        if (!w->pts || !isfinite(bytes) || !isfinite(t_s))
+        if (!w->pts || !isfinite(bytes) || !isfinite(t_s) || fabs(t_s / w->res_s) > 1e15)
                 return false;
         if (!w->cur_valid) {
-                w->cur_t0 = floor(t_s / w->res_s) * w->res_s;
+                w->cur_i = (int64_t)floor(t_s / w->res_s);
                 w->cur_min = bytes;
                 w->cur_valid = true;
                 return false;
         }
-        if (t_s < w->cur_t0 + w->res_s) {
+        if (t_s < (double)w->cur_i * w->res_s + w->res_s) {
                 if (bytes < w->cur_min)
                         w->cur_min = bytes;
                 return false;
         }
-        /* a floor is complete: keep it (at its bucket's middle), start the next */
-        push(w, w->cur_t0 + w->res_s / 2, w->cur_min);
-        w->cur_t0 = floor(t_s / w->res_s) * w->res_s;
+        /* a floor is complete: keep it, start the next */
+        push(w, w->cur_i, w->cur_min);
+        w->cur_i = (int64_t)floor(t_s / w->res_s);
         w->cur_min = bytes;
         return true;
 }
 
 int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct leak_verdict *ret) {
-        /* the ring, oldest first, as the detector's series */
-        struct leak_point *series = w->pts + w->cap;
-        for (size_t i = 0; i < w->n; i++)
-                series[i] = w->pts[(w->head + i) % w->cap];
-        return leak_evaluate(series, w->n, w->grace_from_t, p, ret);
+        /* the floors kept, oldest first, each at its bucket's middle, as the detector's series */
+        _cleanup_free_ struct leak_point *series = malloc(w->cap * sizeof *series);
+        if (!series)
+                return -ENOMEM;
+        size_t n = 0;
+        for (int64_t i = w->last - (int64_t)w->cap + 1; w->has_last && i <= w->last; i++) {
+                uint32_t kib = *slot(w, i);
+                if (kib != LEAKWATCH_NO_FLOOR)
+                        series[n++] = (struct leak_point){ .t_s = (double)i * w->res_s + w->res_s / 2,
+                                                           .bytes = (double)kib * 1024.0 };
+        }
+        return leak_evaluate(series, n, w->grace_from_t, p, ret);
 }
 
 enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,

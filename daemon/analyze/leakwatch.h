@@ -3,7 +3,10 @@
  * state over time (suspected since when, cleared when). Keeps one floor (the
  * minimum) per LEAKWATCH_RES_S of anonymous RSS for the longest window: the
  * detector takes bucket minima anyway, and this bounds memory to a few KiB
- * per run whatever the sampling interval. */
+ * per run whatever the sampling interval. The floors are kept compact: one
+ * slot of 4 bytes per bucket of the longest window, indexed by the bucket's
+ * number (its time), holding the floor in KiB (the kernel counts memory in
+ * pages), or LEAKWATCH_NO_FLOOR for a bucket without samples. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,12 +14,16 @@
 
 #include "analyze/leak.h"
 
+#define LEAKWATCH_NO_FLOOR UINT32_MAX
+
 struct leakwatch {
-        struct leak_point *pts; /* ring of floors */
-        size_t cap, head, n;
-        double res_s;  /* floor resolution: shortest window / LEAK_BUCKETS */
-        double cur_t0; /* start of the floor being built */
-        double cur_min;
+        uint32_t *pts; /* floors in KiB: bucket i's in pts[i mod cap]; NULL before init */
+        size_t cap;
+        int64_t last; /* bucket of the newest floor kept */
+        bool has_last;
+        double res_s;   /* floor resolution: shortest window / LEAK_BUCKETS */
+        int64_t cur_i;  /* bucket of the floor being built */
+        double cur_min; /* in bytes */
         bool cur_valid;
         double grace_from_t; /* registration, or the last mark */
         /* the verdict */

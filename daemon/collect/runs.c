@@ -18,6 +18,12 @@
  * is rare; the readlink of ns/net costs about 3.5 us per pid (a path walk and
  * a ptrace check), a sixth of a sample: look again every few ticks. */
 #define NETNS_RECHECK_TICKS 10
+/* A process whose CPU clock did not move since the previous sample has not
+ * run: its stat and io are as they were (only statm, which reclaim and
+ * swapping change, is read again). Reading and parsing stat and io is
+ * about 40% of a sample's cost (tests/bench/cost.py -p); they are read
+ * anyway every few samples. */
+#define STAT_REUSE_MAX 15
 
 static int open_kept(int dirfd, const char *name) {
         int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -30,7 +36,6 @@ void run_close_fds(struct run *r) {
         r->dirfd = safe_close(r->dirfd);
         r->fd_stat = safe_close(r->fd_stat);
         r->fd_statm = safe_close(r->fd_statm);
-        r->fd_schedstat = safe_close(r->fd_schedstat);
         r->fd_io = safe_close(r->fd_io);
 }
 
@@ -120,13 +125,12 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
         struct run *run = calloc(1, sizeof *run);
         if (!run)
                 return -ENOMEM;
-        run->fd_stat = run->fd_statm = run->fd_schedstat = run->fd_io = -1;
+        run->fd_stat = run->fd_statm = run->fd_io = -1;
         run->pidfd = TAKE_FD(pidfd);
         run->dirfd = TAKE_FD(dirfd);
         if (ctx->real_proc) {
                 run->fd_stat = open_kept(run->dirfd, "stat");
                 run->fd_statm = open_kept(run->dirfd, "statm");
-                run->fd_schedstat = open_kept(run->dirfd, "schedstat");
                 run->fd_io = open_kept(run->dirfd, "io"); /* may be -EACCES: I/O unknown */
                 if (run->fd_stat < 0 || run->fd_statm < 0) {
                         r = run->fd_stat < 0 ? run->fd_stat : run->fd_statm;
@@ -174,7 +178,8 @@ struct reading {
         struct proc_io io;
         uint64_t netns;
         bool has_netns;
-        int dirfd; /* borrowed or owned (owned when != run's dirfd) */
+        bool reused_st; /* st and io are the previous sample's */
+        int dirfd;      /* borrowed or owned (owned when != run's dirfd) */
 };
 
 /* CPU time of the whole thread group in ns, from the process CPU clock
@@ -190,11 +195,29 @@ static bool read_cpu_clock(int pid, uint64_t *ret) {
         return true;
 }
 
-static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bool main, bool allow_zombie,
+/* The member pid was in the previous sample, if it has not run since:
+ * the same CPU clock (a recycled pid's clock is another's) and a stat
+ * read not too long ago. */
+static struct member *idle_member(struct run *r, int pid, const struct reading *x) {
+        if (!x->has_cpu)
+                return NULL;
+        for (size_t i = 0; i < r->n_members; i++) {
+                struct member *p = &r->members[i];
+                if (p->pid == pid)
+                        return p->has_st && p->now.cpu_ns == x->cpu_ns && p->st_reused < STAT_REUSE_MAX ? p : NULL;
+        }
+        return NULL;
+}
+
+/* dirfd: the member's /proc/PID, which it takes over (-1: it opens it). */
+static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, int dirfd, bool main, bool allow_zombie,
                        struct reading *out) {
         char buf[4096];
         ssize_t k;
-        int dirfd = main ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pid);
+        if (main)
+                dirfd = r->dirfd;
+        else if (dirfd < 0)
+                dirfd = proc_open_pid_dir(ctx->proc_root, pid);
         if (dirfd < 0)
                 return dirfd;
         memset(out, 0, sizeof *out);
@@ -206,6 +229,18 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
          * the task was alive all along and the clock was its own. */
         if (ctx->real_proc)
                 out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
+        const struct member *idle = idle_member(r, pid, out);
+        if (idle) {
+                out->st = idle->st;
+                out->zombie = out->st.state == 'Z';
+                out->has_io = idle->now.has_io;
+                out->io = (struct proc_io){ .read_bytes = idle->now.read_bytes,
+                                            .write_bytes = idle->now.write_bytes,
+                                            .rchar = idle->now.rchar_bytes,
+                                            .wchar = idle->now.wchar_bytes };
+                out->reused_st = true;
+                goto statm;
+        }
         k = read_member_file(main ? r->fd_stat : -1, dirfd, "stat", buf, sizeof buf);
         if (k < 0 || proc_parse_stat(buf, &out->st) < 0)
                 goto gone;
@@ -213,19 +248,20 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, bo
                 goto gone;
         out->zombie = out->st.state == 'Z';
         if (!out->has_cpu) {
-                /* fixture trees: schedstat; then stat ticks */
+                /* fixture trees (and a clock that could not be read): schedstat; then stat ticks */
                 struct proc_schedstat ss;
-                k = read_member_file(main ? r->fd_schedstat : -1, dirfd, "schedstat", buf, sizeof buf);
+                k = read_member_file(-1, dirfd, "schedstat", buf, sizeof buf);
                 if (k >= 0 && proc_parse_schedstat(buf, &ss) == 0) {
                         out->has_cpu = true;
                         out->cpu_ns = ss.run_ns;
                 }
         }
+statm:
         /* a zombie has no memory left: its statm reads 0, which is not its RSS */
         k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
         if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
                 out->has_statm = true;
-        if (!main || r->fd_io >= 0 || !ctx->real_proc) {
+        if (!out->reused_st && (!main || r->fd_io >= 0 || !ctx->real_proc)) {
                 k = read_member_file(main ? r->fd_io : -1, dirfd, "io", buf, sizeof buf);
                 if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
                         out->has_io = true;
@@ -243,33 +279,38 @@ static void reading_done(struct run *r, struct reading *rd) {
         rd->dirfd = -1;
 }
 
-/* Descendants of the main process, breadth first, via task/{tid}/children. */
-static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, size_t *ret_n) {
+static void close_dirfds(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+}
+
+/* Descendants of the main process, breadth first, via task/{tid}/children,
+ * with the /proc/PID directory each was listed through (-1 where it could
+ * not be opened; [0] is the run's own), for read_member() to take over. */
+static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, int **ret_dirfds, size_t *ret_n) {
         size_t n = 1;
-        int *pids = NULL;
-        if (!GREEDY_REALLOC(pids, 16))
+        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
+        if (!GREEDY_REALLOC(pids, 16) || !GREEDY_REALLOC(dirfds, 16))
                 return -ENOMEM;
         pids[0] = r->info.pid;
+        dirfds[0] = r->dirfd;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
                 _cleanup_free_ int *kids = NULL;
                 size_t nk = 0;
-                int d = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
-                if (d < 0)
-                        continue;
-                int q = proc_read_children(d, &kids, &nk);
-                if (i != 0)
-                        safe_close(d);
-                if (q < 0)
+                int d = dirfds[i] = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
+                if (d < 0 || proc_read_children(d, &kids, &nk) < 0)
                         continue;
                 for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
-                        if (!GREEDY_REALLOC(pids, n + 1)) {
-                                free(pids);
+                        if (!GREEDY_REALLOC(pids, n + 1) || !GREEDY_REALLOC(dirfds, n + 1)) {
+                                close_dirfds(dirfds + 1, i);
                                 return -ENOMEM;
                         }
+                        dirfds[n] = -1;
                         pids[n++] = kids[j];
                 }
         }
-        *ret = pids;
+        *ret = TAKE_PTR(pids);
+        *ret_dirfds = TAKE_PTR(dirfds);
         *ret_n = n;
         return 0;
 }
@@ -391,27 +432,33 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
  * descendants. A child that left meanwhile is skipped; -ESRCH when the main
  * process is gone. */
 static int read_members(struct collect_ctx *ctx, struct run *r, bool final, struct reading **ret, size_t *ret_n) {
-        _cleanup_free_ int *pids = NULL;
+        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
         size_t npids = 1;
         int q;
 
         if (r->info.children) {
-                q = collect_tree(ctx, r, &pids, &npids);
+                q = collect_tree(ctx, r, &pids, &dirfds, &npids);
                 if (q < 0)
                         return q;
         }
 
         _cleanup_free_ struct reading *rd = calloc(npids, sizeof *rd);
-        if (!rd)
+        if (!rd) {
+                if (dirfds)
+                        close_dirfds(dirfds + 1, npids - 1);
                 return -ENOMEM;
+        }
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
                 int pid = pids ? pids[i] : r->info.pid;
-                q = read_member(ctx, r, pid, i == 0, final, &rd[nrd]);
+                q = read_member(ctx, r, pid, dirfds ? dirfds[i] : -1, i == 0, final, &rd[nrd]);
                 if (q < 0) {
-                        if (i == 0)
+                        if (i == 0) {
+                                if (dirfds)
+                                        close_dirfds(dirfds + 1, npids - 1);
                                 return -ESRCH; /* the main process is gone */
-                        continue;              /* a child that left: normal */
+                        }
+                        continue; /* a child that left: normal */
                 }
                 nrd++;
         }
@@ -453,6 +500,9 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                 .rchar_bytes = x->io.rchar,
                 .wchar_bytes = x->io.wchar,
         };
+        m->has_st = true;
+        m->st = x->st;
+        m->st_reused = x->reused_st && p ? p->st_reused + 1 : 0;
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };
@@ -460,7 +510,8 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
                 m->acc = (struct accel_member){ .pid = m->pid, .start_ticks = m->start_ticks };
         if (x->zombie)
                 return;
-        if (p && p->has_netns && r->ticks - p->netns_tick < NETNS_RECHECK_TICKS) {
+        /* a process that has not run has not moved either */
+        if (p && p->has_netns && (x->reused_st || r->ticks - p->netns_tick < NETNS_RECHECK_TICKS)) {
                 m->has_netns = true;
                 m->netns = p->netns;
                 m->netns_tick = p->netns_tick;
@@ -645,8 +696,12 @@ int run_baseline(const struct run *r, struct run_baseline *ret) {
 /* The run's peak RSS: the highest tree sum sampled, or the main process's
  * VmHWM when that is higher (its own peak, which the tree's sum at that
  * moment was at least), so never below the current RSS. */
-static void peak_update(struct run *r, const struct sample *s) {
-        if (r->ticks % PEAK_REFRESH_TICKS == 0 || r->ticks < 3) { /* and right after an exec */
+static void peak_update(struct run *r, const struct reading *main, const struct sample *s) {
+        /* (and right after an exec); a process that has not run since kept its peak */
+        if (!main->reused_st)
+                r->ran_since_peak = true;
+        if ((r->ticks % PEAK_REFRESH_TICKS == 0 && r->ran_since_peak) || r->ticks < 3) {
+                r->ran_since_peak = false;
                 struct proc_status status;
                 if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm &&
                     (!r->has_peak || status.vmhwm_bytes > r->peak_rss_bytes)) {
@@ -786,7 +841,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         if (r->resume_net)
                 resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
-        peak_update(r, &s);
+        peak_update(r, &rd[0], &s);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)

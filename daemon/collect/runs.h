@@ -26,6 +26,10 @@ struct member {
         uint64_t netns;          /* network namespace inode */
         uint64_t netns_tick;     /* run tick at which netns was last read */
         struct accel_member acc; /* its GPU/NPU fds */
+        /* its stat when last read, and how many samples since reused it */
+        bool has_st;
+        uint8_t st_reused;
+        struct proc_stat st;
 };
 
 /* A network namespace some member is in, with its counters at the
@@ -43,7 +47,7 @@ struct run {
         /* kept open and pread each tick: cheaper than open/read/close, and a
          * kept fd is bound to this task (ESRCH once it is reaped, never a
          * recycled pid's data) */
-        int fd_stat, fd_statm, fd_schedstat, fd_io;
+        int fd_stat, fd_statm, fd_io; /* schedstat is read only where the CPU clock cannot be */
         sd_event_source *exit_source;
         usec_t next_due_usec;    /* CLOCK_MONOTONIC */
         usec_t last_sample_usec; /* CLOCK_MONOTONIC of the previous sample */
@@ -53,6 +57,7 @@ struct run {
         struct netns_counter *netns;
         size_t n_netns;
         bool has_peak;
+        bool ran_since_peak;     /* the main process ran since VmHWM was read */
         uint64_t peak_rss_bytes; /* the tree's highest sampled RSS, or VmHWM if higher */
         /* What members that left used since registration (their counters
          * when last seen less their baseline); left_changed: store it. */

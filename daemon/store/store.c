@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/store.h"
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,23 @@
 extern const char *const sql_migrations[];
 extern const size_t sql_migrations_count;
 
+/* Samples written in a transaction wait here and go in SAMPLE_BATCH rows
+ * a statement: a row costs a third less than one statement a row
+ * (tests/bench/cost.py -p). */
+#define SAMPLE_BATCH 16
+/* ts, the sample's columns, gpu, run_id */
+#define SAMPLE_PARAMS 25
+
 struct store {
         sqlite3 *w, *r;
         sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
+        sqlite3_stmt *insert_samples; /* SAMPLE_BATCH rows */
+        struct pending_sample {
+                int64_t run_id;
+                struct sample m;
+                char *gpu_json;
+        } pending[SAMPLE_BATCH];
+        size_t n_pending;
         bool in_txn;
         uint64_t write_errors;
         struct {
@@ -103,6 +118,25 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
         return 0;
 }
 
+/* INSERT into samples with n rows of parameters. */
+static int prepare_sample_insert(sqlite3 *db, size_t n, sqlite3_stmt **st) {
+        static const char head[] = "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", gpu, run_id) VALUES ";
+        char sql[sizeof head + SAMPLE_BATCH * (2 * SAMPLE_PARAMS + 2)];
+        size_t k = strlen(head);
+        memcpy(sql, head, k);
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        sql[k++] = ',';
+                sql[k++] = '(';
+                for (size_t j = 0; j < SAMPLE_PARAMS; j++) {
+                        sql[k++] = '?';
+                        sql[k++] = j + 1 < SAMPLE_PARAMS ? ',' : ')';
+                }
+        }
+        sql[k] = '\0';
+        return prepare(db, sql, st);
+}
+
 int store_open(const char *path, bool sync_full, struct store **ret, char *errbuf, size_t errlen) {
         sqlite_global_setup();
         struct store *s = calloc(1, sizeof *s);
@@ -147,10 +181,8 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         sqlite3_busy_timeout(s->r, 5000);
         exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
 
-        if ((r = prepare(s->w,
-                         "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", gpu, run_id) VALUES "
-                         "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                         &s->insert_sample)) < 0 ||
+        if ((r = prepare_sample_insert(s->w, 1, &s->insert_sample)) < 0 ||
+            (r = prepare_sample_insert(s->w, SAMPLE_BATCH, &s->insert_samples)) < 0 ||
             (r = prepare(s->w,
                          "UPDATE runs SET last_ts=?, samples=?, cpu_time_ns=?, user_time_ns=?, system_time_ns=?, "
                          "peak_rss_bytes=?, final_rss_bytes=?, threads_max=?, read_bytes=?, write_bytes=?, "
@@ -184,6 +216,7 @@ void store_close(struct store *s) {
         if (s->in_txn)
                 store_rollback(s);
         sqlite3_finalize(s->insert_sample);
+        sqlite3_finalize(s->insert_samples);
         sqlite3_finalize(s->update_totals);
         sqlite3_finalize(s->update_state);
         sqlite3_finalize(s->insert_run);
@@ -220,7 +253,11 @@ int store_begin(struct store *s) {
         return 0;
 }
 
+static int flush_samples(struct store *s);
+static void drop_samples(struct store *s);
+
 int store_commit(struct store *s) {
+        flush_samples(s); /* a failed write is counted, and the rest commits */
         if (exec(s->w, "COMMIT", NULL, 0) < 0) {
                 s->write_errors++;
                 log_warning("database: commit failed: %s", sqlite3_errmsg(s->w));
@@ -232,6 +269,7 @@ int store_commit(struct store *s) {
 }
 
 void store_rollback(struct store *s) {
+        drop_samples(s);
         if (sqlite3_get_autocommit(s->w) == 0)
                 exec(s->w, "ROLLBACK", NULL, 0);
         s->in_txn = false;
@@ -378,8 +416,8 @@ int store_update_run_totals(struct store *s, int64_t id, const struct run_totals
                                   p_int(id)));
 }
 
-int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
-        struct param v[ELEMENTSOF(sample_groups) * ELEMENTSOF(sample_groups[0].fields) + 4];
+/* The SAMPLE_PARAMS parameters of a sample row into v. */
+static void sample_params(struct param *v, int64_t run_id, const struct sample *m, const char *gpu_json) {
         size_t n = 0;
         v[n++] = p_int(m->ts_ms);
         for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++)
@@ -387,8 +425,48 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m,
                         v[n++] = sample_param(m, &sample_groups[i], sample_groups[i].fields[j]);
         v[n++] = p_text(gpu_json);
         v[n++] = p_int(run_id);
-        v[n] = (struct param){ .type = PARAM_END };
+        assert(n == SAMPLE_PARAMS);
+}
+
+static void drop_samples(struct store *s) {
+        for (size_t i = 0; i < s->n_pending; i++)
+                free(s->pending[i].gpu_json);
+        s->n_pending = 0;
+}
+
+static int insert_one(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
+        struct param v[SAMPLE_PARAMS + 1];
+        sample_params(v, run_id, m, gpu_json);
+        v[SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
         return step_params(s, s->insert_sample, v);
+}
+
+/* The samples waiting, in one statement when they are a full batch. */
+static int flush_samples(struct store *s) {
+        struct param v[SAMPLE_BATCH * SAMPLE_PARAMS + 1];
+        const struct pending_sample *p = s->pending;
+        int r = 0;
+        if (s->n_pending == SAMPLE_BATCH) {
+                for (size_t i = 0; i < SAMPLE_BATCH; i++)
+                        sample_params(v + i * SAMPLE_PARAMS, p[i].run_id, &p[i].m, p[i].gpu_json);
+                v[SAMPLE_BATCH * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
+                r = step_params(s, s->insert_samples, v);
+        } else
+                for (size_t i = 0; i < s->n_pending; i++)
+                        if (insert_one(s, p[i].run_id, &p[i].m, p[i].gpu_json) < 0)
+                                r = -EIO;
+        drop_samples(s);
+        return r;
+}
+
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
+        if (!s->in_txn)
+                return insert_one(s, run_id, m, gpu_json);
+        char *gpu = NULL;
+        if (gpu_json && !(gpu = strdup(gpu_json)))
+                return -ENOMEM;
+        s->pending[s->n_pending++] = (struct pending_sample){ .run_id = run_id, .m = *m, .gpu_json = gpu };
+        return s->n_pending == SAMPLE_BATCH ? flush_samples(s) : 0;
 }
 
 /* One op row (raw slice or minute rollup) through st: the histogram, if it
@@ -526,6 +604,7 @@ static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
 }
 
 int store_rollup(struct store *s, int64_t upto_ms) {
+        flush_samples(s); /* the samples of this transaction, read back */
         int64_t from, until = upto_ms / MINUTE_MS * MINUTE_MS;
         if (meta_get_i64(s->w, "rollup_until", &from) < 0) {
                 _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -706,6 +785,7 @@ int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {
 }
 
 int store_catch_up_totals(struct store *s, struct run_info *ri) {
+        flush_samples(s); /* the samples of this transaction, read back */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
                          &st) < 0)
@@ -743,6 +823,7 @@ int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
 }
 
 int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret) {
+        flush_samples(s); /* the samples of this transaction, read back */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", &st) < 0)
                 return -EIO;

@@ -48,10 +48,10 @@ PY=$(command -v python3)
 REGISTER=$(dirname "$0")/register.py
 CLK_TCK=$(getconf CLK_TCK)
 
-# 1000 runs keep up to 6 fds each in mlmond (it raises its own soft limit to
+# 1000 runs keep up to 5 fds each in mlmond (it raises its own soft limit to
 # the hard one); pidstat itself opens files one at a time.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
-need_fds=$((N * 6 + 64))
+need_fds=$((N * 5 + 64))
 if [[ $(ulimit -Hn) != unlimited ]] && (($(ulimit -Hn) < need_fds)); then
         echo "warning: hard RLIMIT_NOFILE $(ulimit -Hn) < $need_fds: mlmond may refuse registrations" >&2
 fi

@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Cost per watched process: mlmond's CPU per pid-sample and its memory per
+run, at one or more N, against pidstat -u -r -d on the same pids in the same
+window.
+
+usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
+                           [-p] [-m MLMOND] [--tmp DIR] [--late SECONDS]
+
+  -n N,...     processes to watch, one measurement per N (default 1000)
+  -d SECONDS   the measured window (default 20)
+  -i INTERVAL  the sampling interval of every run (default 1s)
+  -t K         register trees of K processes (a parent and K-1 children,
+               "children": true) instead of single processes: N/K runs; the
+               figure per pid-sample then counts every process of a tree
+  -p           perf record mlmond in the window and print where its CPU
+               goes by library, with SQLite's share per stored sample
+  --late S     then leave mlmond running S more seconds, so that every
+               leak window is full, and print its RSS again
+  -m MLMOND    the binary (default build-bench, else build under the tree)
+
+Figures, per N: mlmond's CPU (utime+stime and schedstat) per pid-sample,
+pidstat's per pid-sample, their ratio, the anonymous memory per run (RssAnon
+after registration and at the end, less RssAnon before it, over the runs),
+VmRSS, and the ticks and overruns of the window. Use a debugoptimized build.
+"""
+import argparse
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from register import UnixConnection  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    """utime+stime of pid, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def spawn(n, tree):
+    """n sleeping processes, as n/tree trees when tree > 1: (the processes
+    to register, every pid, what to end at the end)."""
+    if tree <= 1:
+        procs = [subprocess.Popen(["sleep", "100000"]) for _ in range(n)]
+        return [p.pid for p in procs], [p.pid for p in procs], procs
+    roots, allp = [], []
+    script = 'for i in $(seq $1); do sleep 100000 & done; echo ready; wait'
+    for _ in range(n // tree):
+        p = subprocess.Popen(["bash", "-c", script, "tree", str(tree - 1)], stdout=subprocess.PIPE,
+                             start_new_session=True)
+        p.stdout.readline()
+        roots.append(p)
+    for p in roots:
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            allp += [p.pid] + [int(c) for c in f.read().split()]
+    return [p.pid for p in roots], allp, roots
+
+
+def end(procs, tree):
+    for p in procs:
+        try:
+            if tree > 1:
+                os.killpg(p.pid, signal.SIGTERM)
+            else:
+                p.terminate()
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        p.wait()
+
+
+def register(sock, pids, interval, tree):
+    conn = UnixConnection(sock)
+    for pid in pids:
+        body = {"pid": pid, "interval": interval}
+        if tree > 1:
+            body["children"] = True
+        conn.request("POST", "/v1/runs", __import__("json").dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 201:
+            sys.exit(f"register {pid}: {r.status} {data[:200]!r}")
+    conn.close()
+
+
+def perf_split(data):
+    """{dso: percent} of a perf.data, self time."""
+    out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso", "--stdio"],
+                         capture_output=True, text=True).stdout
+    split = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0].endswith("%") and not line.startswith("#"):
+            split[f[1]] = split.get(f[1], 0.0) + float(f[0].rstrip("%"))
+    return split
+
+
+def measure(args, n):
+    tmp = tempfile.mkdtemp(prefix="mlmond-cost.", dir=args.tmp)
+    roots, allp, procs = spawn(n, args.tree)
+    daemon = None
+    try:
+        daemon, sock, _, _ = benchlib.start_mlmond(args.mlmond, tmp)
+        if not sock:
+            sys.exit(f"mlmond did not start; see {tmp}/mlmond.log")
+        time.sleep(1)
+        anon0 = status_kib(daemon.pid, "RssAnon")
+        register(sock, roots, args.interval, args.tree)
+        time.sleep(3)
+        anon_reg = status_kib(daemon.pid, "RssAnon")
+        pidstat = subprocess.Popen(["pidstat", "-h", "-u", "-r", "-d", "-p", ",".join(map(str, allp)), "1",
+                                    str(args.duration + 10)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(2)
+        h0 = benchlib.call(sock, "GET", "/v1/health")[1]
+        perf = None
+        if args.perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-p", str(daemon.pid),
+                                     "-o", f"{tmp}/perf.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.time()
+        m0, p0 = cpu_s(daemon.pid), cpu_s(pidstat.pid)
+        ms0, ps0 = benchlib.sched_ns(daemon.pid), benchlib.sched_ns(pidstat.pid)
+        time.sleep(args.duration)
+        ms1, ps1 = benchlib.sched_ns(daemon.pid), benchlib.sched_ns(pidstat.pid)
+        m1, p1 = cpu_s(daemon.pid), cpu_s(pidstat.pid)
+        t1 = time.time()
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+        h1 = benchlib.call(sock, "GET", "/v1/health")[1]
+        pidstat.kill()
+        pidstat.wait()
+        anon1, rss1 = status_kib(daemon.pid, "RssAnon"), status_kib(daemon.pid, "VmRSS")
+        db = sqlite3.connect(f"file:{tmp}/db?mode=ro", uri=True)
+        rows = db.execute("SELECT count(*) FROM samples WHERE ts >= ? AND ts < ?",
+                          (int(t0 * 1000), int(t1 * 1000))).fetchone()[0]
+        db.close()
+        per = len(allp) // len(roots)
+        pid_samples = rows * per
+        wall = t1 - t0
+        nominal = len(allp) * wall
+        m_us = (ms1 - ms0) / 1e3 / max(pid_samples, 1)
+        p_us = (ps1 - ps0) / 1e3 / nominal
+        print(f"N={len(allp)} ({len(roots)} runs of {per}), {wall:.1f} s: mlmond {m_us:.2f} us/pid-sample "
+              f"(utime+stime {(m1 - m0) * 1e6 / max(pid_samples, 1):.2f}), pidstat {p_us:.2f} us/pid-sample "
+              f"(utime+stime {(p1 - p0) * 1e6 / nominal:.2f}), "
+              f"ratio {m_us / p_us:.3f}; {pid_samples} pid-samples stored ({rows} rows)")
+        print(f"  memory: RssAnon {anon0} KiB idle, {anon_reg} KiB registered, {anon1} KiB at the end: "
+              f"{(anon_reg - anon0) / len(roots):.2f} / {(anon1 - anon0) / len(roots):.2f} KiB per run; "
+              f"VmRSS {rss1 / 1024:.1f} MiB")
+        print(f"  ticks {h1['ticks'] - h0['ticks']}, overruns {h1['overruns'] - h0['overruns']}, "
+              f"last_tick_ms {h1['last_tick_ms']}")
+        if perf:
+            split = perf_split(f"{tmp}/perf.data")
+            top = sorted(split.items(), key=lambda kv: -kv[1])[:6]
+            print("  perf by library: " + ", ".join(f"{d} {p:.1f}%" for d, p in top))
+            sq = sum(p for d, p in split.items() if "sqlite" in d)
+            print(f"  SQLite: {sq:.1f}% = {m_us * per * sq / 100:.2f} us per stored sample")
+        if args.late:
+            time.sleep(args.late)
+            print(f"  after {args.late} s more: RssAnon {status_kib(daemon.pid, 'RssAnon')} KiB "
+                  f"({(status_kib(daemon.pid, 'RssAnon') - anon0) / len(roots):.2f} KiB per run), "
+                  f"VmRSS {status_kib(daemon.pid, 'VmRSS') / 1024:.1f} MiB")
+        sys.stdout.flush()
+    finally:
+        if daemon:
+            daemon.terminate()
+            daemon.wait()
+        end(procs, args.tree)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", default="1000")
+    ap.add_argument("-d", "--duration", type=int, default=20)
+    ap.add_argument("-i", "--interval", default="1s")
+    ap.add_argument("-t", "--tree", type=int, default=1)
+    ap.add_argument("-p", "--perf", action="store_true")
+    ap.add_argument("-k", "--keep", action="store_true")
+    ap.add_argument("--late", type=int, default=0)
+    ap.add_argument("-m", "--mlmond")
+    ap.add_argument("--tmp", default="/var/tmp")
+    args = ap.parse_args()
+    if not args.mlmond:
+        for b in ("build-bench", "build"):
+            if os.path.exists(f"{benchlib.SRC}/{b}/daemon/mlmond"):
+                args.mlmond = f"{benchlib.SRC}/{b}/daemon/mlmond"
+                break
+    if not args.mlmond or not shutil.which("pidstat"):
+        sys.exit("need an mlmond build (-m) and pidstat (Debian package sysstat)")
+    # mlmond keeps up to 5 fds a run (it raises its soft limit to the hard one): raise the
+    # hard one where it is too low and we may
+    need = 5 * max(int(x) for x in args.n.split(",")) + 1024
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, need), max(hard, need)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print(f"mlmond cost benchmark: {args.mlmond}, interval {args.interval}, {os.cpu_count()} CPUs, "
+          f"load {open('/proc/loadavg').read().split()[0]}")
+    for n in [int(x) for x in args.n.split(",")]:
+        measure(args, n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
