@@ -221,6 +221,12 @@ static void test_buckets(void) {
                 CHECK_EQ_INT(index_of(&h, v), (int64_t)ceil(x));
                 CHECK(rel_err(hist_quantile(&h, 0.5), v) == 0); /* clamped to min == max */
         }
+        /* and the definition itself, edges included: upper(k - 1) < v <= upper(k) */
+        for (int k = 0; k < 200000; k++) {
+                double v = exp((rng_unit() * 34.5 - 13.8)), s = v / 1000.0;
+                int64_t i = index_of(&h, v);
+                CHECK(s <= hist_bucket_upper_s((int32_t)i) && s > hist_bucket_upper_s((int32_t)i - 1));
+        }
 
         /* representative value of a bucket, seen through a wide histogram:
          * 2 lo hi / (lo + hi), within the accuracy of all its values */
