@@ -534,7 +534,11 @@ int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
 }
 
 /* Minimal LEB128 only (no padding groups), at most 64 bits. */
-static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
+static inline int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
+        if (*pos < len && buf[*pos] < 0x80) { /* one byte: most deltas and counts */
+                *ret = buf[(*pos)++];
+                return 0;
+        }
         uint64_t v = 0;
         for (unsigned k = 0; k < VARINT_MAX; k++) {
                 if (*pos >= len)
