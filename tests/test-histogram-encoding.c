@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/analyze/histogram.c, the encoding: round trip, every truncation,
- * random bit flips, crafted bad inputs, and the fuzz target on random bytes.
+ * random bit flips, crafted bad inputs, version 1 (the log buckets before
+ * schema 7) through a copy of its encoder, and the fuzz target on random
+ * bytes. --write-corpus writes the current version's seeds; the v1-* seeds
+ * were written by the version-1 code.
  *
  *   test-histogram-encoding                    run the checks
  *   test-histogram-encoding --write-corpus DIR write the fuzz seed corpus */

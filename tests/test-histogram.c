@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/analyze/histogram.c: quantile accuracy against exact sorted quantiles on
- * four distributions, exact count/sum/min/max/mean/stddev, merge order,
- * extreme values and rejected values (test-histogram-encoding.c: the
- * encoding). */
+/* daemon/analyze/histogram.c: every bucket bound of schema 7 against
+ * 2^(k/128) s and values exactly on them, Prometheus's index of known
+ * values, quantile accuracy against exact sorted quantiles on four
+ * distributions, exact count/sum/min/max/mean/stddev, merge order, extreme
+ * values and rejected values (test-histogram-encoding.c: the encoding, and
+ * the older one). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
