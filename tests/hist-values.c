@@ -71,7 +71,3 @@ uint64_t bucket_total(const struct hist *h) {
                 t += h->counts[k];
         return t;
 }
-
-double log_gamma_exact(void) {
-        return log((1.0 + HIST_RELATIVE_ACCURACY) / (1.0 - HIST_RELATIVE_ACCURACY));
-}

@@ -25,5 +25,3 @@ double *gen_values(const struct dist *d, uint64_t seed, size_t n);
 void fill(struct hist *h, const double *v, size_t n);
 /* The sum of the buckets' counts (the zero bucket not included). */
 uint64_t bucket_total(const struct hist *h);
-/* ln(gamma): the width of a bucket, in log space. */
-double log_gamma_exact(void);

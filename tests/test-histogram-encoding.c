@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/analyze/histogram.c, the encoding: round trip, every truncation,
- * random bit flips, crafted bad inputs, and the fuzz target on random bytes.
+ * random bit flips, crafted bad inputs, version 1 (the log buckets before
+ * schema 7) through a copy of its encoder, and the fuzz target on random
+ * bytes. --write-corpus writes the current version's seeds; the v1-* seeds
+ * were written by the version-1 code.
  *
  *   test-histogram-encoding                    run the checks
  *   test-histogram-encoding --write-corpus DIR write the fuzz seed corpus */
@@ -27,7 +30,7 @@ static bool hist_equal(const struct hist *a, const struct hist *b) {
 
 /* A tiny writer for crafted inputs. */
 struct wbuf {
-        uint8_t b[256];
+        uint8_t b[1 << 16];
         size_t n;
 };
 
@@ -70,9 +73,9 @@ static int decode_bytes(struct hist *h, const struct wbuf *w) {
         return hist_decode(h, w->b, w->n);
 }
 
-/* The middle of bucket i. */
+/* The middle of bucket i + 1, in milliseconds. */
 static double bucket_value(int i) {
-        return exp((i + 0.5) * log_gamma_exact());
+        return 1000.0 * exp2((i + 0.5) / 128.0);
 }
 
 /* A good encoding by hand: 3 values, 1 zero, buckets 100 (x1) and 103 (x1):
@@ -81,7 +84,7 @@ static void good_encoding(struct wbuf *w) {
         static const uint64_t rest[] = { 2, 0, 1, 3, 1 };
         double v100 = bucket_value(99), v103 = bucket_value(102);
         w->n = 0;
-        w_u8(w, 1);
+        w_u8(w, HIST_ENCODING_VERSION);
         w_varint(w, 3);
         w_varint(w, 1);
         w_zigzag(w, 100);
@@ -118,7 +121,7 @@ static void test_encoding_good(void) {
 
         /* the empty histogram */
         w.n = 0;
-        w_u8(&w, 1);
+        w_u8(&w, HIST_ENCODING_VERSION);
         for (int k = 0; k < 4; k++)
                 w_varint(&w, 0);
         w_doubles(&w, 0, 0, 0, 0);
@@ -153,48 +156,55 @@ static size_t bad_cases(struct bad_case *cases) {
 #define DBL_OK w_doubles(&w, 10, 100, 1, 9)
 
         ADD_CASE("version 0", HDR(0, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("version 2", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("zero > count", HDR(1, 1, 2, 0, 0), DBL_OK);
-        ADD_CASE("counts short", HDR(1, 3, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 2), DBL_OK);
-        ADD_CASE("counts over", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 2), DBL_OK);
-        ADD_CASE("no buckets, lo", HDR(1, 1, 1, 5, 0), DBL_OK);
-        ADD_CASE("lo below range", HDR(1, 1, 0, -1382, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("lo above range", HDR(1, 1, 0, 2074, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("lo huge", HDR(1, 1, 0, INT64_MIN, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("index beyond range", HDR(1, 2, 0, 2073, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
+        ADD_CASE("version 3", HDR(3, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("zero > count", HDR(2, 1, 2, 0, 0), DBL_OK);
+        ADD_CASE("counts short", HDR(2, 3, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 2), DBL_OK);
+        ADD_CASE("counts over", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 2), DBL_OK);
+        ADD_CASE("no buckets, lo", HDR(2, 1, 1, 5, 0), DBL_OK);
+        ADD_CASE("lo below range", HDR(2, 1, 0, -3827, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("lo above range", HDR(2, 1, 0, 2553, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("lo huge", HDR(2, 1, 0, INT64_MIN, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("index beyond range", HDR(2, 2, 0, 2552, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
                  w_varint(&w, 1), DBL_OK);
-        ADD_CASE("delta wraps", HDR(1, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, UINT64_MAX),
+        ADD_CASE("delta wraps", HDR(2, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, UINT64_MAX),
                  w_varint(&w, 1), DBL_OK);
-        ADD_CASE("first delta not 0", HDR(1, 1, 0, 5, 1), w_varint(&w, 1), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("repeated index", HDR(1, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 0),
+        ADD_CASE("first delta not 0", HDR(2, 1, 0, 5, 1), w_varint(&w, 1), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("repeated index", HDR(2, 2, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 0),
                  w_varint(&w, 1), DBL_OK);
-        ADD_CASE("empty bucket listed", HDR(1, 1, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
+        ADD_CASE("empty bucket listed", HDR(2, 1, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
                  w_varint(&w, 0), DBL_OK);
-        ADD_CASE("bucket counts overflow", HDR(1, 0, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1ull << 63),
+        ADD_CASE("bucket counts overflow", HDR(2, 0, 0, 5, 2), w_varint(&w, 0), w_varint(&w, 1ull << 63),
                  w_varint(&w, 1), w_varint(&w, 1ull << 63), w_doubles(&w, 0, 0, 0, 0));
-        ADD_CASE("nb huge", HDR(1, 1, 0, 5, UINT64_MAX), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("nb beyond the bytes", HDR(1, 1, 0, 5, 3000), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("overlong varint", w_u8(&w, 1), w_u8(&w, 0x81), w_u8(&w, 0x00), w_varint(&w, 0), w_zigzag(&w, 5),
+        ADD_CASE("nb huge", HDR(2, 1, 0, 5, UINT64_MAX), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("nb beyond the bytes", HDR(2, 1, 0, 5, 3000), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("overlong varint", w_u8(&w, 2), w_u8(&w, 0x81), w_u8(&w, 0x00), w_varint(&w, 0), w_zigzag(&w, 5),
                  w_varint(&w, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
-        ADD_CASE("varint 11 bytes", w_u8(&w, 1), memset(w.b + w.n, 0xff, 10), w.n += 10, w_u8(&w, 0x01),
+        ADD_CASE("varint 11 bytes", w_u8(&w, 2), memset(w.b + w.n, 0xff, 10), w.n += 10, w_u8(&w, 0x01),
                  w_varint(&w, 0), w_zigzag(&w, 0), w_varint(&w, 0), DBL_OK);
-        ADD_CASE("varint over 64 bits", w_u8(&w, 1), memset(w.b + w.n, 0xff, 9), w.n += 9, w_u8(&w, 0x02),
+        ADD_CASE("varint over 64 bits", w_u8(&w, 2), memset(w.b + w.n, 0xff, 9), w.n += 9, w_u8(&w, 0x02),
                  w_varint(&w, 0), w_zigzag(&w, 0), w_varint(&w, 0), DBL_OK);
-        ADD_CASE("trailing byte", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK, w_u8(&w, 0));
-        ADD_CASE("doubles short", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_double(&w, 1),
+        ADD_CASE("trailing byte", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK, w_u8(&w, 0));
+        ADD_CASE("doubles short", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_double(&w, 1),
                  w_double(&w, 1), w_double(&w, 1));
-        ADD_CASE("sum NaN", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, NAN, 1, 1, 1));
-        ADD_CASE("sum_sq inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, INFINITY, 1, 1));
-        ADD_CASE("min -inf", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -INFINITY, 1));
-        ADD_CASE("max NaN", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 1, NAN));
-        ADD_CASE("min negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -1, 1));
-        ADD_CASE("min -0", HDR(1, 1, 1, 0, 0), w_doubles(&w, 0, 0, -0.0, 0));
-        ADD_CASE("sum negative", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, -1, 1, 1, 1));
-        ADD_CASE("min > max", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 2, 1));
-        ADD_CASE("empty with a sum", HDR(1, 0, 0, 0, 0), w_doubles(&w, 1, 0, 0, 0));
-        ADD_CASE("empty with a max", HDR(1, 0, 0, 0, 0), w_doubles(&w, 0, 0, 0, 1));
+        ADD_CASE("sum NaN", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, NAN, 1, 1, 1));
+        ADD_CASE("sum_sq inf", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, INFINITY, 1, 1));
+        ADD_CASE("min -inf", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -INFINITY, 1));
+        ADD_CASE("max NaN", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 1, NAN));
+        ADD_CASE("min negative", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, -1, 1));
+        ADD_CASE("min -0", HDR(2, 1, 1, 0, 0), w_doubles(&w, 0, 0, -0.0, 0));
+        ADD_CASE("sum negative", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, -1, 1, 1, 1));
+        ADD_CASE("min > max", HDR(2, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 2, 1));
+        ADD_CASE("empty with a sum", HDR(2, 0, 0, 0, 0), w_doubles(&w, 1, 0, 0, 0));
+        ADD_CASE("empty with a max", HDR(2, 0, 0, 0, 0), w_doubles(&w, 0, 0, 0, 1));
+        /* version 1's own range and rules */
+        ADD_CASE("v1 lo below range", HDR(1, 1, 0, -1382, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("v1 lo above range", HDR(1, 1, 0, 2074, 1), w_varint(&w, 0), w_varint(&w, 1), DBL_OK);
+        ADD_CASE("v1 index beyond range", HDR(1, 2, 0, 2073, 2), w_varint(&w, 0), w_varint(&w, 1), w_varint(&w, 1),
+                 w_varint(&w, 1), DBL_OK);
+        ADD_CASE("v1 counts short", HDR(1, 3, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 2), DBL_OK);
+        ADD_CASE("v1 min > max", HDR(1, 1, 0, 5, 1), w_varint(&w, 0), w_varint(&w, 1), w_doubles(&w, 1, 1, 2, 1));
         ADD_CASE("nothing", (void)0);
-        ADD_CASE("version only", w_u8(&w, 1));
+        ADD_CASE("version only", w_u8(&w, 2));
 
 #undef ADD_CASE
 #undef HDR
@@ -277,12 +287,13 @@ static void test_encoding_damage(void) {
                                 check_empty_valid(&d);
                                 continue;
                         }
-                        /* it decoded (a flipped double, say): canonical, consistent */
+                        /* it decoded (a flipped double, say): canonical (unless
+                         * it became version 1), consistent */
                         decoded_flips++;
                         _cleanup_free_ uint8_t *again = NULL;
                         size_t alen;
                         CHECK_EQ_INT(hist_encode(&d, &again, &alen), 0);
-                        CHECK(alen == len && memcmp(again, p, len) == 0);
+                        CHECK(p[0] == 1 || (alen == len && memcmp(again, p, len) == 0));
                         CHECK_EQ_INT(bucket_total(&d), d.count - d.zero_count);
                         if (d.count) {
                                 double q = hist_quantile(&d, 0.5);
@@ -297,6 +308,148 @@ static void test_encoding_damage(void) {
         for (int k = 0; k < 4; k++)
                 hist_done(&h[k]);
         free(v);
+}
+
+/* ---- version 1 ------------------------------------------------------------ */
+
+/* The encoder of version 1, kept here only: log buckets of gamma =
+ * 1.005 / 0.995 over milliseconds, i in [-1381, 2073], index(v) =
+ * ceil(ln(v) / ln(gamma)). */
+static void v1_encode(struct wbuf *w, const double *v, size_t n, const uint64_t *weight) {
+        enum { V1_MIN = -1381, V1_MAX = 2073 };
+        static uint64_t buckets[V1_MAX - V1_MIN + 1];
+        uint64_t count = 0, zero = 0;
+        double sum = 0, sum_sq = 0, min = 0, max = 0;
+        memset(buckets, 0, sizeof buckets);
+        for (size_t k = 0; k < n; k++) {
+                double x = v[k];
+                uint64_t c = weight ? weight[k] : 1;
+                if (x < 1e-6)
+                        zero += c;
+                else
+                        buckets[(x > 1e9 ? V1_MAX : (int)ceil(log(x) * 99.99916666111281)) - V1_MIN] += c;
+                sum += x * (double)c;
+                sum_sq += x * x * (double)c;
+                if (count == 0 || x < min)
+                        min = x;
+                if (count == 0 || x > max)
+                        max = x;
+                count += c;
+        }
+        int first = -1, last = -1, nb = 0;
+        for (int i = 0; i <= V1_MAX - V1_MIN; i++)
+                if (buckets[i]) {
+                        if (first < 0)
+                                first = i;
+                        last = i;
+                        nb++;
+                }
+        w->n = 0;
+        w_u8(w, 1);
+        w_varint(w, count);
+        w_varint(w, zero);
+        w_zigzag(w, first < 0 ? 0 : first + V1_MIN);
+        w_varint(w, (uint64_t)nb);
+        for (int i = first, prev = first; first >= 0 && i <= last; i++)
+                if (buckets[i]) {
+                        w_varint(w, (uint64_t)(i - prev));
+                        w_varint(w, buckets[i]);
+                        prev = i;
+                }
+        w_doubles(w, sum, sum_sq, min, max);
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* The worst relative error of 1001 quantiles of h against sorted[0..n). */
+static double worst_quantile_error(const struct hist *h, const double *sorted, size_t n) {
+        double worst = 0;
+        for (int p = 0; p <= 1000; p++) {
+                double want = sorted[(size_t)floor(p / 1000.0 * (double)(n - 1))], got = hist_quantile(h, p / 1000.0);
+                double e = got == want ? 0 : fabs(got - want) / want;
+                CHECK(got >= h->min && got <= h->max);
+                if (e > worst)
+                        worst = e;
+        }
+        return worst;
+}
+
+/* Version 1 histograms (slices stored before the base-2 buckets) decode
+ * into the current buckets: count, zero bucket, sum and extremes exact,
+ * quantiles within 0.5% + HIST_RELATIVE_ACCURACY, alone and merged with
+ * new ones; they re-encode as the current version. */
+static void test_version1(void) {
+        enum { N = 20000 };
+        const double bound = 1.005 * (1 + HIST_RELATIVE_ACCURACY) - 1 + 1e-9;
+        static struct wbuf w;
+        struct hist d, again, native;
+        hist_init(&d);
+        hist_init(&again);
+        hist_init(&native);
+        for (size_t k = 0; k < N_DISTS; k++) {
+                double *v = gen_values(&dists[k], 77 + k, 2 * N);
+                v[0] = 0; /* the zero bucket, the range's ends */
+                v[1] = 1e-6;
+                v[2] = 2e9;
+                v1_encode(&w, v, N, NULL);
+                CHECK_EQ_INT(decode_bytes(&d, &w), 0);
+                CHECK_EQ_INT(d.count, N);
+                CHECK_EQ_INT(d.zero_count, 1);
+                CHECK_EQ_INT(bucket_total(&d), N - 1);
+                double sum = 0, min = v[0], max = v[0];
+                for (size_t i = 0; i < N; i++) {
+                        sum += v[i];
+                        min = v[i] < min ? v[i] : min;
+                        max = v[i] > max ? v[i] : max;
+                }
+                CHECK(d.sum == sum && d.min == min && d.max == max);
+
+                /* alone */
+                double *sorted = malloc(2 * N * sizeof sorted[0]);
+                memcpy(sorted, v, N * sizeof sorted[0]);
+                qsort(sorted, N, sizeof sorted[0], cmp_double);
+                double e1 = worst_quantile_error(&d, sorted, N);
+                CHECK(e1 <= bound);
+
+                /* the current version, byte for byte canonical again */
+                _cleanup_free_ uint8_t *enc = NULL;
+                size_t len;
+                CHECK_EQ_INT(hist_encode(&d, &enc, &len), 0);
+                CHECK(enc[0] == HIST_ENCODING_VERSION);
+                CHECK_EQ_INT(hist_decode(&again, enc, len), 0);
+                CHECK(hist_equal(&again, &d));
+
+                /* merged with a histogram of new values */
+                hist_reset(&native);
+                fill(&native, v + N, N);
+                CHECK_EQ_INT(hist_merge(&d, &native), 0);
+                memcpy(sorted, v, 2 * N * sizeof sorted[0]);
+                qsort(sorted, 2 * N, sizeof sorted[0], cmp_double);
+                double e2 = worst_quantile_error(&d, sorted, 2 * N);
+                CHECK(e2 <= bound);
+                printf("version 1 %-18s worst relative error %.5f, merged with new values %.5f (bound %.5f)\n",
+                       dists[k].name, e1, e2, bound);
+                free(sorted);
+                free(v);
+        }
+
+        /* one value, weights: exact through the clamp to [min, max] */
+        static const double one[] = { 5.0 };
+        static const uint64_t weights[] = { 1000 };
+        v1_encode(&w, one, 1, weights);
+        CHECK_EQ_INT(decode_bytes(&d, &w), 0);
+        CHECK(d.count == 1000 && hist_quantile(&d, 0.5) == 5.0);
+        CHECK_EQ_INT(bucket_total(&d), 1000);
+        hist_reset(&again);
+        CHECK_EQ_INT(hist_add(&again, 5.0, 1000), 0);
+        CHECK(same_buckets(&d, &again));
+
+        hist_done(&d);
+        hist_done(&again);
+        hist_done(&native);
 }
 
 /* ---- fuzz seed corpus ------------------------------------------------------ */
@@ -381,6 +534,7 @@ int main(int argc, char *argv[]) {
         test_encoding_good();
         test_encoding_crafted();
         test_encoding_damage();
+        test_version1();
         test_fuzz_target();
         TEST_DONE();
 }

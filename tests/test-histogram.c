@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/analyze/histogram.c: quantile accuracy against exact sorted quantiles on
- * four distributions, exact count/sum/min/max/mean/stddev, merge order,
- * extreme values and rejected values (test-histogram-encoding.c: the
- * encoding). */
+/* daemon/analyze/histogram.c: every bucket bound of schema 7 against
+ * 2^(k/128) s and values exactly on them, Prometheus's index of known
+ * values, quantile accuracy against exact sorted quantiles on four
+ * distributions, exact count/sum/min/max/mean/stddev, merge order, extreme
+ * values and rejected values (test-histogram-encoding.c: the encoding, and
+ * the older one). */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,47 +129,118 @@ static void test_distribution(const struct dist *d, uint64_t seed) {
         free(v);
 }
 
-/* Bucket boundaries and the hard-coded ln(gamma). */
+/* Bucket k of schema 7 in seconds: (2^((k-1)/128), 2^(k/128)], from the
+ * formula in long double. */
+static long double bound_exact(int32_t k) {
+        return exp2l((long double)k / 128.0L);
+}
+
+/* A millisecond value whose /1000 is exactly s, if there is one near. */
+static bool ms_for_seconds(double s, double *ret) {
+        double v = s * 1000.0;
+        for (int k = 0; k < 4; k++, v = nextafter(v, 0))
+                ;
+        for (int k = 0; k < 8; k++, v = nextafter(v, INFINITY))
+                if (v / 1000.0 == s) {
+                        *ret = v;
+                        return true;
+                }
+        return false;
+}
+
+static int64_t index_of(struct hist *h, double v_ms) {
+        hist_reset(h);
+        CHECK_EQ_INT(hist_add(h, v_ms, 1), 0);
+        return only_bucket(h);
+}
+
+/* Every upper bound against the formula; values exactly on a bound (in
+ * seconds) go to the lower bucket, the next double up to the next one. */
+static void test_bounds(void) {
+        struct hist h;
+        hist_init(&h);
+        unsigned on_bound = 0;
+        for (int32_t k = -3826; k <= 2552; k++) {
+                double up = hist_bucket_upper_s(k);
+                long double exact = bound_exact(k);
+                CHECK((long double)up <= exact && (long double)nextafter(up, INFINITY) > exact);
+                if (k % 128 == 0)
+                        CHECK(up == ldexp(1.0, k / 128)); /* powers of two, exactly */
+                double v;
+                if (k > -3826 && k < 2552 && ms_for_seconds(up, &v)) {
+                        on_bound++;
+                        CHECK_EQ_INT(index_of(&h, v), k);
+                        while (v / 1000.0 == up) /* the next value up, in seconds */
+                                v = nextafter(v, INFINITY);
+                        CHECK(v / 1000.0 <= nextafter(nextafter(up, INFINITY), INFINITY));
+                        CHECK_EQ_INT(index_of(&h, v), k + 1);
+                }
+        }
+        printf("bounds: %u values exactly on a bound\n", on_bound);
+        CHECK(on_bound > 1000);
+
+        /* Prometheus's index for known values: 1 s is bucket 0's upper bound,
+         * 2 s bucket 128's */
+        static const struct {
+                double ms;
+                int64_t k;
+        } known[] = {
+                { 1000, 0 },        { 2000, 128 },     { 500, -128 },        { 250, -256 },  { 1e6, 1276 },
+                { 1, -1275 },       { 100, -425 },     { 3000, 203 },        { 12.3, -812 }, { 60000, 757 },
+                { 1000.000001, 1 }, { 999.999999, 0 }, { 2000.000001, 129 },
+        };
+        for (size_t k = 0; k < ELEMENTSOF(known); k++) {
+                if (index_of(&h, known[k].ms) != known[k].k)
+                        fprintf(stderr, "%g ms: bucket %" PRIi64 ", want %" PRIi64 "\n", known[k].ms, only_bucket(&h),
+                                known[k].k);
+                CHECK_EQ_INT(only_bucket(&h), known[k].k);
+        }
+        hist_done(&h);
+}
+
+/* Bucket indexes of random values, the range's ends, representative values. */
 static void test_buckets(void) {
-        double lg = log_gamma_exact();
         struct hist h;
         hist_init(&h);
 
-        CHECK_EQ_INT(hist_add(&h, HIST_MIN_VALUE_MS, 1), 0);
+        CHECK_EQ_INT(index_of(&h, HIST_MIN_VALUE_MS), -3826);
         CHECK_EQ_INT(h.zero_count, 0);
-        CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(log(HIST_MIN_VALUE_MS) / lg));
-        CHECK_EQ_INT(only_bucket(&h), -1381);
-        hist_reset(&h);
-        CHECK_EQ_INT(hist_add(&h, HIST_MAX_VALUE_MS, 1), 0);
-        CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(log(HIST_MAX_VALUE_MS) / lg));
-        CHECK_EQ_INT(only_bucket(&h), 2073);
+        CHECK_EQ_INT(index_of(&h, HIST_MAX_VALUE_MS), 2552);
+        CHECK(rel_err(HIST_ZERO_THRESHOLD_S * 1000.0, HIST_MIN_VALUE_MS) < 1e-15);
+        CHECK(fabs(HIST_RELATIVE_ACCURACY - (exp2(1.0 / 128) - 1) / (exp2(1.0 / 128) + 1)) < 1e-6);
+        CHECK(HIST_RELATIVE_ACCURACY >= (exp2(1.0 / 128) - 1) / (exp2(1.0 / 128) + 1));
 
-        /* index(v) = ceil(ln v / ln gamma), away from the edges where the
-         * last bit of log() may go either way */
+        /* index(v) = ceil(128 log2(v / 1000)), away from the edges where the
+         * last bit of log2() may go either way */
         rng_seed(7);
         for (int k = 0; k < 20000; k++) {
                 double v = exp((rng_unit() * 35.0 - 13.8)); /* 1e-6 .. 1.6e9 */
                 if (v < HIST_MIN_VALUE_MS || v > HIST_MAX_VALUE_MS)
                         continue;
-                double x = log(v) / lg;
+                double x = 128.0 * log2(v / 1000.0);
                 if (fabs(x - nearbyint(x)) < 1e-9)
                         continue;
-                hist_reset(&h);
-                CHECK_EQ_INT(hist_add(&h, v, 1), 0);
-                CHECK_EQ_INT(only_bucket(&h), (int64_t)ceil(x));
-                /* the representative value: within a of v */
+                CHECK_EQ_INT(index_of(&h, v), (int64_t)ceil(x));
                 CHECK(rel_err(hist_quantile(&h, 0.5), v) == 0); /* clamped to min == max */
         }
+        /* and the definition itself, edges included: upper(k - 1) < v <= upper(k) */
+        for (int k = 0; k < 200000; k++) {
+                double v = exp((rng_unit() * 34.5 - 13.8)), s = v / 1000.0;
+                int64_t i = index_of(&h, v);
+                CHECK(s <= hist_bucket_upper_s((int32_t)i) && s > hist_bucket_upper_s((int32_t)i - 1));
+        }
 
-        /* representative value of a bucket, seen through a wide histogram */
+        /* representative value of a bucket, seen through a wide histogram:
+         * 2 lo hi / (lo + hi), within the accuracy of all its values */
         hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, 1e-3, 1), 0);
         CHECK_EQ_INT(hist_add(&h, 1e6, 1), 0);
         CHECK_EQ_INT(hist_add(&h, 7.0, 1), 0);
-        double rep = 2.0 * pow((1.0 + HIST_RELATIVE_ACCURACY) / (1.0 - HIST_RELATIVE_ACCURACY), ceil(log(7.0) / lg)) /
-                     ((1.0 + HIST_RELATIVE_ACCURACY) / (1.0 - HIST_RELATIVE_ACCURACY) + 1.0);
+        double hi = 1000.0 * exp2(ceil(128.0 * log2(7.0 / 1000.0)) / 128.0), lo = hi / exp2(1.0 / 128);
+        double rep = 2 * lo * hi / (lo + hi);
         CHECK(rel_err(hist_quantile(&h, 0.5), rep) < 1e-12);
         CHECK(rel_err(hist_quantile(&h, 0.5), 7.0) <= HIST_RELATIVE_ACCURACY + EPS_REL);
+        CHECK(rel_err(rep, lo) <= HIST_RELATIVE_ACCURACY && rel_err(rep, hi) <= HIST_RELATIVE_ACCURACY);
         CHECK(hist_quantile(&h, 0) == 1e-3);
         CHECK(hist_quantile(&h, 1) == 1e6);
         hist_done(&h);
@@ -189,8 +263,8 @@ static void test_growth(void) {
         }
         CHECK(same_buckets(&up, &down));
         CHECK(same_buckets(&up, &zig));
-        CHECK(up.n <= 2073 + 1381 + 1);
-        CHECK(up.lo >= -1381 && down.lo >= -1381);
+        CHECK(up.n <= 2552 + 3826 + 1);
+        CHECK(up.lo >= -3826 && down.lo >= -3826);
         CHECK_EQ_INT(bucket_total(&up), 3001);
         CHECK(hist_quantile(&up, 0) == up.min && hist_quantile(&up, 1) == up.max);
         CHECK_EQ_INT(hist_merge(&all, &up), 0);
@@ -379,14 +453,14 @@ static void test_value_range(void) {
         /* beyond HIST_MAX_VALUE_MS: last bucket, max and sum exact */
         hist_reset(&h);
         CHECK_EQ_INT(hist_add(&h, 1e12, 1), 0);
-        CHECK_EQ_INT(only_bucket(&h), 2073);
+        CHECK_EQ_INT(only_bucket(&h), 2552);
         CHECK(h.max == 1e12 && h.min == 1e12 && h.sum == 1e12);
         CHECK(hist_quantile(&h, 0.5) == 1e12); /* clamped into [min, max] */
         CHECK_EQ_INT(hist_add(&h, 2e9, 1), 0);
-        CHECK_EQ_INT(only_bucket(&h), 2073);
+        CHECK_EQ_INT(only_bucket(&h), 2552);
         CHECK_EQ_INT(hist_add(&h, 1.0, 1), 0);
         CHECK(h.max == 1e12 && h.min == 1.0 && h.sum == 1e12 + 2e9 + 1.0);
-        CHECK_EQ_INT(bucket_at(&h, 2073), 2);
+        CHECK_EQ_INT(bucket_at(&h, 2552), 2);
         CHECK(hist_quantile(&h, 1) == 1e12);
         CHECK_EQ_INT(hist_add(&h, 2e9, 1), 0);
         double top = hist_quantile(&h, 0.5); /* rank 1 of 4: 2e9, in the last bucket */
@@ -492,6 +566,7 @@ static void test_count_above(void) {
 int main(void) {
         for (size_t k = 0; k < N_DISTS; k++)
                 test_distribution(&dists[k], 1000 + k);
+        test_bounds();
         test_buckets();
         test_growth();
         test_merge();

@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* Log-bucketed mergeable histogram, see histogram.h.
+/* Base-2 exponential histogram, see histogram.h.
  *
- * Bucket i holds (gamma^(i-1), gamma^i]; index(v) = ceil(ln(v) / ln(gamma)).
- * Its representative value 2 gamma^i / (gamma + 1) = (1 - a) gamma^i lies
- * within a relative error of a of every value of the bucket.
+ * Bucket k holds (2^((k-1)/128), 2^(k/128)] seconds. index(v): with
+ * v / 1000 = f 2^e, f in [0.5, 1) (frexp, exact), k = 128 (e - 1) + j where
+ * j is the first j in [0, 128] with f <= hist_bounds[j] (hist_bounds[128]
+ * being 1): the scheme of Prometheus's Go client, which finds j by binary
+ * search; here a polynomial guesses it and the table corrects the guess.
+ * hist_bounds[j] is the largest double not above 2^(j/128) / 2, so a value
+ * exactly on a boundary, or within an ulp of it, lands where exact
+ * arithmetic puts it (test-histogram checks the table against the
+ * formula). Its
+ * representative value 2 lo hi / (lo + hi) = 2 hi / (2^(1/128) + 1) is
+ * within (2^(1/128) - 1) / (2^(1/128) + 1) of every value of the bucket.
  *
  * Beyond the header's contract:
  *  - weight 0 is a no-op (the value is still validated);
@@ -16,10 +24,10 @@
  *  - hist_decode() needs *h initialised (hist_init) and accepts only the
  *    canonical encoding hist_encode() writes (minimal varints, first bucket
  *    at lo, strictly increasing indexes, no empty bucket listed, no negative
- *    zero), so encode(decode(buf)) == buf byte for byte.
+ *    zero), so encode(decode(buf)) == buf byte for byte for version 2.
  *
- * Encoding, version 1:
- *   u8 1, varint count, varint zero_count, varint zigzag(lo), varint nb,
+ * Encoding, versions 1 and 2 (which differ only in their buckets):
+ *   u8 version, varint count, varint zero_count, varint zigzag(lo), varint nb,
  *   nb x (varint index delta, varint count), f64le sum, sum_sq, min, max
  * lo is the index of the first non-empty bucket (0 when there is none); the
  * first delta is 0, each next one the distance from the previous bucket. */
@@ -30,31 +38,91 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* gamma = (1 + a) / (1 - a) with a = 0.005; ln(gamma) and its inverse as
- * literals (C has no constant log()); test-histogram checks them. */
-#define HIST_GAMMA ((1.0 + HIST_RELATIVE_ACCURACY) / (1.0 - HIST_RELATIVE_ACCURACY))
-static const double hist_log_gamma = 0.010000083334583179;
-static const double hist_inv_log_gamma = 99.99916666111281;
-/* 2 / (gamma + 1) */
-static const double hist_rep_factor = 1.0 - HIST_RELATIVE_ACCURACY;
+#define HIST_PER_OCTAVE (1 << HIST_SCHEMA)
 
-/* index(HIST_MIN_VALUE_MS) and index(HIST_MAX_VALUE_MS): ln(1e-6)/ln(gamma)
- * = -1381.54, ln(1e9)/ln(gamma) = 2072.31, far from integers, so no libm
- * rounding can move them. */
-#define HIST_INDEX_MIN (-1381)
-#define HIST_INDEX_MAX 2073
+/* The largest double not above 2^(j/128) / 2, j = 0..127. */
+/* clang-format off */
+static const double hist_bounds[HIST_PER_OCTAVE] = {
+        0.5, 0.5027149505564014, 0.5054446430258501, 0.5081891574554764,
+        0.5109485743270583, 0.5137229745593818, 0.5165124395106142, 0.5193170509806894,
+        0.5221368912137069, 0.5249720429003436, 0.5278225891802786, 0.5306886136446309,
+        0.5335702003384117, 0.5364674337629877, 0.5393803988785598, 0.5423091811066546,
+        0.5452538663326287, 0.5482145409081883, 0.5511912916539204, 0.5541842058618393,
+        0.5571933712979462, 0.5602188762048033, 0.5632608093041209, 0.5663192597993596,
+        0.5693943173783458, 0.5724860722159021, 0.5755946149764913, 0.5787200368168754,
+        0.5818624293887887, 0.585021884841625, 0.5881984958251406, 0.5913923554921705,
+        0.5946035575013605, 0.5978321960199137, 0.6010783657263515, 0.6043421618132907,
+        0.6076236799902344, 0.6109230164863787, 0.6142402680534349, 0.6175755319684666,
+        0.620928906036742, 0.6243004885946023, 0.6276903785123454, 0.6310986751971253,
+        0.6345254785958666, 0.637970889198196, 0.6414350080393891, 0.6449179367033329,
+        0.6484197773255048, 0.6519406325959679, 0.6554806057623821, 0.6590398006330319,
+        0.6626183215798706, 0.6662162735415806, 0.6698337620266515, 0.6734708931164729,
+        0.6771277734684463, 0.6808045103191124, 0.6845012114872953, 0.688217985377265,
+        0.6919549409819159, 0.695712187885963, 0.6994898362691555, 0.7032879969095077,
+        0.7071067811865475, 0.7109463010845827, 0.7148066691959849, 0.7186879987244911,
+        0.7225904034885232, 0.7265139979245262, 0.7304588970903234, 0.7344252166684909,
+        0.7384130729697496, 0.7424225829363762, 0.7464538641456324, 0.7505070348132127,
+        0.7545822137967113, 0.7586795205991073, 0.7627990753722691, 0.766940998920478,
+        0.7711054127039704, 0.7752924388424999, 0.7795022001189185, 0.7837348199827764,
+        0.7879904225539431, 0.7922691326262468, 0.7965710756711334, 0.8008963778413466,
+        0.8052451659746271, 0.8096175675974319, 0.8140137109286738, 0.8184337248834822,
+        0.8228777390769824, 0.8273458838280972, 0.8318382901633682, 0.8363550898207982,
+        0.8408964152537145, 0.8454623996346525, 0.8500531768592616, 0.8546688815502314,
+        0.8593096490612389, 0.8639756154809187, 0.8686669176368531, 0.8733836930995844,
+        0.8781260801866497, 0.8828942179666364, 0.8876882462632606, 0.8925083056594675,
+        0.8973545375015536, 0.9022270839033119, 0.9071260877501993, 0.9120516927035266,
+        0.9170040432046712, 0.9219832844793129, 0.9269895625416927, 0.9320230241988945,
+        0.9370838170551499, 0.9421720895161672, 0.9472879907934828, 0.9524316709088371,
+        0.9576032806985736, 0.9628029718180624, 0.9680308967461472, 0.9732872087896166,
+        0.9785720620877001, 0.9838856116165878, 0.9892280131939755, 0.9945994234836332,
+};
+/* clang-format on */
+
+/* 2 / (2^(1/128) + 1), times 1000 for milliseconds */
+static const double hist_rep_factor_ms = 0.9972924004425239 * 1000.0;
+
+/* index(HIST_MIN_VALUE_MS) and index(HIST_MAX_VALUE_MS): 128 log2(1e-9) =
+ * -3826.86, 128 log2(1e6) = 2551.24, far from integers. */
+#define HIST_INDEX_MIN (-3826)
+#define HIST_INDEX_MAX 2552
 #define HIST_INDEX_SPAN ((uint32_t)(HIST_INDEX_MAX - HIST_INDEX_MIN + 1))
 
-#define HIST_ENCODING_VERSION 1
 #define HIST_INITIAL_BUCKETS 64u
 
-static inline int32_t hist_index(double v) {
-        /* HIST_MIN_VALUE_MS <= v <= HIST_MAX_VALUE_MS */
-        return (int32_t)ceil(log(v) * hist_inv_log_gamma);
+static inline int32_t hist_index(double v_ms) {
+        /* HIST_MIN_VALUE_MS <= v_ms <= HIST_MAX_VALUE_MS: a normal double */
+        /* frexp() by hand: f in [0.5, 1), v_ms / 1000 = f 2^e */
+        double s = v_ms / 1000.0, f;
+        uint64_t bits;
+        memcpy(&bits, &s, sizeof bits);
+        int e = (int)((bits >> 52) & 0x7ff) - 1022;
+        bits = (bits & ~(0x7ffull << 52)) | (1022ull << 52);
+        memcpy(&f, &bits, sizeof f);
+        /* a cubic for log2(2f) (off by 0.0013, a sixth of a bucket) guesses
+         * j, the table decides: the first j with f <= hist_bounds[j],
+         * hist_bounds[128] being 1 */
+        double m = 2.0 * f - 1.0;
+        double l2 = m * (1.4234951832369709 + m * (-0.5877732323896097 + m * 0.16559337082288136));
+        int j = (int)ceil(l2 * HIST_PER_OCTAVE);
+        if (j > HIST_PER_OCTAVE)
+                j = HIST_PER_OCTAVE;
+        if (j < 0)
+                j = 0;
+        while (j > 0 && f <= hist_bounds[j - 1])
+                j--;
+        while (j < HIST_PER_OCTAVE && f > hist_bounds[j])
+                j++;
+        return (int32_t)((e - 1) * HIST_PER_OCTAVE + j);
 }
 
-static inline double hist_bucket_value(int64_t i) {
-        return exp((double)i * hist_log_gamma) * hist_rep_factor;
+double hist_bucket_upper_s(int32_t k) {
+        int32_t j = k & (HIST_PER_OCTAVE - 1);
+        int32_t octave = (k - j) / HIST_PER_OCTAVE; /* floor(k / 128) */
+        return ldexp(hist_bounds[j], octave + 1);
+}
+
+static inline double hist_bucket_value(int64_t k) {
+        return hist_bucket_upper_s((int32_t)k) * hist_rep_factor_ms;
 }
 
 void hist_init(struct hist *h) {
@@ -89,7 +157,7 @@ static int hist_grow(struct hist *h, int32_t first, int32_t last) {
                 new_lo = first < lo ? first : lo;
                 new_hi = last > hi ? last : hi;
                 /* geometric (x1.25 at least, so amortised O(1) per add; the whole
-                 * range is only 3455 buckets anyway), the slack on the growing
+                 * range is only 6379 buckets anyway), the slack on the growing
                  * side(s): latencies spread out from where they started */
                 int64_t extra = (new_hi - new_lo + 1) / 4;
                 if (extra < HIST_INITIAL_BUCKETS / 2)
@@ -373,7 +441,11 @@ int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len) {
 }
 
 /* Minimal LEB128 only (no padding groups), at most 64 bits. */
-static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
+static inline int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
+        if (*pos < len && buf[*pos] < 0x80) { /* one byte: most deltas and counts */
+                *ret = buf[(*pos)++];
+                return 0;
+        }
         uint64_t v = 0;
         for (unsigned k = 0; k < VARINT_MAX; k++) {
                 if (*pos >= len)
@@ -407,7 +479,16 @@ static int get_double(const uint8_t *buf, size_t len, size_t *pos, double *ret) 
         return 0;
 }
 
+/* Version 1: bucket i held (gamma^(i-1), gamma^i] ms, gamma = 1.005 / 0.995,
+ * i in [-1381, 2073], with the representative value 0.995 gamma^i. */
+#define HIST_V1_INDEX_MIN (-1381)
+#define HIST_V1_INDEX_MAX 2073
+static const double hist_v1_log_gamma = 0.010000083334583179;
+static const double hist_v1_rep_factor = 0.995;
+
 struct hist_header {
+        uint8_t version;
+        int64_t index_min, index_max; /* the version's range */
         uint64_t count, zero_count, nb;
         int64_t lo, last;
         size_t pos; /* where the buckets start */
@@ -418,7 +499,16 @@ static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header 
         size_t pos = 0;
         uint64_t u;
 
-        if (!buf || len < 1 || buf[pos++] != HIST_ENCODING_VERSION)
+        if (!buf || len < 1)
+                return -EINVAL;
+        hh->version = buf[pos++];
+        if (hh->version == HIST_ENCODING_VERSION) {
+                hh->index_min = HIST_INDEX_MIN;
+                hh->index_max = HIST_INDEX_MAX;
+        } else if (hh->version == 1) {
+                hh->index_min = HIST_V1_INDEX_MIN;
+                hh->index_max = HIST_V1_INDEX_MAX;
+        } else
                 return -EINVAL;
         if (get_varint(buf, len, &pos, &hh->count) < 0 || get_varint(buf, len, &pos, &hh->zero_count) < 0 ||
             get_varint(buf, len, &pos, &u) < 0)
@@ -426,15 +516,16 @@ static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header 
         hh->lo = unzigzag(u);
         if (get_varint(buf, len, &pos, &hh->nb) < 0)
                 return -EINVAL;
-        if (hh->zero_count > hh->count || hh->nb > HIST_INDEX_SPAN || hh->nb > (len - pos) / 2)
+        if (hh->zero_count > hh->count || hh->nb > (uint64_t)(hh->index_max - hh->index_min + 1) ||
+            hh->nb > (len - pos) / 2)
                 return -EINVAL;
-        if (hh->nb == 0 ? hh->lo != 0 : hh->lo < HIST_INDEX_MIN || hh->lo > HIST_INDEX_MAX)
+        if (hh->nb == 0 ? hh->lo != 0 : hh->lo < hh->index_min || hh->lo > hh->index_max)
                 return -EINVAL;
         hh->pos = pos;
         return 0;
 }
 
-/* The buckets and the rest; counts[idx - lo] for idx in [lo, HIST_INDEX_MAX]
+/* The buckets and the rest; counts[idx - lo] for idx in [lo, index_max]
  * receives each bucket's count (zeroed beforehand). */
 static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *hh, uint64_t *counts) {
         size_t pos = hh->pos;
@@ -445,7 +536,7 @@ static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *h
                 uint64_t delta, c;
                 if (get_varint(buf, len, &pos, &delta) < 0 || get_varint(buf, len, &pos, &c) < 0)
                         return -EINVAL;
-                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t)(HIST_INDEX_MAX - idx))
+                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t)(hh->index_max - idx))
                         return -EINVAL;
                 idx += (int64_t)delta;
                 if (c == 0 || __builtin_add_overflow(total, c, &total))
@@ -466,6 +557,40 @@ static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *h
         return 0;
 }
 
+/* Where version 1's bucket i goes: the bucket of the value quantiles gave
+ * for it (clamped into [min, max] as they did), kept off the zero bucket:
+ * the values it held were not below HIST_MIN_VALUE_MS. Monotonic in i. */
+static int32_t hist_v1_target(const struct hist_header *hh, int64_t i) {
+        double v = exp((double)i * hist_v1_log_gamma) * hist_v1_rep_factor;
+        if (v < hh->min)
+                v = hh->min;
+        if (v > hh->max)
+                v = hh->max;
+        if (v < HIST_MIN_VALUE_MS)
+                v = HIST_MIN_VALUE_MS;
+        if (v > HIST_MAX_VALUE_MS)
+                v = HIST_MAX_VALUE_MS;
+        return hist_index(v);
+}
+
+/* Re-buckets version 1's counts (old[i - lo] for i in [lo, last]) into a new
+ * window; *ret_lo and *ret_n describe it. */
+static int hist_convert_v1(const struct hist_header *hh, const uint64_t *old, uint64_t **ret, int32_t *ret_lo,
+                           uint32_t *ret_n) {
+        int32_t first = hist_v1_target(hh, hh->lo), last = hist_v1_target(hh, hh->last);
+        uint32_t n = (uint32_t)(last - first + 1);
+        uint64_t *counts = calloc(n, sizeof counts[0]);
+        if (!counts)
+                return -ENOMEM;
+        for (int64_t i = hh->lo; i <= hh->last; i++)
+                if (old[i - hh->lo])
+                        counts[hist_v1_target(hh, i) - first] += old[i - hh->lo];
+        *ret = counts;
+        *ret_lo = first;
+        *ret_n = n;
+        return 0;
+}
+
 int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         struct hist_header hh = {};
         uint64_t *counts = NULL;
@@ -477,7 +602,7 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         if (hh.nb > 0) {
                 /* room up to the top of the range, trimmed once the last
                  * bucket is known: one pass over the input */
-                counts = calloc((size_t)(HIST_INDEX_MAX - hh.lo + 1), sizeof counts[0]);
+                counts = calloc((size_t)(hh.index_max - hh.lo + 1), sizeof counts[0]);
                 if (!counts) {
                         r = -ENOMEM;
                         goto fail;
@@ -487,11 +612,23 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         if (r < 0)
                 goto fail;
 
-        uint32_t n = hh.nb > 0 ? (uint32_t)(hh.last - hh.lo + 1) : 0;
-        if (n > 0 && n < (uint32_t)(HIST_INDEX_MAX - hh.lo + 1)) {
-                uint64_t *c = realloc(counts, (size_t)n * sizeof c[0]);
-                if (c)
-                        counts = c;
+        int32_t lo = 0;
+        uint32_t n = 0;
+        if (hh.nb > 0 && hh.version == 1) {
+                uint64_t *converted;
+                r = hist_convert_v1(&hh, counts, &converted, &lo, &n);
+                if (r < 0)
+                        goto fail;
+                free(counts);
+                counts = converted;
+        } else if (hh.nb > 0) {
+                lo = (int32_t)hh.lo;
+                n = (uint32_t)(hh.last - hh.lo + 1);
+                if (n < (uint32_t)(hh.index_max - hh.lo + 1)) {
+                        uint64_t *c = realloc(counts, (size_t)n * sizeof c[0]);
+                        if (c)
+                                counts = c;
+                }
         }
 
         free(h->counts);
@@ -502,7 +639,7 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
                 .sum_sq = hh.sum_sq,
                 .min = hh.min,
                 .max = hh.max,
-                .lo = n ? (int32_t)hh.lo : 0,
+                .lo = lo,
                 .n = n,
                 .counts = counts,
         };

@@ -1,16 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* A mergeable log-bucketed histogram (DDSketch family) for latencies in
- * milliseconds. Bucket i holds values in (gamma^(i-1), gamma^i] with
- * gamma = (1 + a) / (1 - a), a = HIST_RELATIVE_ACCURACY, so any quantile is
- * returned within a relative error of a (0.5%); count, sum, min and max are
- * exact; sum of squares gives the standard deviation. Merging two
- * histograms adds their buckets: the merge of the slices of a window is
- * the histogram of the window, in any order.
+/* A mergeable base-2 exponential histogram for latencies in milliseconds:
+ * the bucket scheme of Prometheus native histograms and OpenTelemetry
+ * exponential histograms, so a bucket is the same bucket here, in
+ * Prometheus and in any OTLP backend, and merging is exact.
  *
- * Values below HIST_MIN_VALUE_MS (1 ns) go to a zero bucket; values above
- * HIST_MAX_VALUE_MS (about 11.6 days) are clamped into the last bucket
- * (min/max/sum stay exact). NaN, infinities and negatives are rejected by
- * hist_add (-EINVAL).
+ * The promise exporters rely on: counts[i] is the Prometheus bucket of
+ * index k = lo + i at schema HIST_SCHEMA over SECONDS, i.e. it counts the
+ * values v_ms with 2^((k-1)/2^HIST_SCHEMA) < v_ms / 1000 <= 2^(k/2^HIST_SCHEMA)
+ * (upper-inclusive; hist_bucket_upper_s(k) is that upper bound).
+ * zero_count counts the values below HIST_ZERO_THRESHOLD_S seconds
+ * (HIST_MIN_VALUE_MS, 1 ns), zero included; they are in no other bucket.
+ *
+ * Any quantile is returned within a relative error of
+ * HIST_RELATIVE_ACCURACY (0.271%); count, sum, min and max are exact; sum
+ * of squares gives the standard deviation. Merging two histograms adds
+ * their buckets: the merge of the slices of a window is the histogram of
+ * the window, in any order.
+ *
+ * Values above HIST_MAX_VALUE_MS (about 11.6 days) are clamped into the
+ * bucket of HIST_MAX_VALUE_MS (min/max/sum stay exact). NaN, infinities
+ * and negatives are rejected by hist_add (-EINVAL).
  *
  * Counts live in a dense window [lo, lo + n) of bucket indexes that grows
  * as needed: latencies cluster, so a few hundred buckets at most. Pure
@@ -21,8 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HIST_RELATIVE_ACCURACY 0.005
+#define HIST_SCHEMA 7 /* 2^HIST_SCHEMA buckets per doubling */
+/* (2^(1/128) - 1) / (2^(1/128) + 1) = 0.0027076, rounded up */
+#define HIST_RELATIVE_ACCURACY 0.002708
 #define HIST_MIN_VALUE_MS 1e-6
+#define HIST_ZERO_THRESHOLD_S 1e-9 /* HIST_MIN_VALUE_MS in seconds */
 #define HIST_MAX_VALUE_MS 1e9
 
 struct hist {
@@ -56,11 +68,21 @@ double hist_quantile(const struct hist *h, double q);
  * side. Consistent with hist_quantile: at least one value (max) is above
  * v when max > v, at least one (min) is not when min <= v. */
 uint64_t hist_count_above(const struct hist *h, double v);
+/* The upper bound in seconds of bucket k, 2^(k/2^HIST_SCHEMA): the largest
+ * double not above it, so v <= hist_bucket_upper_s(k) exactly when v is at
+ * most the real bound. */
+double hist_bucket_upper_s(int32_t k);
 double hist_mean(const struct hist *h);   /* NaN if empty */
 double hist_stddev(const struct hist *h); /* population stddev; NaN if empty */
 
 /* Compact byte encoding for storage (varints; only non-empty buckets):
- * hist_encode returns a malloc'ed buffer; hist_decode validates everything
- * (-EINVAL on any malformed input, never reads past len) and replaces *h. */
+ * hist_encode returns a malloc'ed buffer, HIST_ENCODING_VERSION in its first
+ * byte; hist_decode validates everything (-EINVAL on any malformed input,
+ * never reads past len) and replaces *h. hist_decode also reads version 1,
+ * the log buckets of gamma = 1.005/0.995 over milliseconds that came before:
+ * each old bucket's count goes whole to the bucket of the value quantiles
+ * gave for it (count, sum, min, max stay exact), so quantiles of such a
+ * histogram are within (1.005 * (1 + HIST_RELATIVE_ACCURACY) - 1), 0.78%. */
+#define HIST_ENCODING_VERSION 2
 int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len);
 int hist_decode(struct hist *h, const uint8_t *buf, size_t len);
