@@ -11,12 +11,10 @@ Skipped without prometheus (Debian package prometheus)."""
 
 import os
 import shutil
-import subprocess
-import tempfile
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import wait_for
 from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_metrics import Prometheus
 from test_statsd import agents, registered  # noqa: F401
@@ -41,19 +39,7 @@ class NativePrometheus(Prometheus):
     """Prometheus with native histograms on, scraping every target."""
 
     def __init__(self, target_ports):
-        self.dir = tempfile.mkdtemp(prefix="mlmond-fleet-")
-        self.port = free_port()
-        cfg = os.path.join(self.dir, "prometheus.yml")
-        targets = ", ".join(f"'127.0.0.1:{p}'" for p in target_ports)
-        with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                    "scrape_configs:\n  - job_name: fleet\n"
-                    f"    static_configs:\n      - targets: [{targets}]\n")
-        self.log = open(os.path.join(self.dir, "prometheus.log"), "wb")
-        self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--enable-feature=native-histograms"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        super().__init__(target_ports, ["--enable-feature=native-histograms"])
 
     def targets(self):
         try:
