@@ -55,7 +55,10 @@ int metrics_ledger_fold(struct metrics_op_ledger *l, const struct op_aggs *close
                 return -ENOMEM;
         for (size_t i = 0; i < closed->n; i++) {
                 const struct metrics_op_total *t = ledger_get(l, closed->v[i].op);
-                if (!t || hist_sum_of(&merged[i], &t->closed_h, &closed->v[i].h) < 0) {
+                int q = t ? hist_sum_of(&merged[i], &t->closed_h, &closed->v[i].h) : -ENOMEM;
+                if (q == -ERANGE) /* a sum past any double: the buckets stay as they were */
+                        q = hist_sum_of(&merged[i], &t->closed_h, NULL);
+                if (q < 0) {
                         while (i > 0)
                                 hist_done(&merged[--i]);
                         return -ENOMEM;
@@ -96,8 +99,11 @@ int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *ope
                 if (sum > t->out_sum_ms)
                         t->out_sum_ms = sum;
                 struct hist h;
-                if (hist_sum_of(&h, &t->closed_h, a ? &a->h : NULL) < 0)
-                        return -ENOMEM;
+                int q = hist_sum_of(&h, &t->closed_h, a ? &a->h : NULL);
+                if (q == -ENOMEM)
+                        return q;
+                if (q < 0) /* -ERANGE: a sum past any double; the last buckets stay */
+                        continue;
                 if (h.count >= t->out_h.count) {
                         hist_done(&t->out_h);
                         t->out_h = h;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* GET /metrics: the Prometheus text exposition (format 0.0.4) of every
- * running run, the host and the daemon itself. The one place that names
- * Prometheus metric families (render.c names the JSON fields).
+ * running run, the host and the daemon itself, or the same families in the
+ * protobuf format (metrics-proto.h). The one place that names Prometheus
+ * metric families (render.c names the JSON fields).
  *
  * Run figures come from memory (the latest sample, the live totals, the
  * leak watch); only the application's op data needs the store: op totals
