@@ -21,9 +21,9 @@ enum metrics_format { METRICS_TEXT, METRICS_PROTO };
 
 /* The format an Accept header asks for: the protobuf one when it lists
  * "application/vnd.google.protobuf" with proto=io.prometheus.client.MetricFamily
- * and encoding=delimited at a weight (q) above every text type's (text/plain,
- * text/ *, * / *, openmetrics: all answered with the text format); the text
- * format otherwise, and without a header. */
+ * and encoding=delimited at a weight (q) above that of every text type it
+ * lists (text/plain, text/any, any/any and openmetrics, all answered with
+ * the text format); the text format otherwise, and without a header. */
 enum metrics_format metrics_negotiate(const char *accept);
 
 enum metrics_proto_type { METRICS_PROTO_GAUGE, METRICS_PROTO_COUNTER, METRICS_PROTO_HISTOGRAM };
