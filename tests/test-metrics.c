@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The pieces of GET /metrics that are pure: label-value escaping, sample
- * values, and the op totals that must never decrease. (The exposition as a
+ * values, the op totals that must never decrease, the Accept header's
+ * format and the native histogram's buckets. (The exposition as a
  * whole, checked by promtool and scraped by a real Prometheus, is
  * tests/blackbox/test_metrics.py.) */
 #include <math.h>
@@ -9,6 +10,7 @@
 
 #include "http/metrics.h"
 #include "http/tag-labels.h"
+#include "metrics.pb-c.h"
 #include "tap.h"
 #include "json-util.h"
 #include "util.h"
@@ -143,6 +145,8 @@ static void test_ledger(void) {
         CHECK((t = total(&l, "z")) && t->out_count == 4 && t->out_timings == 4 && t->out_sum_ms == 10);
         CHECK((t = total(&l, "a")) && t->out_count == 5 && t->out_timings == 0);
         CHECK((t = total(&l, "b")) && t->out_count == 2);
+        /* the timings' buckets likewise: the closed ones plus the open */
+        CHECK((t = total(&l, "z")) && t->out_h.count == 4 && t->out_h.sum == 10 && t->closed_h.count == 3);
 
         /* that slice closes: folded once, not counted twice */
         agg(&closed, "z", 1, (const double[]){ 4 }, 1);
@@ -152,6 +156,7 @@ static void test_ledger(void) {
         CHECK(metrics_ledger_export(&l, NULL) == 0);
         CHECK((t = total(&l, "z")) && t->out_count == 4 && t->out_timings == 4 && t->out_sum_ms == 10);
         CHECK((t = total(&l, "b")) && t->out_count == 2);
+        CHECK((t = total(&l, "z")) && t->out_h.count == 4 && t->closed_h.count == 4);
 
         /* a StatsD counter decrement ("b:-3|c") does not take a counter
          * down; the total goes on once it is above its old high again */
@@ -201,10 +206,83 @@ static void test_tag_labels(void) {
         CHECK(streq(tl[0].name, "tag_k00") && streq(tl[TAGS_MAX - 1].name, "tag_k15"));
 }
 
+static void test_negotiate(void) {
+        static const char proto[] = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                                    "encoding=delimited";
+        CHECK(metrics_negotiate(NULL) == METRICS_TEXT);
+        CHECK(metrics_negotiate("") == METRICS_TEXT);
+        CHECK(metrics_negotiate(proto) == METRICS_PROTO);
+        /* what Prometheus 2.42 sends with native histograms on */
+        CHECK(metrics_negotiate("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                                "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+                                "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,"
+                                "*/*;q=0.1") == METRICS_PROTO);
+        /* ... and without them: text first */
+        CHECK(metrics_negotiate("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                                "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1") == METRICS_TEXT);
+        CHECK(metrics_negotiate(" application/vnd.google.protobuf ; encoding=delimited ; "
+                                "proto=io.prometheus.client.MetricFamily ; q=0.9 , text/plain;q=0.8") == METRICS_PROTO);
+        CHECK(metrics_negotiate("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily") ==
+              METRICS_TEXT);
+        CHECK(metrics_negotiate("text/plain;q=0.5,application/vnd.google.protobuf;q=0.9") == METRICS_TEXT);
+        CHECK(metrics_negotiate("*/*;q=0.9,application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                                "encoding=delimited;q=0.9") == METRICS_TEXT);
+        CHECK(metrics_negotiate("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                                "encoding=delimited;q=zz") == METRICS_TEXT);
+}
+
+/* One family with one native histogram, decoded back with protoc-c's
+ * unpacker: the buckets become spans of non-empty buckets and deltas. */
+static void test_native(void) {
+        uint64_t counts[] = { 2, 0, 0, 1, 3, 0 };
+        struct hist h = { .count = 7, .zero_count = 1, .sum = 0, .lo = -3, .n = 6, .counts = counts };
+        struct metrics_proto *p = NULL;
+        char *out = NULL;
+        size_t len = 0;
+        CHECK(metrics_proto_new(&p) == 0);
+        metrics_proto_family(p, "x_seconds", METRICS_PROTO_HISTOGRAM, "help");
+        metrics_proto_native(p, "run=\"1\",name=\"a\\\\b\\\"c\\nd\"", "op=\"step\"", &h, 2.5);
+        CHECK(metrics_proto_finish(p, &out, &len) == 0);
+        metrics_proto_free(p);
+        /* one message: its length (one varint byte here), then the message */
+        CHECK(len > 1 && (size_t)(uint8_t)out[0] == len - 1);
+        Io__Prometheus__Client__MetricFamily *f = io__prometheus__client__metric_family__unpack(
+                NULL, len - 1, (const uint8_t *)out + 1);
+        CHECK(f && streq(f->name, "x_seconds") && f->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM);
+        if (f && f->n_metric == 1) {
+                const Io__Prometheus__Client__Metric *m = f->metric[0];
+                const Io__Prometheus__Client__Histogram *x = m->histogram;
+                CHECK_EQ_INT(m->n_label, 3);
+                CHECK(m->n_label == 3 && streq(m->label[1]->name, "name") && streq(m->label[1]->value, "a\\b\"c\nd"));
+                CHECK(m->n_label == 3 && streq(m->label[2]->name, "op") && streq(m->label[2]->value, "step"));
+                CHECK(x && x->schema == 7 && x->zero_threshold == 1e-9 && x->zero_count == 1);
+                CHECK(x && x->sample_count == 7 && x->sample_sum == 2.5);
+                CHECK(x && x->n_positive_span == 2 && x->n_positive_delta == 3);
+                if (x && x->n_positive_span == 2 && x->n_positive_delta == 3) {
+                        /* buckets -3 (2), then 0 and 1 (1, 3) */
+                        CHECK(x->positive_span[0]->offset == -3 && x->positive_span[0]->length == 1);
+                        CHECK(x->positive_span[1]->offset == 2 && x->positive_span[1]->length == 2);
+                        CHECK(x->positive_delta[0] == 2 && x->positive_delta[1] == -1 && x->positive_delta[2] == 2);
+                }
+        } else
+                CHECK(!"one metric");
+        io__prometheus__client__metric_family__free_unpacked(f, NULL);
+        free(out);
+
+        /* a label text that is not the text format's is refused, not guessed */
+        CHECK(metrics_proto_new(&p) == 0);
+        metrics_proto_family(p, "y", METRICS_PROTO_GAUGE, "help");
+        metrics_proto_sample(p, "run=1", NULL, 1);
+        CHECK(metrics_proto_finish(p, &out, &len) == -EINVAL);
+        metrics_proto_free(p);
+}
+
 int main(void) {
         test_tag_labels();
         test_escape();
         test_values();
         test_ledger();
+        test_negotiate();
+        test_native();
         TEST_DONE();
 }

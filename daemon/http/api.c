@@ -231,11 +231,12 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
         if (!check_args(rq, NULL))
                 return;
         api_stats(a, &st);
-        if (metrics_render(a->metrics, &st, a->store, a->config, &rq->text, &rq->text_len) < 0) {
+        enum metrics_format format = metrics_negotiate(rq->accept);
+        if (metrics_render(a->metrics, &st, a->store, a->config, format, &rq->text, &rq->text_len) < 0) {
                 respond_error(rq, 503, "unavailable", "out of memory");
                 return;
         }
-        rq->content_type = METRICS_CONTENT_TYPE;
+        rq->content_type = format == METRICS_PROTO ? METRICS_PROTO_CONTENT_TYPE : METRICS_CONTENT_TYPE;
         rq->status = 200;
 }
 

@@ -127,10 +127,22 @@ static void put_value(struct metrics_buf *b, double v) {
         metrics_buf_puts(b, num);
 }
 
-enum family_type { GAUGE, COUNTER, SUMMARY };
+enum family_type { GAUGE, COUNTER, SUMMARY, HISTOGRAM };
 
+/* A buffer with proto set takes the families in the protobuf format:
+ * put_header and put_sample hand them over, with the same label text. */
 static void put_header(struct metrics_buf *b, const char *name, enum family_type type, const char *help) {
-        static const char *const type_names[] = { [GAUGE] = "gauge", [COUNTER] = "counter", [SUMMARY] = "summary" };
+        static const char *const type_names[] = {
+                [GAUGE] = "gauge", [COUNTER] = "counter", [SUMMARY] = "summary", [HISTOGRAM] = "histogram"
+        };
+        if (b->proto) {
+                metrics_proto_family(b->proto, name,
+                                     type == COUNTER     ? METRICS_PROTO_COUNTER
+                                     : type == HISTOGRAM ? METRICS_PROTO_HISTOGRAM
+                                                         : METRICS_PROTO_GAUGE,
+                                     help);
+                return;
+        }
         metrics_buf_puts(b, "# HELP ");
         metrics_buf_puts(b, name);
         metrics_buf_puts(b, " ");
@@ -147,6 +159,10 @@ static void put_header(struct metrics_buf *b, const char *name, enum family_type
 static void put_sample(struct metrics_buf *b, const char *name, const char *suffix, const char *labels,
                        const char *extra, double v) {
         bool has_labels = labels && *labels, has_extra = extra && *extra;
+        if (b->proto) {
+                metrics_proto_sample(b->proto, labels, extra, v);
+                return;
+        }
         metrics_buf_puts(b, name);
         if (suffix)
                 metrics_buf_puts(b, suffix);
@@ -187,87 +203,6 @@ static void put_label(struct metrics_buf *b, const char *key, const char *value)
         metrics_buf_puts(b, "=\"");
         metrics_put_label_value(b, value);
         metrics_buf_puts(b, "\"");
-}
-
-/* ---- op totals -------------------------------------------------------------- */
-
-static struct metrics_op_total *ledger_find(struct metrics_op_ledger *l, const char *op) {
-        for (size_t i = 0; i < l->n; i++)
-                if (streq(l->v[i].op, op))
-                        return &l->v[i];
-        return NULL;
-}
-
-static struct metrics_op_total *ledger_get(struct metrics_op_ledger *l, const char *op) {
-        struct metrics_op_total *t = ledger_find(l, op);
-        if (t)
-                return t;
-        if (!GREEDY_REALLOC(l->v, l->n + 1))
-                return NULL;
-        t = &l->v[l->n];
-        *t = (struct metrics_op_total){ .op = strdup(op) };
-        if (!t->op)
-                return NULL;
-        l->n++;
-        return t;
-}
-
-static const struct op_agg *aggs_find(const struct op_aggs *a, const char *op) {
-        for (size_t i = 0; a && i < a->n; i++)
-                if (streq(a->v[i].op, op))
-                        return &a->v[i];
-        return NULL;
-}
-
-int metrics_ledger_fold(struct metrics_op_ledger *l, const struct op_aggs *closed, int64_t until_ms) {
-        /* every op's entry first, so a failure adds nothing to any total */
-        for (size_t i = 0; i < closed->n; i++)
-                if (!ledger_get(l, closed->v[i].op))
-                        return -ENOMEM;
-        for (size_t i = 0; i < closed->n; i++) {
-                const struct op_agg *a = &closed->v[i];
-                struct metrics_op_total *t = ledger_find(l, a->op);
-                t->closed_count += a->count;
-                t->closed_timings += a->h.count;
-                t->closed_sum_ms += a->h.sum;
-        }
-        l->folded_until_ms = until_ms;
-        l->caught_up = true;
-        return 0;
-}
-
-static int op_total_cmp(const void *a, const void *b) {
-        return strcmp(((const struct metrics_op_total *)a)->op, ((const struct metrics_op_total *)b)->op);
-}
-
-int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *open) {
-        for (size_t i = 0; open && i < open->n; i++)
-                if (!ledger_get(l, open->v[i].op))
-                        return -ENOMEM;
-        for (size_t i = 0; i < l->n; i++) {
-                struct metrics_op_total *t = &l->v[i];
-                const struct op_agg *a = aggs_find(open, t->op);
-                double count = t->closed_count + (a ? a->count : 0);
-                uint64_t timings = t->closed_timings + (a ? a->h.count : 0);
-                double sum = t->closed_sum_ms + (a ? a->h.sum : 0);
-                if (count > t->out_count)
-                        t->out_count = count;
-                if (timings > t->out_timings)
-                        t->out_timings = timings;
-                if (sum > t->out_sum_ms)
-                        t->out_sum_ms = sum;
-        }
-        /* by name: a stable order from scrape to scrape */
-        if (l->n > 1)
-                qsort(l->v, l->n, sizeof *l->v, op_total_cmp);
-        return 0;
-}
-
-void metrics_ledger_done(struct metrics_op_ledger *l) {
-        for (size_t i = 0; i < l->n; i++)
-                free(l->v[i].op);
-        free(l->v);
-        *l = (struct metrics_op_ledger){};
 }
 
 struct metrics {
@@ -605,14 +540,23 @@ static void put_ops(struct metrics_buf *b, struct run_view *views, size_t n) {
                         const struct metrics_op_total *t = &views[i].ledger->v[j];
                         if (t->out_timings == 0)
                                 continue;
-                        if (!header)
+                        if (!header && b->proto)
+                                put_header(b, duration, HISTOGRAM,
+                                           "Latency of each op since registration (native histogram).");
+                        else if (!header)
                                 put_header(b, duration, SUMMARY,
                                            "Latency of each op: quantiles over the last minute, sum and count "
                                            "since registration.");
                         header = true;
                         op.len = 0;
                         put_label(&op, "op", t->op);
-                        const struct op_agg *w = views[i].window_known ? aggs_find(&views[i].window, t->op) : NULL;
+                        if (b->proto && op.data) {
+                                metrics_proto_native(b->proto, views[i].labels, op.data, &t->out_h,
+                                                     t->out_sum_ms / 1000.0);
+                                continue;
+                        }
+                        const struct op_agg *w = views[i].window_known ? metrics_aggs_find(&views[i].window, t->op)
+                                                                       : NULL;
                         for (size_t k = 0; w && w->h.count > 0 && k < ELEMENTSOF(quantiles); k++) {
                                 q.len = 0;
                                 metrics_buf_puts(&q, op.data);
@@ -838,13 +782,18 @@ static void put_daemon(struct metrics_buf *b, const struct manager_stats *m) {
 }
 
 int metrics_render(struct metrics *x, const struct manager_stats *m, struct store *store, const struct config *config,
-                   char **ret, size_t *ret_len) {
+                   enum metrics_format format, char **ret, size_t *ret_len) {
         const struct scrape sc = { .st = m, .store = store, .config = config };
         int64_t now_ms = now_realtime_ms();
         size_t n = m->n_runs;
         struct run_view *views = calloc(n ? n : 1, sizeof *views);
         struct metrics_buf b = {};
         int q = views ? 0 : -ENOMEM;
+
+        struct metrics_proto *proto = NULL;
+        if (q == 0 && format == METRICS_PROTO)
+                q = metrics_proto_new(&proto);
+        b.proto = proto;
 
         for (size_t i = 0; q == 0 && i < n; i++)
                 views[i].r = m->runs[i];
@@ -868,6 +817,11 @@ int metrics_render(struct metrics *x, const struct manager_stats *m, struct stor
                 if (b.oom)
                         q = -ENOMEM;
         }
+        if (q == 0 && proto) {
+                metrics_buf_done(&b); /* held nothing: it all went to proto */
+                q = metrics_proto_finish(proto, &b.data, &b.len);
+        }
+        metrics_proto_free(proto);
         for (size_t i = 0; views && i < n; i++)
                 run_view_done(&views[i]);
         free(views);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* GET /metrics: the Prometheus text exposition (format 0.0.4) of every
- * running run, the host and the daemon itself. The one place that names
- * Prometheus metric families (render.c names the JSON fields).
+ * running run, the host and the daemon itself, or the same families in the
+ * protobuf format (metrics-proto.h). The one place that names Prometheus
+ * metric families (render.c names the JSON fields).
  *
  * Run figures come from memory (the latest sample, the live totals, the
  * leak watch); only the application's op data needs the store: op totals
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "analyze/ops.h"
+#include "http/metrics-proto.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -30,6 +32,7 @@ struct metrics_buf {
         char *data; /* NUL-terminated when len > 0 */
         size_t len, cap;
         bool oom;
+        struct metrics_proto *proto; /* set: the families go there instead */
 };
 void metrics_buf_done(struct metrics_buf *b);
 void metrics_buf_put(struct metrics_buf *b, const char *s, size_t len);
@@ -60,6 +63,7 @@ struct metrics_op_total {
         uint64_t closed_timings;
         double out_count, out_sum_ms;
         uint64_t out_timings;
+        struct hist closed_h, out_h; /* the timings' buckets, likewise */
 };
 
 struct metrics_op_ledger {
@@ -78,6 +82,8 @@ int metrics_ledger_fold(struct metrics_op_ledger *l, const struct op_aggs *close
  * NULL)); ops seen only in open are added. -ENOMEM. */
 int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *open);
 void metrics_ledger_done(struct metrics_op_ledger *l);
+/* The aggregate of op in a (may be NULL), or NULL. */
+const struct op_agg *metrics_aggs_find(const struct op_aggs *a, const char *op);
 
 /* ---- the exposition ------------------------------------------------------ */
 
@@ -86,8 +92,8 @@ struct metrics;
 int metrics_new(struct metrics **ret);
 void metrics_free(struct metrics *x);
 
-/* Renders the whole exposition into *ret (malloc'ed, NUL-terminated, owned
- * by the caller). Returns 0 or -ENOMEM. A run whose op data cannot be read
+/* Renders the whole exposition in format into *ret (malloc'ed, owned by
+ * the caller; the text format NUL-terminated). Returns 0 or -ENOMEM. A run whose op data cannot be read
  * in time (a query error) is rendered without its op families. */
 int metrics_render(struct metrics *x, const struct manager_stats *st, struct store *store, const struct config *config,
-                   char **ret, size_t *ret_len);
+                   enum metrics_format format, char **ret, size_t *ret_len);

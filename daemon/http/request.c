@@ -382,6 +382,13 @@ char *request_cache_key(const struct request *rq) {
                         return NULL;
                 used += (size_t)n;
         }
+        /* an answer may depend on Accept (GET /metrics's two formats) */
+        if (rq->accept) {
+                n = snprintf(buf + used, sizeof buf - used, "#%s", rq->accept);
+                if (n < 0 || (size_t)n >= sizeof buf - used)
+                        return NULL;
+                used += (size_t)n;
+        }
         return strndup(buf, used);
 }
 

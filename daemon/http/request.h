@@ -46,6 +46,7 @@ struct request {
         } args[MAX_QUERY_ARGS];
         size_t n_args;
         bool args_overflow, args_duplicate;
+        const char *accept; /* the Accept header (NULL: none): GET /metrics's format */
         /* the response being built */
         unsigned status;
         json_object *json;

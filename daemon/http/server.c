@@ -509,6 +509,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
 
         rq->method = method;
+        rq->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
         if (request_parse_target(rq, rq->target) < 0)
                 return send_response(conn, rq->status, rq->json, NULL);
         _cleanup_free_ char *key = NULL;

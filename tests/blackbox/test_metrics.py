@@ -350,18 +350,22 @@ def test_metrics_requests(mlmond):
 # ---- 2. a real Prometheus scrapes it -------------------------------------------------
 
 class Prometheus:
-    def __init__(self, target_port):
+    """A Prometheus server scraping mlmond on target_port (or on each of a
+    list of ports) every second; extra_args go on its command line."""
+
+    def __init__(self, target_port, extra_args=()):
+        ports = target_port if isinstance(target_port, list) else [target_port]
         self.dir = tempfile.mkdtemp(prefix="mlmond-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                     "scrape_configs:\n  - job_name: mlmond\n    static_configs:\n"
-                    f"      - targets: ['127.0.0.1:{target_port}']\n")
+                    f"      - targets: [{', '.join(repr(f'127.0.0.1:{p}') for p in ports)}]\n")
         self.log = open(os.path.join(self.dir, "prometheus.log"), "wb")
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
+             f"--web.listen-address=127.0.0.1:{self.port}"] + list(extra_args),
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
 
     def api(self, path, **params):

@@ -25,7 +25,7 @@ cache=${MLMOND_TEST_CACHE:-/var/cache/mlmond-test}
 suite=bookworm
 # What mlmond and mlmonctl link against (ldd, checked again inside the container below), plus
 # systemd itself and the tools this script drives it with.
-include=systemd,systemd-sysv,dbus,curl,procps,libsystemd0,libsqlite3-0,libmicrohttpd12,libjson-c5,libinih1
+include=systemd,systemd-sysv,dbus,curl,procps,libsystemd0,libsqlite3-0,libmicrohttpd12,libjson-c5,libinih1,libprotobuf-c1
 rootfs=$cache/$suite-rootfs
 
 failures=0

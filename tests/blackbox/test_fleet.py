@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+"""A fleet: three mlmond instances (three databases, three ports: three
+hosts), each watching one rank of a job that reports its step timings over
+StatsD, one rank 30% slower, and Debian's real Prometheus with native
+histograms on, scraping the three every second. Prometheus merges the
+ranks' native histograms: the job's p99 over the last minute comes back
+from PromQL within 1% of the exact p99 of the timings sent, and the slow
+rank shows per instance.
+
+Skipped without prometheus (Debian package prometheus)."""
+
+import os
+import shutil
+
+import pytest
+
+from conftest import wait_for
+from test_latency import exact_quantile, lognormal_ms, send_timings
+from test_metrics import Prometheus
+from test_statsd import agents, registered  # noqa: F401
+
+RANKS = 3
+SLOW_RANK = 2
+SLOWDOWN = 1.3
+# Prometheus's quantile of a native histogram of schema 7 (buckets 0.54%
+# wide) against the exact one
+P99_REL = 0.01
+HISTOGRAM_H = os.path.join(os.path.dirname(__file__), "..", "..", "daemon", "analyze", "histogram.h")
+
+
+def prometheus_buckets():
+    """Whether struct hist's buckets are Prometheus's (analyze/histogram.h
+    names their schema): only then do Prometheus's quantiles match."""
+    with open(HISTOGRAM_H) as f:
+        return "#define HIST_SCHEMA" in f.read()
+
+
+class NativePrometheus(Prometheus):
+    """Prometheus with native histograms on, scraping every target."""
+
+    def __init__(self, target_ports):
+        super().__init__(target_ports, ["--enable-feature=native-histograms"])
+
+    def targets(self):
+        try:
+            return self.api("/api/v1/targets")["data"]["activeTargets"]
+        except OSError:
+            return []
+
+    def query(self, q):
+        out = self.api("/api/v1/query", query=q)
+        assert out["status"] == "success", out
+        return out["data"]["result"]
+
+
+def timings(rank, n, seed):
+    slow = SLOWDOWN if rank == SLOW_RANK else 1.0
+    return [float(f"{v * slow:.3f}") for v in lognormal_ms(n, seed=seed, mu=4.6, sigma=0.25)]
+
+
+def test_fleet_p99_from_native_histograms(make_mlmond, agents):
+    if not shutil.which("prometheus"):
+        pytest.skip("prometheus is not installed (Debian package prometheus)")
+    hosts = [make_mlmond(interval="1s") for _ in range(RANKS)]
+    ranks = []
+    for i, d in enumerate(hosts):
+        a = agents()
+        registered(d, a, name=f"rank{i}")
+        ranks.append(a)
+    prom = NativePrometheus([d.port for d in hosts])
+    try:
+        def all_up():
+            if prom.proc.poll() is not None:
+                pytest.fail(f"prometheus exited {prom.proc.returncode}:\n{prom.logs()}")
+            t = prom.targets()
+            return len(t) == RANKS and all(x["health"] == "up" for x in t)
+        wait_for(all_up, 60, interval=0.2, what="prometheus to scrape the three hosts")
+
+        def counts_are(n):
+            res = prom.query('histogram_count(mlmond_run_op_duration_seconds{op="step"})')
+            return len(res) == RANKS and all(float(r["value"][1]) == n for r in res)
+
+        # a few timings first, so that each series exists before the
+        # minute that rate() looks at: then the increase is all that follows
+        first = [timings(i, 100, seed=100 + i) for i in range(RANKS)]
+        for i, d in enumerate(hosts):
+            send_timings(ranks[i], d.statsd_path, "step", first[i])
+        wait_for(lambda: counts_are(100), 30, interval=0.2, what="the first timings in prometheus")
+        sent = [timings(i, 3000, seed=200 + i) for i in range(RANKS)]
+        for i, d in enumerate(hosts):
+            send_timings(ranks[i], d.statsd_path, "step", sent[i])
+        wait_for(lambda: counts_are(3100), 30, interval=0.2, what="all timings in prometheus")
+
+        window = sorted(v for s in sent for v in s)
+        every = sorted(v for s in first + sent for v in s)
+        got = prom.query('histogram_quantile(0.99, sum(rate(mlmond_run_op_duration_seconds{op="step"}[1m])))')
+        assert len(got) == 1, got
+        p99_window = float(got[0]["value"][1]) * 1000
+        got = prom.query('histogram_quantile(0.99, sum(mlmond_run_op_duration_seconds{op="step"}))')
+        p99_every = float(got[0]["value"][1]) * 1000
+        want_window, want_every = exact_quantile(window, 99), exact_quantile(every, 99)
+        print(f"fleet p99 over the last minute: prometheus {p99_window:.3f} ms, exact {want_window:.3f} ms; "
+              f"since registration: prometheus {p99_every:.3f} ms, exact {want_every:.3f} ms")
+        # the sum of the three histograms holds every timing
+        got = prom.query('histogram_count(sum(mlmond_run_op_duration_seconds{op="step"}))')
+        assert float(got[0]["value"][1]) == RANKS * 3100
+        got = prom.query('histogram_sum(sum(mlmond_run_op_duration_seconds{op="step"}))')
+        assert float(got[0]["value"][1]) == pytest.approx(sum(every) / 1000, rel=1e-9)
+
+        # the slow rank, per instance
+        got = prom.query('histogram_quantile(0.5, sum by (instance) '
+                         '(rate(mlmond_run_op_duration_seconds{op="step"}[1m])))')
+        p50 = {r["metric"]["instance"]: float(r["value"][1]) for r in got}
+        assert len(p50) == RANKS, got
+        slow = f"127.0.0.1:{hosts[SLOW_RANK].port}"
+        others = [v for k, v in p50.items() if k != slow]
+        print("p50 by instance (ms):", {k: round(v * 1000, 3) for k, v in p50.items()})
+        assert p50[slow] > max(others), p50
+
+        if prometheus_buckets():
+            assert p99_window == pytest.approx(want_window, rel=P99_REL)
+            assert p99_every == pytest.approx(want_every, rel=P99_REL)
+            assert p50[slow] / max(others) == pytest.approx(SLOWDOWN, rel=0.05)
+    finally:
+        prom.stop()
