@@ -75,8 +75,12 @@ mlmon.get = async function (path) {
 
 mlmon.chartsAvailable = () => typeof Dygraph !== 'undefined';
 
-// Says what to install when the chart library could not be loaded.
+// Says what to install when the chart library could not be loaded. With
+// the library, switches its legend off: the pages draw their own legends as
+// text, where dygraphs' would write HTML from the series names and set a
+// style attribute the CSP refuses.
 mlmon.showMissingLibrary = function () {
+  if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
   const note = document.getElementById('missing');
   if (!note || mlmon.chartsAvailable()) return;
   mlmon.clear(note).append(
@@ -173,4 +177,39 @@ mlmon.refresher = function (load, what, ms) {
     document.body.dataset.ready = '1';
     if (again) timer = setTimeout(refresh, ms);
   };
+};
+
+// One plot appended to parent: a titled box with its own legend (names as
+// text) and a Dygraph with the extra options opts; data-points says how many
+// points it drew. rows: [Date, value or null per name].
+mlmon.plot = function (parent, title, names, rows, fmt, opts) {
+  const { el, known } = mlmon;
+  const chart = el('div', { class: 'chart' }), legend = el('div', { class: 'legend' });
+  const box = el('div', { class: 'plot' }, el('h3', {}, title), chart, legend);
+  names.forEach((n, i) => legend.append(el('span', { class: 'swatch c' + (i % mlmon.colors.length) }), n, ' '));
+  const value = el('span', { class: 'value' });
+  legend.append(value);
+  parent.append(box);
+  const pts = rows.filter((r) => r.slice(1).some(known));
+  box.dataset.points = '0';
+  if (pts.length === 0) {
+    chart.append(el('p', { class: 'dim' }, 'no data in this span'));
+    return box;
+  }
+  new Dygraph(chart, rows, Object.assign({
+    labels: ['time'].concat(names.map((n, i) => 's' + i)),
+    colors: names.map((n, i) => mlmon.colors[i % mlmon.colors.length]),
+    legend: 'never',
+    connectSeparatedPoints: false,
+    height: 180,
+    axisLabelFontSize: 11,
+    axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
+    includeZero: true,
+    highlightCallback: (e, x, points) => {
+      value.textContent = new Date(x).toLocaleTimeString() + '  ' + points.map((p, i) => names[i] + ' ' + fmt(p.yval)).join(', ');
+    },
+    unhighlightCallback: () => { value.textContent = ''; },
+  }, opts || {}));
+  box.dataset.points = String(pts.length);
+  return box;
 };

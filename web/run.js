@@ -82,39 +82,8 @@
     };
   }
 
-  // One plot: a titled box with its own legend (names as text) and a
-  // Dygraph; data-points says how many points it drew.
-  function plot(title, names, rows, fmt, marks, extra) {
-    const chart = el('div', { class: 'chart' }), legend = el('div', { class: 'legend' });
-    const box = el('div', { class: 'plot' }, el('h3', {}, title), chart, legend);
-    names.forEach((n, i) => legend.append(el('span', { class: 'swatch c' + (i % mlmon.colors.length) }), n, ' '));
-    const value = el('span', { class: 'value' });
-    legend.append(value);
-    document.getElementById('plots').append(box);
-    const pts = rows.filter((r) => r.slice(1).some(known));
-    box.dataset.points = '0';
-    if (pts.length === 0) {
-      chart.append(el('p', { class: 'dim' }, 'no data in this span'));
-      return box;
-    }
-    new Dygraph(chart, rows, {
-      labels: ['time'].concat(names.map((n, i) => 's' + i)),
-      colors: mlmon.colors.slice(0, names.length).concat(mlmon.colors).slice(0, names.length),
-      legend: 'never',
-      connectSeparatedPoints: false,
-      height: 180,
-      axisLabelFontSize: 11,
-      axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
-      includeZero: true,
-      underlayCallback: underlay(marks, extra),
-      highlightCallback: (e, x, points) => {
-        value.textContent = new Date(x).toLocaleTimeString() + '  ' + points.map((p, i) => names[i] + ' ' + fmt(p.yval)).join(', ');
-      },
-      unhighlightCallback: () => { value.textContent = ''; },
-    });
-    box.dataset.points = String(pts.length);
-    return box;
-  }
+  const plot = (title, names, rows, fmt, marks, extra) =>
+    mlmon.plot(document.getElementById('plots'), title, names, rows, fmt, { underlayCallback: underlay(marks, extra) });
 
   const bytesFmt = (v) => mlmon.fmtBytes(v);
   const rateFmt = (v) => mlmon.fmtRate(v);
@@ -239,8 +208,5 @@
     else select('all', null, null);
   });
   mlmon.showMissingLibrary();
-  // The page draws its own legends as text: dygraphs' legend would write
-  // HTML from the series names, and sets a style attribute the CSP refuses.
-  if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
   selectFromFragment();
 })();
