@@ -9,6 +9,10 @@
   // The path's segment is the URL-encoded job id.
   const jobId = decodeURIComponent(location.pathname.split('/')[2] || '');
   const REFRESH_MS = 5000;
+  // Each rank's plotted p50 is a latency query of its own: at most this
+  // many ranks, and this many steps each.
+  const PLOTTED_RANKS = 32;
+  const LATENCY_STEPS = 300;
   const WINDOWS = { '5m': true, '1h': true, '1d': true };
   // The window is kept in the address's fragment (#window=1h).
   const state = { window: 'all' };
@@ -55,7 +59,7 @@
   // p50 (as mlmonctl report --job prints it), a bar of its p50 and the flag.
   function renderRanks(doc) {
     const box = clear(document.getElementById('ranks'));
-    const heads = ['Rank', 'Run', 'Count', 'p50', 'p99', 'p50 vs job', 'p50', ''];
+    const heads = ['Rank', 'Run', 'Count', 'p50', 'p99', 'p50 vs job', 'p50, to scale', ''];
     const ops = mlmon.sortedOps(doc.ops);
     if (ops.length === 0) box.append(el('p', { class: 'dim' }, 'no timings in this span'));
     for (const { name } of ops) {
@@ -85,6 +89,29 @@
     }
   }
 
+  // Per op, each rank's p50 over the span (GET /v1/runs/ID/latency?step=
+  // of each run), one line per rank.
+  async function renderPlots(doc) {
+    const runs = doc.runs.slice(0, PLOTTED_RANKS);
+    const lStep = Math.max(1000, Math.ceil((doc.until - doc.from) / LATENCY_STEPS / 1000) * 1000);
+    const lats = await Promise.all(runs.map((r) => mlmon.get('/v1/runs/' + r.id + '/latency?from=' + doc.from +
+      '&until=' + doc.until + '&q=50&step=' + lStep + 'ms')));
+    const box = clear(document.getElementById('plots'));
+    const names = runs.map((r) => (r.rank === null ? 'run ' + r.id : 'rank ' + r.rank));
+    for (const { name } of mlmon.sortedOps(doc.ops)) {
+      const byTs = new Map();
+      lats.forEach((lat, i) => {
+        for (const st of lat.steps || []) {
+          if (!byTs.has(st.ts)) byTs.set(st.ts, runs.map(() => null));
+          const o = st.ops[name];
+          if (o && known(o.p50_ms)) byTs.get(st.ts)[i] = o.p50_ms;
+        }
+      });
+      const rows = [...byTs.keys()].sort((a, b) => a - b).map((ts) => [new Date(ts)].concat(byTs.get(ts)));
+      mlmon.plot(box, name + ': p50 per rank', names, rows, (v) => mlmon.fmtMs(v), { includeZero: false });
+    }
+  }
+
   async function load() {
     const q = WINDOWS[state.window] ? '&window=' + state.window : '';
     const doc = await mlmon.get('/v1/jobs/' + encodeURIComponent(jobId) + '?q=50,90,99' + q);
@@ -94,6 +121,7 @@
     document.getElementById('span').textContent = mlmon.fmtTime(doc.from) + ' to ' + mlmon.fmtTime(doc.until);
     mlmon.reportTable(document.getElementById('report'), doc.ops, (doc.until - doc.from) / 1000);
     renderRanks(doc);
+    if (mlmon.chartsAvailable()) await renderPlots(doc);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     return running;
   }
@@ -109,5 +137,6 @@
   }
 
   for (const b of document.querySelectorAll('#windows button')) b.addEventListener('click', () => select(b.dataset.window));
+  mlmon.showMissingLibrary();
   select(new URLSearchParams(location.hash.slice(1)).get('window'));
 })();

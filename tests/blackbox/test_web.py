@@ -356,6 +356,10 @@ def test_job_page_shows_the_ranks_and_the_straggler(mlmond, agents):
     reason = doc["stragglers"][0]["reason"]
     assert reason in [e[2] for e in dom.find("p") if "reason" in e[1].get("class", "")]
     assert "1 straggler" in dom.text_of(id="stragglers")
+    # each rank's p50 over time, one line per rank
+    plots = [e for e in dom.find("div") if "data-points" in e[1] and e[2].startswith("step: p50 per rank")]
+    assert plots and int(plots[0][1]["data-points"]) > 0, plots
+    assert all(f"rank {i}" in plots[0][2] for i in range(4)), plots
     # what cannot be a job id is refused before any page
     for bad in ("%FF", "x" * 129):
         st, body = d.get("/jobs/" + bad)
