@@ -360,6 +360,10 @@ def test_job_page_shows_the_ranks_and_the_straggler(mlmond, agents):
     plots = [e for e in dom.find("div") if "data-points" in e[1] and e[2].startswith("step: p50 per rank")]
     assert plots and int(plots[0][1]["data-points"]) > 0, plots
     assert all(f"rank {i}" in plots[0][2] for i in range(4)), plots
+    # a job that does not exist: the page says so
+    dom, console = chromium(f"{base}/jobs/nope")
+    assert dom.find("body", data_ready="1") and "no job 'nope'" in dom.text_of(id="error")
+    assert all("/v1/jobs/nope" in line or "404" in line for line in console), console
     # what cannot be a job id is refused before any page
     for bad in ("%FF", "x" * 129):
         st, body = d.get("/jobs/" + bad)
