@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Usage: tools/screenshots.sh [BUILD_DIR]   (default: build)
 #
-# Makes doc/web-overview.png and doc/web-run.png from a real run: an mlmond of
-# BUILD_DIR on a temporary directory watches a "trainer" (a Python process that
-# burns some CPU, grows its memory by 4 MiB/s, writes a file and sends StatsD
-# timings of three ops), a busy process and an idle one; a mark is put on the
-# trainer; after a minute headless chromium takes both pages at 1280x900.
+# Makes doc/web-overview.png, doc/web-run.png and doc/web-job.png from a real
+# run: an mlmond of BUILD_DIR on a temporary directory watches a "trainer" (a
+# Python process that burns some CPU, grows its memory by 4 MiB/s, writes a
+# file and sends StatsD timings of three ops), a busy process, an idle one and
+# the four ranks of a job (each sending timings of two ops, rank 2 a quarter
+# slower in one); a mark is put on the trainer; after a minute headless
+# chromium takes the three pages at 1280x900 (the job page 1280x1300).
 # With TALL=FILE it also takes the whole run page (1280x2800) into FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +69,27 @@ api -X POST -d "{\"pid\":$trainer,\"name\":\"resnet50-train\",\"tags\":{\"team\"
 id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["id"])' "$tmp/run.json")
 api -X POST -d "{\"pid\":$busy,\"name\":\"tokenizer\",\"tags\":{\"team\":\"nlp\"}}" http://localhost/v1/runs > /dev/null
 api -X POST -d "{\"pid\":$idle,\"name\":\"notebook\"}" http://localhost/v1/runs > /dev/null
+
+# the ranks of a job: each its own process (StatsD timings land on the
+# sender's run), rank 2's forward pass 25 % slower
+job=llama-ft-7
+for rank in 0 1 2 3; do
+    python3 - "$tmp/statsd.sock" "$rank" <<'PY' &
+import random, socket, sys, time
+path, rank = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+slow = 1.25 if rank == 2 else 1.0
+time.sleep(1)  # registered meanwhile
+while True:
+    for _ in range(5):
+        s.sendto(b"forward:%.3f|ms|#category:model" % (random.lognormvariate(3.0, 0.08) * slow), path)
+    s.sendto(b"allreduce:%.3f|ms|#category:comm" % random.lognormvariate(2.3, 0.15), path)
+    time.sleep(0.1)
+PY
+    pids+=($!)
+    api -X POST -d "{\"pid\":$!,\"name\":\"llama-rank$rank\",\"tags\":{\"job_id\":\"$job\",\"rank\":\"$rank\"}}" \
+        http://localhost/v1/runs > /dev/null
+done
 sleep 15
 api -X POST -d '{"label":"warmup-done"}' "http://localhost/v1/runs/$id/marks" > /dev/null
 sleep 45
@@ -77,7 +100,8 @@ shot() {
 }
 shot doc/web-overview.png "http://127.0.0.1:$port/"
 shot doc/web-run.png "http://127.0.0.1:$port/runs/$id"
+shot doc/web-job.png "http://127.0.0.1:$port/jobs/$job" 1280,1300
 if [ -n "${TALL:-}" ]; then
     shot "$TALL" "http://127.0.0.1:$port/runs/$id" 1280,2800
 fi
-echo "screenshots: doc/web-overview.png doc/web-run.png (run $id)"
+echo "screenshots: doc/web-overview.png doc/web-run.png doc/web-job.png (run $id, job $job)"

@@ -75,8 +75,12 @@ mlmon.get = async function (path) {
 
 mlmon.chartsAvailable = () => typeof Dygraph !== 'undefined';
 
-// Says what to install when the chart library could not be loaded.
+// Says what to install when the chart library could not be loaded. With
+// the library, switches its legend off: the pages draw their own legends as
+// text, where dygraphs' would write HTML from the series names and set a
+// style attribute the CSP refuses.
 mlmon.showMissingLibrary = function () {
+  if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
   const note = document.getElementById('missing');
   if (!note || mlmon.chartsAvailable()) return;
   mlmon.clear(note).append(
@@ -110,3 +114,102 @@ mlmon.sparkline = function (values, title) {
 };
 
 mlmon.colors = ['#2a6fdb', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#0b7285'];
+
+// The ops of a /latency (or job) answer in mlmonctl report's order:
+// by category (uncategorised last), then by total time.
+mlmon.sortedOps = function (opsObj) {
+  const ops = Object.entries(opsObj || {}).map(([name, o]) => ({ name, o, cat: o.category }));
+  return ops.sort((a, b) => {
+    if (!a.cat !== !b.cat) return a.cat ? -1 : 1;
+    if (a.cat && a.cat !== b.cat) return a.cat < b.cat ? -1 : 1;
+    if (a.o.total_ms !== b.o.total_ms) return b.o.total_ms - a.o.total_ms;
+    return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+  });
+};
+
+// The report table of mlmonctl report into box: per op (grouped by
+// category) its count, times, percentiles, share and ops/s over windowS.
+mlmon.reportTable = function (box, opsObj, windowS) {
+  const { el, known } = mlmon;
+  mlmon.clear(box);
+  const ops = mlmon.sortedOps(opsObj);
+  if (ops.length === 0) {
+    box.append(el('p', { class: 'dim' }, 'no timings in this span'));
+    return;
+  }
+  const sum = ops.reduce((t, x) => t + (known(x.o.total_ms) && x.o.total_ms > 0 ? x.o.total_ms : 0), 0);
+  const heads = ['Operation', 'Count', 'Total', 'Avg', 'Min', 'Max', 'p50', 'p90', 'p99', 'Share', 'ops/s'];
+  let table = null, cat;
+  for (const x of ops) {
+    if (!table || x.cat !== cat) {
+      cat = x.cat;
+      box.append(el('h3', {}, 'category ' + (cat || '(none)')));
+      table = el('table', { class: 'grid report' }, el('thead', {}, el('tr', {}, ...heads.map((h, i) => el('th', { class: i ? 'num' : null }, h)))), el('tbody'));
+      box.append(table);
+    }
+    const o = x.o, num = (t, k) => el('td', { class: 'num', 'data-field': k }, t);
+    table.tBodies[0].append(el('tr', { 'data-op': x.name }, el('td', { class: 'op' }, x.name),
+      num(known(o.count) ? o.count.toFixed(0) : '-', 'count'), num(mlmon.fmtMs(o.total_ms), 'total'),
+      num(mlmon.fmtMs(o.mean_ms), 'avg'), num(mlmon.fmtMs(o.min_ms), 'min'), num(mlmon.fmtMs(o.max_ms), 'max'),
+      num(mlmon.fmtMs(o.p50_ms), 'p50'), num(mlmon.fmtMs(o.p90_ms), 'p90'), num(mlmon.fmtMs(o.p99_ms), 'p99'),
+      num(known(o.total_ms) && sum > 0 ? (o.total_ms / sum * 100).toFixed(1) + '%' : '-', 'share'),
+      num(windowS > 0 ? mlmon.fmtPerS(o.count / windowS) : '-', 'per_s')));
+  }
+};
+
+// A page's refresh: runs load() (which renders, and resolves to true while
+// what it shows is still running), shows its error as "Cannot show WHAT",
+// marks the body ready and, while running, runs again after ms. Calling it
+// again starts over (a new window selected).
+mlmon.refresher = function (load, what, ms) {
+  let timer = null;
+  return async function refresh() {
+    clearTimeout(timer);
+    const err = document.getElementById('error');
+    let again = false;
+    try {
+      again = await load();
+      err.hidden = true;
+    } catch (e) {
+      err.textContent = 'Cannot show ' + what + ': ' + e.message;
+      err.hidden = false;
+    }
+    document.body.dataset.ready = '1';
+    if (again) timer = setTimeout(refresh, ms);
+  };
+};
+
+// One plot appended to parent: a titled box with its own legend (names as
+// text) and a Dygraph with the extra options opts; data-points says how many
+// points it drew. rows: [Date, value or null per name].
+mlmon.plot = function (parent, title, names, rows, fmt, opts) {
+  const { el, known } = mlmon;
+  const chart = el('div', { class: 'chart' }), legend = el('div', { class: 'legend' });
+  const box = el('div', { class: 'plot' }, el('h3', {}, title), chart, legend);
+  names.forEach((n, i) => legend.append(el('span', { class: 'swatch c' + (i % mlmon.colors.length) }), n, ' '));
+  const value = el('span', { class: 'value' });
+  legend.append(value);
+  parent.append(box);
+  const pts = rows.filter((r) => r.slice(1).some(known));
+  box.dataset.points = '0';
+  if (pts.length === 0) {
+    chart.append(el('p', { class: 'dim' }, 'no data in this span'));
+    return box;
+  }
+  new Dygraph(chart, rows, Object.assign({
+    labels: ['time'].concat(names.map((n, i) => 's' + i)),
+    colors: names.map((n, i) => mlmon.colors[i % mlmon.colors.length]),
+    legend: 'never',
+    connectSeparatedPoints: false,
+    height: 180,
+    axisLabelFontSize: 11,
+    axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
+    includeZero: true,
+    highlightCallback: (e, x, points) => {
+      value.textContent = new Date(x).toLocaleTimeString() + '  ' + points.map((p, i) => names[i] + ' ' + fmt(p.yval)).join(', ');
+    },
+    unhighlightCallback: () => { value.textContent = ''; },
+  }, opts || {}));
+  box.dataset.points = String(pts.length);
+  return box;
+};

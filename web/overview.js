@@ -9,6 +9,9 @@
   const DETAILED_RUNS = 100;
   const FINISHED_SHOWN = 20;
   const REFRESH_MS = 5000;
+  // Each job's straggler flag costs a merge of its ranks: the running jobs
+  // first, then the latest finished, this many in all.
+  const JOBS_SHOWN = 20;
 
   function card(title, value, sub) {
     return el('div', { class: 'card' }, el('div', { class: 'card-title' }, title), el('div', { class: 'card-value' }, value),
@@ -69,10 +72,29 @@
     return el('tr', { 'data-run': run.id, class: leaking.has(run.id) ? 'leaking' : null }, ...cells);
   }
 
+  async function renderJobs(list) {
+    const jobs = list.jobs.filter((j) => j.state === 'running').reverse()
+      .concat(list.jobs.filter((j) => j.state !== 'running').reverse()).slice(0, JOBS_SHOWN);
+    const docs = await Promise.all(jobs.map((j) => mlmon.get('/v1/jobs/' + encodeURIComponent(j.job_id) + '?q=50').catch(() => null)));
+    const tbody = clear(document.querySelector('#job-list tbody'));
+    jobs.forEach((j, i) => {
+      const n = docs[i] ? docs[i].stragglers.length : null;
+      const flag = n === null ? '-' : n === 0 ? el('span', { class: 'dim' }, 'none')
+        : el('span', { class: 'flag leak', title: docs[i].stragglers.map((s) => s.reason).join('\n') }, n + (n === 1 ? ' straggler' : ' stragglers'));
+      tbody.append(el('tr', { 'data-job': j.job_id, class: n ? 'leaking' : null },
+        el('td', { class: 'name' }, el('a', { href: '/jobs/' + encodeURIComponent(j.job_id) }, j.job_id)),
+        el('td', { class: 'num' }, String(j.runs)), el('td', { class: 'num' }, String(j.ranks)),
+        el('td', {}, el('span', { class: 'state ' + j.state }, j.state)), el('td', {}, mlmon.fmtTime(j.first_registered_ts)),
+        el('td', { 'data-field': 'stragglers' }, flag)));
+    });
+    document.getElementById('jobs').hidden = jobs.length === 0;
+  }
+
   async function refresh() {
-    const [sys, list, leaks] = await Promise.all([
-      mlmon.get('/v1/system'), mlmon.get('/v1/runs?state=all'), mlmon.get('/v1/leaks')]);
+    const [sys, list, leaks, jobs] = await Promise.all([
+      mlmon.get('/v1/system'), mlmon.get('/v1/runs?state=all'), mlmon.get('/v1/leaks'), mlmon.get('/v1/jobs')]);
     renderHost(sys);
+    await renderJobs(jobs);
     const leaking = new Set(leaks.runs.map((r) => r.id));
     const running = list.runs.filter((r) => r.state === 'running');
     const finished = list.runs.filter((r) => r.state !== 'running')

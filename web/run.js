@@ -14,7 +14,7 @@
   const WINDOWS = { '5m': 300e3, '1h': 3600e3, '1d': 86400e3 };
   // The window is kept in the address's fragment (#window=1h,
   // #since_mark=LABEL), so a view can be linked to and reloaded.
-  const state = { window: 'all', mark: null, markLabel: null, timer: null };
+  const state = { window: 'all', mark: null, markLabel: null };
 
   function dl(pairs) {
     const d = clear(document.getElementById('ident'));
@@ -82,39 +82,8 @@
     };
   }
 
-  // One plot: a titled box with its own legend (names as text) and a
-  // Dygraph; data-points says how many points it drew.
-  function plot(title, names, rows, fmt, marks, extra) {
-    const chart = el('div', { class: 'chart' }), legend = el('div', { class: 'legend' });
-    const box = el('div', { class: 'plot' }, el('h3', {}, title), chart, legend);
-    names.forEach((n, i) => legend.append(el('span', { class: 'swatch c' + (i % mlmon.colors.length) }), n, ' '));
-    const value = el('span', { class: 'value' });
-    legend.append(value);
-    document.getElementById('plots').append(box);
-    const pts = rows.filter((r) => r.slice(1).some(known));
-    box.dataset.points = '0';
-    if (pts.length === 0) {
-      chart.append(el('p', { class: 'dim' }, 'no data in this span'));
-      return box;
-    }
-    new Dygraph(chart, rows, {
-      labels: ['time'].concat(names.map((n, i) => 's' + i)),
-      colors: mlmon.colors.slice(0, names.length).concat(mlmon.colors).slice(0, names.length),
-      legend: 'never',
-      connectSeparatedPoints: false,
-      height: 180,
-      axisLabelFontSize: 11,
-      axes: { x: { axisLabelWidth: 64 }, y: { axisLabelFormatter: fmt, valueFormatter: fmt, axisLabelWidth: 76 } },
-      includeZero: true,
-      underlayCallback: underlay(marks, extra),
-      highlightCallback: (e, x, points) => {
-        value.textContent = new Date(x).toLocaleTimeString() + '  ' + points.map((p, i) => names[i] + ' ' + fmt(p.yval)).join(', ');
-      },
-      unhighlightCallback: () => { value.textContent = ''; },
-    });
-    box.dataset.points = String(pts.length);
-    return box;
-  }
+  const plot = (title, names, rows, fmt, marks, extra) =>
+    mlmon.plot(document.getElementById('plots'), title, names, rows, fmt, { underlayCallback: underlay(marks, extra) });
 
   const bytesFmt = (v) => mlmon.fmtBytes(v);
   const rateFmt = (v) => mlmon.fmtRate(v);
@@ -175,40 +144,6 @@
     }
   }
 
-  // The report table of mlmonctl report: ops grouped by category.
-  function renderReport(lat) {
-    const box = clear(document.getElementById('report'));
-    const ops = Object.entries(lat.ops).map(([name, o]) => ({ name, o, cat: o.category }));
-    if (ops.length === 0) {
-      box.append(el('p', { class: 'dim' }, 'no timings in this span'));
-      return;
-    }
-    ops.sort((a, b) => {
-      if (!a.cat !== !b.cat) return a.cat ? -1 : 1;
-      if (a.cat && a.cat !== b.cat) return a.cat < b.cat ? -1 : 1;
-      if (a.o.total_ms !== b.o.total_ms) return b.o.total_ms - a.o.total_ms;
-      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-    });
-    const sum = ops.reduce((t, x) => t + (known(x.o.total_ms) && x.o.total_ms > 0 ? x.o.total_ms : 0), 0);
-    const heads = ['Operation', 'Count', 'Total', 'Avg', 'Min', 'Max', 'p50', 'p90', 'p99', 'Share', 'ops/s'];
-    let table = null, cat;
-    for (const x of ops) {
-      if (!table || x.cat !== cat) {
-        cat = x.cat;
-        box.append(el('h3', {}, 'category ' + (cat || '(none)')));
-        table = el('table', { class: 'grid report' }, el('thead', {}, el('tr', {}, ...heads.map((h, i) => el('th', { class: i ? 'num' : null }, h)))), el('tbody'));
-        box.append(table);
-      }
-      const o = x.o, num = (t, k) => el('td', { class: 'num', 'data-field': k }, t);
-      table.tBodies[0].append(el('tr', { 'data-op': x.name }, el('td', { class: 'op' }, x.name),
-        num(known(o.count) ? o.count.toFixed(0) : '-', 'count'), num(mlmon.fmtMs(o.total_ms), 'total'),
-        num(mlmon.fmtMs(o.mean_ms), 'avg'), num(mlmon.fmtMs(o.min_ms), 'min'), num(mlmon.fmtMs(o.max_ms), 'max'),
-        num(mlmon.fmtMs(o.p50_ms), 'p50'), num(mlmon.fmtMs(o.p90_ms), 'p90'), num(mlmon.fmtMs(o.p99_ms), 'p99'),
-        num(known(o.total_ms) && sum > 0 ? (o.total_ms / sum * 100).toFixed(1) + '%' : '-', 'share'),
-        num(mlmon.fmtPerS(o.count / lat.window_s), 'per_s')));
-    }
-  }
-
   function renderMarks(marks) {
     const sel = document.getElementById('since-mark');
     clear(sel).append(el('option', { value: '' }, '-'));
@@ -242,25 +177,13 @@
     document.getElementById('span').textContent = mlmon.fmtTime(from) + ' to ' + mlmon.fmtTime(until) +
       (smp.truncated ? ' (truncated)' : '');
     renderPlots(run, smp.samples, smp.gauges, lat, mk.marks);
-    renderReport(lat);
+    mlmon.reportTable(document.getElementById('report'), lat.ops, lat.window_s);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     return run.state === 'running';
   }
 
-  async function refresh() {
-    clearTimeout(state.timer);
-    const err = document.getElementById('error');
-    let again = false;
-    try {
-      again = await load();
-      err.hidden = true;
-    } catch (e) {
-      err.textContent = 'Cannot show run ' + id + ': ' + e.message;
-      err.hidden = false;
-    }
-    document.body.dataset.ready = '1';
-    if (again) state.timer = setTimeout(refresh, REFRESH_MS);
-  }
+  // Loads the page now, then every REFRESH_MS while load() says it is running.
+  const refresh = mlmon.refresher(load, 'run ' + id, REFRESH_MS);
 
   function select(win, mark, markLabel) {
     state.window = win;
@@ -285,8 +208,5 @@
     else select('all', null, null);
   });
   mlmon.showMissingLibrary();
-  // The page draws its own legends as text: dygraphs' legend would write
-  // HTML from the series names, and sets a style attribute the CSP refuses.
-  if (mlmon.chartsAvailable()) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins.Legend);
   selectFromFragment();
 })();

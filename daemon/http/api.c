@@ -262,6 +262,7 @@ const struct route api_routes[] = {
         /* the web page, built on the routes above */
         { { NULL }, "GET", h_web_overview },
         { { "runs", "*" }, "GET", h_web_run },
+        { { "jobs", "*" }, "GET", h_web_job },
         { { "web", "*" }, "GET", h_web_asset },
         { { "javascript", "dygraphs", "*" }, "GET", h_web_library },
 };

@@ -58,6 +58,18 @@ void h_web_run(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_asset(rq, "run.html");
 }
 
+void h_web_job(struct request *rq, const char *const *parts, size_t nparts) {
+        /* the path segment, percent-decoded, is the job id: the page asks
+         * the API for the job (and says when there is none) */
+        if (!check_args(rq, NULL))
+                return;
+        if (!valid_label(parts[1], TAG_VALUE_MAX)) {
+                respond_error(rq, 400, "bad_request", "not a job id (1 to %d bytes of UTF-8 text)", TAG_VALUE_MAX);
+                return;
+        }
+        respond_asset(rq, "job.html");
+}
+
 void h_web_asset(struct request *rq, const char *const *parts, size_t nparts) {
         if (check_args(rq, NULL))
                 respond_asset(rq, parts[1]);

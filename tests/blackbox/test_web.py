@@ -14,10 +14,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import quote
 
 import pytest
 
 from conftest import Helper, UnixHTTPConnection, wait_for
+from test_jobs import start_job
+from test_statsd import agents  # noqa: F401
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -307,3 +310,70 @@ def test_latency_steps(make_mlmond):
             assert st == 400 and body["error"]["code"] == "bad_request", (bad, body)
     finally:
         sender.close()
+
+
+JOB_ID = "exp <b>1</b>"
+
+
+def test_job_page_shows_the_ranks_and_the_straggler(mlmond, agents):
+    """Four ranks of a job with a hostile id, rank 2 made 25 % slower: the
+    job page shows the ranks, the merged figures of /v1/jobs/ID, the
+    straggler on rank 2 only with its reason, and the id as text."""
+    d = mlmond
+    ids, _, _ = start_job(d, agents, JOB_ID, [1.0, 1.0, 1.25, 1.0])
+    st, doc = d.get(f"/v1/jobs/{quote(JOB_ID, safe='')}?q=50,90,99")
+    assert st == 200 and [s["run"] for s in doc["stragglers"]] == [ids[2]], doc
+    base = f"http://127.0.0.1:{d.port}"
+
+    dom, console = chromium(f"{base}/jobs/{quote(JOB_ID, safe='')}")
+    assert console == [], console
+    assert dom.find("body", data_ready="1")
+    assert dom.find("p", id="error")[0][1].get("hidden") is not None, dom.text_of(id="error")
+    assert dom.find("b") == [], "the job id became an element"
+    assert JOB_ID in dom.text_of(id="title") and JOB_ID in dom.text_of(id="ident")
+    # the runs, each linking to its page
+    runs = [e for e in dom.find("tr") if "data-run" in e[1] and "data-rank-of" not in e[1]]
+    assert [int(e[1]["data-run"]) for e in runs] == ids, runs
+    assert all(f"rank{i}" in e[2] and "running" in e[2] for i, e in enumerate(runs)), runs
+    for i in ids:
+        assert dom.find("a", href=f"/runs/{i}"), f"no link to run {i}"
+    # the merged op table: the same figures as the API's
+    row = dom.find("tr", data_op="step")
+    assert row
+    at = dom.elements.index(row[0])
+    cells = {e[1]["data-field"]: e[2] for e in dom.elements[at:at + 12] if e[1].get("data-field")}
+    assert cells["count"] == "1600"
+    for q in ("p50", "p90", "p99"):
+        assert cells[q] == fmt_ms(doc["ops"]["step"][q + "_ms"]), (q, cells)
+    # per rank: four rows, the straggler flagged on rank 2 only, its reason as text
+    rank_rows = dom.find("tr", data_rank_of="step")
+    assert [int(e[1]["data-run"]) for e in rank_rows] == ids, rank_rows
+    flagged = [int(e[1]["data-run"]) for e in rank_rows if "STRAGGLER" in e[2]]
+    tinted = [int(e[1]["data-run"]) for e in rank_rows if "straggler" in e[1].get("class", "")]
+    assert flagged == tinted == [ids[2]], rank_rows
+    for e, r in zip(rank_rows, doc["ranks"]["step"]):
+        assert fmt_ms(r["p50_ms"]) in e[2] and fmt_ms(r["p99_ms"]) in e[2], (e, r)
+    reason = doc["stragglers"][0]["reason"]
+    assert reason in [e[2] for e in dom.find("p") if "reason" in e[1].get("class", "")]
+    assert "1 straggler" in dom.text_of(id="stragglers")
+    # each rank's p50 over time, one line per rank
+    plots = [e for e in dom.find("div") if "data-points" in e[1] and e[2].startswith("step: p50 per rank")]
+    assert plots and int(plots[0][1]["data-points"]) > 0, plots
+    assert all(f"rank {i}" in plots[0][2] for i in range(4)), plots
+    # a job that does not exist: the page says so
+    dom, console = chromium(f"{base}/jobs/nope")
+    assert dom.find("body", data_ready="1") and "no job 'nope'" in dom.text_of(id="error")
+    assert all("/v1/jobs/nope" in line or "404" in line for line in console), console
+    # what cannot be a job id is refused before any page
+    for bad in ("%FF", "x" * 129):
+        st, body = d.get("/jobs/" + bad)
+        assert st == 400 and body["error"]["code"] == "bad_request", (bad, body)
+
+    # the overview lists the job, flagged, with a link to its page
+    dom, console = chromium(base + "/")
+    assert console == [], console
+    assert dom.find("section", id="jobs")[0][1].get("hidden") is None
+    job = dom.find("tr", data_job=JOB_ID)
+    assert job and "1 straggler" in job[0][2] and "running" in job[0][2], job
+    assert dom.find("a", href="/jobs/" + quote(JOB_ID, safe=""))
+    assert dom.find("b") == []
