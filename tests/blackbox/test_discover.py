@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import wait_for
 
 BASE_ENV = {"PATH": "/usr/bin:/bin"}
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "exp-42", "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8"}
@@ -26,11 +27,21 @@ def spawn():
     def start(env, argv=("sleep", "60")):
         p = subprocess.Popen(list(argv), env=env, stdin=subprocess.DEVNULL)
         procs.append(p)
+        # Popen returns once exec has begun; the kernel sets the new
+        # environment's place a moment later (until then /proc/PID/environ
+        # reads empty): wait for it, as a process registered later would be
+        if env:
+            wait_for(lambda: read_environ(p.pid), 5, interval=0.01, what="the spawned process's environment")
         return p
     yield start
     for p in procs:
         p.kill()
         p.wait()
+
+
+def read_environ(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return f.read()
 
 
 def env_tags(tags):
