@@ -427,9 +427,11 @@ static void test_op_slices(void) {
         store_close(s);
 }
 
-/* Samples written in a transaction go in batches: each row keeps its own
- * values and per-device JSON (copied: the caller's buffer is reused), a
- * partial batch is written at the commit, and a rollback writes none. */
+/* Samples written in a transaction go in batches (87 rows: 64 + 16 + 4 +
+ * 3 one by one): each row keeps its own values and per-device JSON
+ * (copied: the caller's buffer is reused), a whole-number rate reads back
+ * as the same REAL as a fractional one, a partial batch is written at the
+ * commit, and a rollback writes none. */
 static void test_sample_batches(void) {
         struct store *s = open_db("batch.db");
         if (!s)
@@ -438,20 +440,26 @@ static void test_sample_batches(void) {
         CHECK_EQ_INT(store_begin(s), 0);
         int64_t id = add_run(s, 400);
         char gpu[64];
-        for (int i = 0; i < 37; i++) {
-                struct sample m = { .ts_ms = 50000 + i * 1000, .cpu_time_ns = (uint64_t)i, .threads = 1 };
+        for (int i = 0; i < 87; i++) {
+                struct sample m = { .ts_ms = 50000 + i * 1000,
+                                    .cpu_time_ns = (uint64_t)i,
+                                    .has_cpu_pct = true,
+                                    .cpu_pct = i % 2 ? i : i + 0.25,
+                                    .threads = 1 };
                 snprintf(gpu, sizeof gpu, "[{\"n\":%d}]", i);
                 CHECK_EQ_INT(store_insert_sample(s, id, &m, gpu), 0);
                 memset(gpu, 'x', sizeof gpu - 1);
         }
         CHECK_EQ_INT(store_commit(s), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 37);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE gpu = '[{\"n\":' || cpu_time_ns || '}]' AND "
-                                "ts = 50000 + cpu_time_ns * 1000"),
-                     37);
+                                "ts = 50000 + cpu_time_ns * 1000 AND typeof(cpu_pct) = 'real' AND "
+                                "cpu_pct = cpu_time_ns + (cpu_time_ns % 2 = 0) * 0.25"),
+                     87);
         struct sample back;
-        CHECK_EQ_INT(store_load_sample(s, id, 86000, &back), 0);
-        CHECK_EQ_INT(back.cpu_time_ns, 36);
+        CHECK_EQ_INT(store_load_sample(s, id, 135000, &back), 0);
+        CHECK_EQ_INT(back.cpu_time_ns, 85);
+        CHECK(back.cpu_pct == 85.0);
 
         CHECK_EQ_INT(store_begin(s), 0);
         for (int i = 0; i < 5; i++) {
@@ -459,7 +467,7 @@ static void test_sample_batches(void) {
                 CHECK_EQ_INT(store_insert_sample(s, id, &m, "[]"), 0);
         }
         store_rollback(s);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 37);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
         store_close(s);
 }
 

@@ -17,16 +17,19 @@ extern const char *const sql_migrations[];
 extern const size_t sql_migrations_count;
 
 /* Samples written in a transaction wait here and go in SAMPLE_BATCH rows
- * a statement: a row costs a third less than one statement a row
- * (tests/bench/cost.py -p). */
-#define SAMPLE_BATCH 16
+ * a statement: a row costs a third less than one statement a row, and 64
+ * rows a statement less again than 16 (tests/bench/cost.py -p). */
+#define SAMPLE_BATCH 64
+/* The statements a flush uses, largest first: the rest of a tick (1 000
+ * runs: 15 x 64 + 40) goes in 16 and 4 rows, then one by one. */
+static const size_t batch_rows[] = { SAMPLE_BATCH, 16, 4, 1 };
 /* ts, the sample's columns, gpu, run_id */
 #define SAMPLE_PARAMS 25
 
 struct store {
         sqlite3 *w, *r;
         sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
-        sqlite3_stmt *insert_samples; /* SAMPLE_BATCH rows */
+        sqlite3_stmt *insert_samples[ELEMENTSOF(batch_rows)]; /* batch_rows[i] rows */
         struct pending_sample {
                 int64_t run_id;
                 struct sample m;
@@ -181,9 +184,11 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         sqlite3_busy_timeout(s->r, 5000);
         exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
 
-        if ((r = prepare_sample_insert(s->w, 1, &s->insert_sample)) < 0 ||
-            (r = prepare_sample_insert(s->w, SAMPLE_BATCH, &s->insert_samples)) < 0 ||
-            (r = prepare(s->w,
+        for (size_t i = 0; i < ELEMENTSOF(batch_rows); i++)
+                if ((r = prepare_sample_insert(s->w, batch_rows[i], &s->insert_samples[i])) < 0)
+                        goto fail;
+        s->insert_sample = s->insert_samples[ELEMENTSOF(batch_rows) - 1];
+        if ((r = prepare(s->w,
                          "UPDATE runs SET last_ts=?, samples=?, cpu_time_ns=?, user_time_ns=?, system_time_ns=?, "
                          "peak_rss_bytes=?, final_rss_bytes=?, threads_max=?, read_bytes=?, write_bytes=?, "
                          "netns_rx_bytes=?, netns_tx_bytes=?, peak_gpu_mem_bytes=?, gpu_util_samples=?, "
@@ -215,8 +220,8 @@ void store_close(struct store *s) {
                 return;
         if (s->in_txn)
                 store_rollback(s);
-        sqlite3_finalize(s->insert_sample);
-        sqlite3_finalize(s->insert_samples);
+        for (size_t i = 0; i < ELEMENTSOF(batch_rows); i++)
+                sqlite3_finalize(s->insert_samples[i]);
         sqlite3_finalize(s->update_totals);
         sqlite3_finalize(s->update_state);
         sqlite3_finalize(s->insert_run);
@@ -281,10 +286,13 @@ static int prepare_once(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
         return sqlite3_prepare_v2(db, sql, -1, ret, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
-static int step_done(struct store *s, sqlite3_stmt *st) {
+/* Runs st to its end and resets it; clears its bindings unless every
+ * parameter is bound again before the next step (the sample inserts). */
+static int step_reset(struct store *s, sqlite3_stmt *st, bool clear) {
         int rc = sqlite3_step(st);
         sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
+        if (clear)
+                sqlite3_clear_bindings(st);
         if (rc != SQLITE_DONE) {
                 s->write_errors++;
                 return log_warning_errno(EIO, "database write failed: %s", sqlite3_errmsg(s->w));
@@ -295,7 +303,13 @@ static int step_done(struct store *s, sqlite3_stmt *st) {
 /* Binds v and runs st (a write) to its end: 0, or -EIO counted as a write error. */
 static int step_params(struct store *s, sqlite3_stmt *st, const struct param *v) {
         bind_params(st, v);
-        return step_done(s, st);
+        return step_reset(s, st, true);
+}
+
+/* step_params for a statement whose parameters are all in v, each time. */
+static int step_all_params(struct store *s, sqlite3_stmt *st, const struct param *v) {
+        bind_params(st, v);
+        return step_reset(s, st, false);
 }
 
 /* The same through a statement prepared for this one write. */
@@ -356,8 +370,15 @@ static struct param sample_param(const struct sample *m, const struct sample_gro
                 return p_u64(known, *(const uint64_t *)(base + field));
         case COL_U32:
                 return p_u64(known, *(const uint32_t *)(base + field));
-        case COL_DOUBLE:
-                return p_double(known, *(const double *)(base + field));
+        case COL_DOUBLE: {
+                /* A whole number (0 % of an idle process's CPU) goes in as
+                 * an integer: a REAL column reads it back as the same
+                 * double, and its record skips the 8-byte float. */
+                double d = *(const double *)(base + field);
+                if (known && d >= -0x1p47 && d <= 0x1p47 && d == (double)(int64_t)d)
+                        return p_int((int64_t)d);
+                return p_double(known, d);
+        }
         }
         return p_null();
 }
@@ -438,23 +459,24 @@ static int insert_one(struct store *s, int64_t run_id, const struct sample *m, c
         struct param v[SAMPLE_PARAMS + 1];
         sample_params(v, run_id, m, gpu_json);
         v[SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
-        return step_params(s, s->insert_sample, v);
+        return step_all_params(s, s->insert_sample, v);
 }
 
-/* The samples waiting, in one statement when they are a full batch. */
+/* The samples waiting, in as few statements as batch_rows allows. */
 static int flush_samples(struct store *s) {
         struct param v[SAMPLE_BATCH * SAMPLE_PARAMS + 1];
         const struct pending_sample *p = s->pending;
+        size_t done = 0;
         int r = 0;
-        if (s->n_pending == SAMPLE_BATCH) {
-                for (size_t i = 0; i < SAMPLE_BATCH; i++)
-                        sample_params(v + i * SAMPLE_PARAMS, p[i].run_id, &p[i].m, p[i].gpu_json);
-                v[SAMPLE_BATCH * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
-                r = step_params(s, s->insert_samples, v);
-        } else
-                for (size_t i = 0; i < s->n_pending; i++)
-                        if (insert_one(s, p[i].run_id, &p[i].m, p[i].gpu_json) < 0)
+        for (size_t b = 0; b < ELEMENTSOF(batch_rows); b++)
+                for (size_t n = batch_rows[b]; s->n_pending - done >= n; done += n) {
+                        for (size_t i = 0; i < n; i++)
+                                sample_params(v + i * SAMPLE_PARAMS, p[done + i].run_id, &p[done + i].m,
+                                              p[done + i].gpu_json);
+                        v[n * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
+                        if (step_all_params(s, s->insert_samples[b], v) < 0)
                                 r = -EIO;
+                }
         drop_samples(s);
         return r;
 }
