@@ -375,8 +375,8 @@ static struct param sample_param(const struct sample *m, const struct sample_gro
                 return p_u64(known, *(const uint32_t *)(base + field));
         case COL_DOUBLE: {
                 /* A whole number (0 % of an idle process's CPU) goes in as
-                 * an integer: a REAL column reads it back as the same
-                 * double, and its record skips the 8-byte float. */
+                 * an integer: SQLite writes it so in a REAL column anyway
+                 * and reads it back as the same double. */
                 double d = *(const double *)(base + field);
                 if (known && d >= -0x1p47 && d <= 0x1p47 && d == (double)(int64_t)d)
                         return p_int((int64_t)d);
