@@ -284,6 +284,27 @@ static void close_dirfds(int *fds, size_t n) {
                 safe_close(fds[i]);
 }
 
+/* The direct children of tree member pid. Only the thread that forked a
+ * child lists it, so every thread's list is read (opening task/ and
+ * listing it), except for a member that had a single thread at the
+ * previous sample: its own list is all there is. One that started a thread
+ * since and forked from it shows that child a sample later (its stat is
+ * read again, since it ran), which then counts all it used. */
+static int read_tree_children(const struct run *r, int pid, int dirfd, int **ret, size_t *ret_n) {
+        for (size_t i = 0; i < r->n_members; i++) {
+                const struct member *p = &r->members[i];
+                if (p->pid != pid)
+                        continue;
+                if (!p->has_st || p->st.num_threads != 1)
+                        break;
+                int q = proc_read_thread_children(dirfd, pid, ret, ret_n);
+                if (q != -ENOENT)
+                        return q;
+                break; /* the full walk tells a process gone from a kernel without the files */
+        }
+        return proc_read_children(dirfd, ret, ret_n);
+}
+
 /* Descendants of the main process, breadth first, via task/{tid}/children,
  * with the /proc/PID directory each was listed through (-1 where it could
  * not be opened; [0] is the run's own), for read_member() to take over. */
@@ -298,7 +319,7 @@ static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret,
                 _cleanup_free_ int *kids = NULL;
                 size_t nk = 0;
                 int d = dirfds[i] = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
-                if (d < 0 || proc_read_children(d, &kids, &nk) < 0)
+                if (d < 0 || read_tree_children(r, pids[i], d, &kids, &nk) < 0)
                         continue;
                 for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
                         if (!GREEDY_REALLOC(pids, n + 1) || !GREEDY_REALLOC(dirfds, n + 1)) {
