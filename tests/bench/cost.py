@@ -27,7 +27,8 @@ after registration and at the end, less RssAnon before it, over the runs),
 VmRSS, the ticks and overruns of the window, and how late the samples
 were: each run's sample times less its schedule (the k-th sample one
 interval after the k-1-th), less the smallest such offset of that run in
-the window, the median, p99 and maximum over all samples. Use a
+the window, the median, p99 and maximum over all samples, and how many
+samples were taken of those due (a tick that overran skips some). Use a
 debugoptimized build.
 """
 import argparse
@@ -223,7 +224,9 @@ def measure(args, n):
         print(f"  ticks {h1['ticks'] - h0['ticks']}, overruns {h1['overruns'] - h0['overruns']}, "
               f"last_tick_ms {h1['last_tick_ms']}")
         if late:
-            print(f"  samples late by {late[0]} ms median, {late[1]} ms p99, {late[2]} ms at most")
+            expected = int(len(roots) * wall * 1000 / interval_ms(args.interval))
+            print(f"  samples late by {late[0]} ms median, {late[1]} ms p99, {late[2]} ms at most; "
+                  f"{rows} samples of {expected} due")
         if wrk:
             out = wrk.communicate()[0]
             reqs = [line for line in out.splitlines() if "Requests/sec" in line or "requests in" in line]
