@@ -119,6 +119,11 @@ static void test_vanish(void) {
         for (size_t i = 0; i < nkids; i++)
                 found = found || kids[i] == pid;
         CHECK(found);
+        /* the test is single-threaded: its own thread's list has the child */
+        _cleanup_free_ int *own = NULL;
+        size_t nown = 0;
+        CHECK_R(proc_read_thread_children(self, getpid(), &own, &nown), 0);
+        CHECK(nown == nkids && memcmp(own, kids, nown * sizeof *own) == 0);
 
         CHECK(kill(pid, SIGKILL) == 0);
         CHECK(waitpid(pid, NULL, 0) == pid);
@@ -137,6 +142,8 @@ static void test_vanish(void) {
         CHECK(proc_errno_is_gone(r));
         _cleanup_free_ int *gone_kids = NULL;
         r = proc_read_children(fd, &gone_kids, &nkids);
+        CHECK(proc_errno_is_gone(r));
+        r = proc_read_thread_children(fd, pid, &gone_kids, &nkids);
         CHECK(proc_errno_is_gone(r));
 }
 

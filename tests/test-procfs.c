@@ -634,6 +634,12 @@ static void fixture_process(const char *root) {
         size_t nkids = 0;
         CHECK_R(proc_read_children(fd, &kids, &nkids), 0);
         CHECK(nkids == 2 && kids && kids[0] == 101 && kids[1] == 102); /* 102 listed by both threads */
+        /* one thread's list alone */
+        _cleanup_free_ int *own = NULL, *other = NULL;
+        size_t nown = 0, nother = 0;
+        CHECK_R(proc_read_thread_children(fd, 103, &own, &nown), 0);
+        CHECK(nown == 1 && own[0] == 102);
+        CHECK_R(proc_read_thread_children(fd, 104, &other, &nother), -ENOENT);
 }
 
 /* 101, 102 and the kernel thread 2 */

@@ -380,10 +380,42 @@ static int cmp_int(const void *a, const void *b) {
         return (x > y) - (x < y);
 }
 
+/* PREFIX/TID/children under dir appended to *pids: a stack buffer first,
+ * the heap for a long list (it may hold thousands of pids). */
+static int read_thread_children(int taskdir, const char *prefix, int tid, int **pids, size_t *n) {
+        char path[64], small[1024];
+        snprintf(path, sizeof path, "%s%d/children", prefix, tid);
+        int r = read_small_at(taskdir, path, small, sizeof small);
+        if (r == -EFBIG) {
+                _cleanup_free_ char *buf = NULL;
+                r = read_big_at(taskdir, path, PROC_BIG_MAX, &buf);
+                return r < 0 ? r : proc_parse_pid_list(buf, pids, n);
+        }
+        return r < 0 ? r : proc_parse_pid_list(small, pids, n);
+}
+
+/* Sorted and deduplicated: a child forked by one thread is listed once,
+ * but a pid may show up twice when one child exits and the pid is reused
+ * while we read. */
+static void children_done(int *pids, size_t n, int **ret_pids, size_t *ret_n) {
+        size_t m = 0;
+        if (n > 1)
+                qsort(pids, n, sizeof(int), cmp_int);
+        for (size_t i = 0; i < n; i++)
+                if (m == 0 || pids[m - 1] != pids[i])
+                        pids[m++] = pids[i];
+        if (m == 0) {
+                free(pids);
+                pids = NULL;
+        }
+        *ret_pids = pids;
+        *ret_n = m;
+}
+
 int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
         _cleanup_closedir_ DIR *d = NULL;
-        _cleanup_free_ int *pids = NULL;
-        size_t n = 0, m;
+        int *pids = NULL;
+        size_t n = 0;
         int r;
 
         r = opendir_at(piddir, "task", &d);
@@ -391,8 +423,6 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
                 return r;
 
         for (;;) {
-                _cleanup_free_ char *buf = NULL;
-                char path[64];
                 struct dirent *de;
                 struct stat st;
                 int tid;
@@ -401,45 +431,43 @@ int proc_read_children(int piddir, int **ret_pids, size_t *ret_n) {
                 de = readdir(d);
                 if (!de) {
                         if (errno != 0)
-                                return -errno;
+                                r = -errno;
                         break;
                 }
                 if (word_to_pid(de->d_name, strlen(de->d_name), &tid) < 0 || tid == 0)
                         continue; /* ".", ".." */
 
-                snprintf(path, sizeof path, "%d/children", tid);
-                /* may hold thousands of pids, so not a stack buffer */
-                r = read_big_at(dirfd(d), path, PROC_BIG_MAX, &buf);
+                r = read_thread_children(dirfd(d), "", tid, &pids, &n);
                 if (r == -ENOENT) {
                         /* Either the thread exited since readdir(), or the
                          * kernel has no children files at all
                          * (CONFIG_PROC_CHILDREN=n) — the thread's directory
                          * tells which. */
-                        if (fstatat(dirfd(d), de->d_name, &st, 0) >= 0)
-                                return -EOPNOTSUPP;
-                        continue;
-                }
-                if (r == -ESRCH)
-                        continue;
-                if (r < 0)
-                        return r;
-
-                r = proc_parse_pid_list(buf, &pids, &n);
-                if (r < 0)
-                        return r;
+                        if (fstatat(dirfd(d), de->d_name, &st, 0) >= 0) {
+                                r = -EOPNOTSUPP;
+                                break;
+                        }
+                } else if (r < 0 && r != -ESRCH)
+                        break;
+                r = 0;
         }
+        if (r < 0) {
+                free(pids);
+                return r;
+        }
+        children_done(pids, n, ret_pids, ret_n);
+        return 0;
+}
 
-        /* a child forked by one thread is listed once, but a pid may show up
-         * twice when one child exits and the pid is reused while we read */
-        if (n > 1)
-                qsort(pids, n, sizeof(int), cmp_int);
-        m = 0;
-        for (size_t i = 0; i < n; i++)
-                if (m == 0 || pids[m - 1] != pids[i])
-                        pids[m++] = pids[i];
-
-        *ret_pids = m > 0 ? TAKE_PTR(pids) : NULL;
-        *ret_n = m;
+int proc_read_thread_children(int piddir, int tid, int **ret_pids, size_t *ret_n) {
+        int *pids = NULL;
+        size_t n = 0;
+        int r = read_thread_children(piddir, "task/", tid, &pids, &n);
+        if (r < 0) {
+                free(pids);
+                return r;
+        }
+        children_done(pids, n, ret_pids, ret_n);
         return 0;
 }
 

@@ -130,6 +130,10 @@ int proc_read_cmdline(int piddir, size_t max, char **ret);
  * task/ is missing (process gone), -EOPNOTSUPP when the kernel has no
  * children files (CONFIG_PROC_CHILDREN=n). */
 int proc_read_children(int piddir, int **ret_pids, size_t *ret_n);
+/* The same for the one thread tid (task/TID/children), without listing
+ * task/: enough for a process with a single thread. -ENOENT when the
+ * thread or the file is missing. */
+int proc_read_thread_children(int piddir, int tid, int **ret_pids, size_t *ret_n);
 /* Inode of the process's network namespace (readlink ns/net "net:[N]"),
  * or -errno. Under a fixture tree where ns/net is a regular file holding
  * "net:[N]" the file's text is used. */

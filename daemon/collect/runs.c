@@ -7,9 +7,6 @@
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 
-/* A process tree bigger than this is cut (and logged once by the caller):
- * it bounds one run's cost per tick. */
-#define MAX_TREE 4096
 /* VmHWM lives in /proc/PID/status, the most expensive file to read (2.4 us
  * vs 0.4 us for statm): refresh it every few
  * ticks; the summary's peak is also the maximum of the sampled RSS. */
@@ -48,8 +45,10 @@ void run_free(struct run *r) {
         leakwatch_done(&r->leak);
         leakwatch_done(&r->leak_gpu);
         accel_run_done(&r->accel);
-        for (size_t i = 0; i < r->n_members; i++)
+        for (size_t i = 0; i < r->n_members; i++) {
                 accel_member_done(&r->members[i].acc);
+                member_fds_close(&r->members[i].fds);
+        }
         free(r->members);
         free(r->netns);
         free(r);
@@ -178,8 +177,9 @@ struct reading {
         struct proc_io io;
         uint64_t netns;
         bool has_netns;
-        bool reused_st; /* st and io are the previous sample's */
-        int dirfd;      /* borrowed or owned (owned when != run's dirfd) */
+        bool reused_st;        /* st and io are the previous sample's */
+        int dirfd;             /* the run's, or fds.dir */
+        struct member_fds fds; /* owned */
 };
 
 /* CPU time of the whole thread group in ns, from the process CPU clock
@@ -209,18 +209,21 @@ static struct member *idle_member(struct run *r, int pid, const struct reading *
         return NULL;
 }
 
-/* dirfd: the member's /proc/PID, which it takes over (-1: it opens it). */
-static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, int dirfd, bool main, bool allow_zombie,
-                       struct reading *out) {
+/* fds: the member's files (/proc/PID and others), which it takes over;
+ * those it opens are added. */
+static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, const struct member_fds *fds, bool main,
+                       bool allow_zombie, struct reading *out) {
         char buf[4096];
         ssize_t k;
-        if (main)
-                dirfd = r->dirfd;
-        else if (dirfd < 0)
-                dirfd = proc_open_pid_dir(ctx->proc_root, pid);
-        if (dirfd < 0)
-                return dirfd;
         memset(out, 0, sizeof *out);
+        out->fds = fds ? *fds : MEMBER_FDS_NONE;
+        if (!main && out->fds.dir < 0)
+                out->fds.dir = proc_open_pid_dir(ctx->proc_root, pid);
+        int dirfd = main ? r->dirfd : out->fds.dir;
+        if (dirfd < 0) {
+                member_fds_close(&out->fds);
+                return dirfd;
+        }
         out->pid = pid;
         out->dirfd = dirfd;
 
@@ -258,7 +261,9 @@ static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, in
         }
 statm:
         /* a zombie has no memory left: its statm reads 0, which is not its RSS */
-        k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : -1, dirfd, "statm", buf, sizeof buf);
+        if (!main && !out->zombie && out->fds.statm < 0 && ctx->real_proc)
+                out->fds.statm = open_kept(dirfd, "statm");
+        k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : out->fds.statm, dirfd, "statm", buf, sizeof buf);
         if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
                 out->has_statm = true;
         if (!out->reused_st && (!main || r->fd_io >= 0 || !ctx->real_proc)) {
@@ -268,51 +273,18 @@ statm:
         }
         return 0;
 gone:
-        if (!main)
-                safe_close(dirfd);
+        member_fds_close(&out->fds);
         return -ESRCH;
 }
 
-static void reading_done(struct run *r, struct reading *rd) {
-        if (rd->dirfd >= 0 && rd->dirfd != r->dirfd)
-                safe_close(rd->dirfd);
+static void reading_done(struct reading *rd) {
+        member_fds_close(&rd->fds);
         rd->dirfd = -1;
 }
 
-static void close_dirfds(int *fds, size_t n) {
+static void close_all(struct member_fds *fds, size_t n) {
         for (size_t i = 0; i < n; i++)
-                safe_close(fds[i]);
-}
-
-/* Descendants of the main process, breadth first, via task/{tid}/children,
- * with the /proc/PID directory each was listed through (-1 where it could
- * not be opened; [0] is the run's own), for read_member() to take over. */
-static int collect_tree(const struct collect_ctx *ctx, struct run *r, int **ret, int **ret_dirfds, size_t *ret_n) {
-        size_t n = 1;
-        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
-        if (!GREEDY_REALLOC(pids, 16) || !GREEDY_REALLOC(dirfds, 16))
-                return -ENOMEM;
-        pids[0] = r->info.pid;
-        dirfds[0] = r->dirfd;
-        for (size_t i = 0; i < n && n < MAX_TREE; i++) {
-                _cleanup_free_ int *kids = NULL;
-                size_t nk = 0;
-                int d = dirfds[i] = i == 0 ? r->dirfd : proc_open_pid_dir(ctx->proc_root, pids[i]);
-                if (d < 0 || proc_read_children(d, &kids, &nk) < 0)
-                        continue;
-                for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
-                        if (!GREEDY_REALLOC(pids, n + 1) || !GREEDY_REALLOC(dirfds, n + 1)) {
-                                close_dirfds(dirfds + 1, i);
-                                return -ENOMEM;
-                        }
-                        dirfds[n] = -1;
-                        pids[n++] = kids[j];
-                }
-        }
-        *ret = TAKE_PTR(pids);
-        *ret_dirfds = TAKE_PTR(dirfds);
-        *ret_n = n;
-        return 0;
+                member_fds_close(&fds[i]);
 }
 
 static const struct proc_netdev *netdev_cached(struct collect_ctx *ctx, uint64_t inode, int dirfd) {
@@ -432,30 +404,31 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
  * descendants. A child that left meanwhile is skipped; -ESRCH when the main
  * process is gone. */
 static int read_members(struct collect_ctx *ctx, struct run *r, bool final, struct reading **ret, size_t *ret_n) {
-        _cleanup_free_ int *pids = NULL, *dirfds = NULL;
+        _cleanup_free_ int *pids = NULL;
+        _cleanup_free_ struct member_fds *fds = NULL;
         size_t npids = 1;
         int q;
 
         if (r->info.children) {
-                q = collect_tree(ctx, r, &pids, &dirfds, &npids);
+                q = tree_collect(ctx, r, &pids, &fds, &npids);
                 if (q < 0)
                         return q;
         }
 
         _cleanup_free_ struct reading *rd = calloc(npids, sizeof *rd);
         if (!rd) {
-                if (dirfds)
-                        close_dirfds(dirfds + 1, npids - 1);
+                if (fds)
+                        close_all(fds, npids);
                 return -ENOMEM;
         }
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
                 int pid = pids ? pids[i] : r->info.pid;
-                q = read_member(ctx, r, pid, dirfds ? dirfds[i] : -1, i == 0, final, &rd[nrd]);
+                q = read_member(ctx, r, pid, fds ? &fds[i] : NULL, i == 0, final, &rd[nrd]);
                 if (q < 0) {
                         if (i == 0) {
-                                if (dirfds)
-                                        close_dirfds(dirfds + 1, npids - 1);
+                                if (fds)
+                                        close_all(fds + 1, npids - 1);
                                 return -ESRCH; /* the main process is gone */
                         }
                         continue; /* a child that left: normal */
@@ -466,7 +439,7 @@ static int read_members(struct collect_ctx *ctx, struct run *r, bool final, stru
          * start time in the same pid directory is a different process. */
         if (rd[0].st.starttime_ticks != r->info.start_time_ticks) {
                 for (size_t i = 0; i < nrd; i++)
-                        reading_done(r, &rd[i]);
+                        reading_done(&rd[i]);
                 return -ESRCH;
         }
         *ret = TAKE_PTR(rd);
@@ -634,6 +607,7 @@ int run_resume(struct run *r, const struct run_baseline *b, const struct sample 
                         .now = v->c,
                         .base = v->c,
                         .acc = { .pid = v->pid, .start_ticks = v->start_ticks },
+                        .fds = MEMBER_FDS_NONE,
                 };
         }
         for (size_t i = 0; i < b->n_netns; i++) {
@@ -644,8 +618,10 @@ int run_resume(struct run *r, const struct run_baseline *b, const struct sample 
                                                 .base_rx_bytes = v->rx_bytes,
                                                 .base_tx_bytes = v->tx_bytes };
         }
-        for (size_t i = 0; i < r->n_members; i++)
+        for (size_t i = 0; i < r->n_members; i++) {
                 accel_member_done(&r->members[i].acc);
+                member_fds_close(&r->members[i].fds);
+        }
         free(r->members);
         r->members = m;
         r->n_members = b->n_members;
@@ -820,7 +796,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
                 return q;
         if (credentials_changed(r)) {
                 for (size_t i = 0; i < nrd; i++)
-                        reading_done(r, &rd[i]);
+                        reading_done(&rd[i]);
                 return -EPERM;
         }
 
@@ -829,7 +805,7 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
         struct member *nm = calloc(nrd, sizeof *nm);
         if (!nm) {
                 for (size_t i = 0; i < nrd; i++)
-                        reading_done(r, &rd[i]);
+                        reading_done(&rd[i]);
                 return -ENOMEM;
         }
         members_deltas(ctx, r, rd, nrd, nm, &d, &s);
@@ -846,8 +822,10 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, &s);
-        for (size_t i = 0; i < nrd; i++)
-                reading_done(r, &rd[i]);
+        for (size_t i = 0; i < nrd; i++) {
+                member_fds_keep(ctx, &nm[i].fds, &rd[i].fds);
+                reading_done(&rd[i]);
+        }
 
         double dt_s = r->has_last ? (double)(now_mono_usec - r->last_sample_usec) / 1e6 : 0;
         sample_counters(ctx, r, &d, dt_s, final, &s);
@@ -860,8 +838,10 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
                 s.energy_j = r->accel.energy_j;
         }
 
-        for (size_t i = 0; i < r->n_members; i++) /* members that left */
+        for (size_t i = 0; i < r->n_members; i++) { /* members that left */
                 accel_member_done(&r->members[i].acc);
+                member_fds_close(&r->members[i].fds);
+        }
         free(r->members);
         r->members = nm;
         r->n_members = nrd;

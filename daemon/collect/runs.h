@@ -14,6 +14,14 @@
 #include "collect/procfs.h"
 #include "collect/sample.h"
 
+/* The /proc files of a tree member kept open from one sample to the next
+ * (-1: none): its /proc/PID, statm, and its thread's children list. Each
+ * is bound to the process it was opened for, never a recycled pid's. */
+struct member_fds {
+        int dir, statm, children;
+};
+#define MEMBER_FDS_NONE ((struct member_fds){ -1, -1, -1 })
+
 /* One process of a run's tree, with its counters at the previous sample
  * and at its baseline: at registration for a process that was there, zero
  * for one born since (a new process's counters start at zero). */
@@ -29,6 +37,7 @@ struct member {
         /* its stat when last read, and how many samples since reused it */
         bool has_st;
         uint8_t st_reused;
+        struct member_fds fds;
         struct proc_stat st;
 };
 
@@ -99,6 +108,7 @@ struct collect_ctx {
         size_t n_nscache;
         uint64_t tick_id;
         struct accel *accel; /* NULL: no GPU/NPU/energy collection */
+        int keep_fds_below;  /* tree members' fds kept below this number; 0: not known yet */
 };
 
 /* Identity and authorization facts read at registration. */
@@ -140,3 +150,19 @@ int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int
 
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
+
+/* The tree walk (tree.c). */
+/* Closes what f holds and marks it empty. */
+void member_fds_close(struct member_fds *f);
+/* Moves src into dst (empty), keeping what the budget of open files
+ * allows: fds numbered at or above half the soft limit are closed, as is
+ * everything under a proc root that is not the kernel's (its files may be
+ * replaced between samples). */
+void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct member_fds *src);
+
+/* Descendants of the main process, breadth first (pids[0] is the run's
+ * own), each with the fds it was listed through, taken over from the
+ * previous sample's member of that pid where there was one (the main
+ * process's dir is the run's: fds[0].dir is -1). The caller owns the fds. */
+int tree_collect(const struct collect_ctx *ctx, struct run *r, int **ret_pids, struct member_fds **ret_fds,
+                 size_t *ret_n);

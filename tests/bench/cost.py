@@ -5,7 +5,7 @@ run, at one or more N, against pidstat -u -r -d on the same pids in the same
 window.
 
 usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
-                           [-p] [-m MLMOND] [--tmp DIR] [--late SECONDS]
+                           [-p] [-w] [-m MLMOND] [--tmp DIR] [--late SECONDS]
 
   -n N,...     processes to watch, one measurement per N (default 1000)
   -d SECONDS   the measured window (default 20)
@@ -15,6 +15,8 @@ usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
                figure per pid-sample then counts every process of a tree
   -p           perf record mlmond in the window and print where its CPU
                goes by library, with SQLite's share per stored sample
+  -w           load the HTTP API in the window with wrk -c32 -t2 (GET
+               /v1/runs and /v1/health in turn)
   --late S     then leave mlmond running S more seconds, so that every
                leak window is full, and print its RSS again
   -m MLMOND    the binary (default build-bench, else build under the tree)
@@ -22,7 +24,12 @@ usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
 Figures, per N: mlmond's CPU (utime+stime and schedstat) per pid-sample,
 pidstat's per pid-sample, their ratio, the anonymous memory per run (RssAnon
 after registration and at the end, less RssAnon before it, over the runs),
-VmRSS, and the ticks and overruns of the window. Use a debugoptimized build.
+VmRSS, the ticks and overruns of the window, and how late the samples
+were: each run's sample times less its schedule (the k-th sample one
+interval after the k-1-th), less the smallest such offset of that run in
+the window, the median, p99 and maximum over all samples, and how many
+samples were taken of those due (a tick that overran skips some). Use a
+debugoptimized build.
 """
 import argparse
 import os
@@ -115,6 +122,51 @@ def perf_split(data):
     return split
 
 
+WRK_LUA = """
+local paths = {"/v1/runs", "/v1/health"}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", paths[n % 2 + 1])
+end
+"""
+
+
+def wrk_start(daemon, tmp, duration):
+    """wrk on mlmond's TCP listener for duration seconds."""
+    listen = daemon.args[daemon.args.index("--listen") + 1]
+    with open(f"{tmp}/wrk.lua", "w") as f:
+        f.write(WRK_LUA)
+    return subprocess.Popen(["wrk", "-c32", "-t2", f"-d{duration}s", "-s", f"{tmp}/wrk.lua", f"http://{listen}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def lateness(db, t0, t1, interval_ms):
+    """(median, p99, max) in ms of how late the samples of [t0, t1) were
+    against each run's schedule, its earliest sample as the reference."""
+    late = []
+    rows = db.execute("SELECT run_id, ts FROM samples WHERE ts >= ? AND ts < ? ORDER BY run_id, ts",
+                      (int(t0 * 1000), int(t1 * 1000))).fetchall()
+    by_run = {}
+    for run, ts in rows:
+        by_run.setdefault(run, []).append(ts)
+    for ts in by_run.values():
+        off = [t - round((t - ts[0]) / interval_ms) * interval_ms for t in ts]
+        late += [o - min(off) for o in off]
+    if not late:
+        return None
+    late.sort()
+    return late[len(late) // 2], late[min(len(late) - 1, int(len(late) * 0.99))], late[-1]
+
+
+def interval_ms(text):
+    units = {"ms": 1, "s": 1000, "m": 60000}
+    for u in ("ms", "s", "m"):
+        if text.endswith(u):
+            return float(text[:-len(u)]) * units[u]
+    return float(text) * 1000
+
+
 def measure(args, n):
     tmp = tempfile.mkdtemp(prefix="mlmond-cost.", dir=args.tmp)
     roots, allp, procs = spawn(n, args.tree)
@@ -136,6 +188,7 @@ def measure(args, n):
         if args.perf:
             perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-p", str(daemon.pid),
                                      "-o", f"{tmp}/perf.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wrk = wrk_start(daemon, tmp, args.duration) if args.wrk else None
         t0 = time.time()
         m0, p0 = cpu_s(daemon.pid), cpu_s(pidstat.pid)
         ms0, ps0 = benchlib.sched_ns(daemon.pid), benchlib.sched_ns(pidstat.pid)
@@ -153,6 +206,7 @@ def measure(args, n):
         db = sqlite3.connect(f"file:{tmp}/db?mode=ro", uri=True)
         rows = db.execute("SELECT count(*) FROM samples WHERE ts >= ? AND ts < ?",
                           (int(t0 * 1000), int(t1 * 1000))).fetchone()[0]
+        late = lateness(db, t0, t1, interval_ms(args.interval))
         db.close()
         per = len(allp) // len(roots)
         pid_samples = rows * per
@@ -169,6 +223,14 @@ def measure(args, n):
               f"VmRSS {rss1 / 1024:.1f} MiB")
         print(f"  ticks {h1['ticks'] - h0['ticks']}, overruns {h1['overruns'] - h0['overruns']}, "
               f"last_tick_ms {h1['last_tick_ms']}")
+        if late:
+            expected = int(len(roots) * wall * 1000 / interval_ms(args.interval))
+            print(f"  samples late by {late[0]} ms median, {late[1]} ms p99, {late[2]} ms at most; "
+                  f"{rows} samples of {expected} due")
+        if wrk:
+            out = wrk.communicate()[0]
+            reqs = [line for line in out.splitlines() if "Requests/sec" in line or "requests in" in line]
+            print("  wrk: " + "; ".join(r.strip() for r in reqs))
         if perf:
             split = perf_split(f"{tmp}/perf.data")
             top = sorted(split.items(), key=lambda kv: -kv[1])[:6]
@@ -198,6 +260,7 @@ def main():
     ap.add_argument("-t", "--tree", type=int, default=1)
     ap.add_argument("-p", "--perf", action="store_true")
     ap.add_argument("-k", "--keep", action="store_true")
+    ap.add_argument("-w", "--wrk", action="store_true")
     ap.add_argument("--late", type=int, default=0)
     ap.add_argument("-m", "--mlmond")
     ap.add_argument("--tmp", default="/var/tmp")

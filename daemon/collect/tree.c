@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* A run's process tree: its members found breadth first through the
+ * children lists, with the /proc files each is read through. */
+#include "collect/runs.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/resource.h>
+
+/* A process tree bigger than this is cut (and logged once by the caller):
+ * it bounds one run's cost per tick. */
+#define MAX_TREE 4096
+
+void member_fds_close(struct member_fds *f) {
+        f->dir = safe_close(f->dir);
+        f->statm = safe_close(f->statm);
+        f->children = safe_close(f->children);
+}
+
+static int keep_one(int below, int *fd) {
+        int kept = *fd;
+        if (kept >= below)
+                kept = safe_close(kept);
+        *fd = -1;
+        return kept;
+}
+
+void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct member_fds *src) {
+        if (ctx->keep_fds_below == 0) {
+                struct rlimit rl;
+                rlim_t half = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 2 : 512;
+                ctx->keep_fds_below = half > 1 << 20 ? 1 << 20 : (int)half;
+        }
+        int below = ctx->real_proc ? ctx->keep_fds_below : 0;
+        dst->dir = keep_one(below, &src->dir);
+        dst->statm = keep_one(below, &src->statm);
+        dst->children = keep_one(below, &src->children);
+}
+
+/* A single thread's children list, through *kept (opened there when it is
+ * not yet): its seq file is generated anew by each pread at 0. A long
+ * list is read again by name. */
+static int thread_children(const struct collect_ctx *ctx, int dirfd, int pid, int *kept, int **kids, size_t *nk) {
+        char buf[1024];
+        if (*kept < 0 && ctx->real_proc) {
+                snprintf(buf, sizeof buf, "task/%d/children", pid);
+                *kept = openat(dirfd, buf, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                if (*kept < 0)
+                        return -errno;
+        }
+        ssize_t k = *kept >= 0 ? pread_text(*kept, buf, sizeof buf) : (ssize_t)sizeof buf;
+        if (k < 0)
+                return (int)k;
+        if ((size_t)k >= sizeof buf - 1)
+                return proc_read_thread_children(dirfd, pid, kids, nk);
+        return proc_parse_pid_list(buf, kids, nk);
+}
+
+/* The direct children of member pid. Only the thread that forked a child
+ * lists it, so every thread's list is read (opening task/ and listing it),
+ * except for a member that had a single thread at the previous sample (p):
+ * its own list is all there is. One that started a thread since and forked
+ * from it shows that child a sample later (its stat is read again, since it
+ * ran), which then counts all it used. A dir kept from p that is gone may
+ * be a recycled pid's: opened again once. */
+static int member_children(const struct collect_ctx *ctx, struct run *r, int pid, bool main, const struct member *p,
+                           struct member_fds *f, int **kids, size_t *nk) {
+        bool retry = !main && f->dir >= 0;
+        for (;;) {
+                if (!main && f->dir < 0)
+                        f->dir = proc_open_pid_dir(ctx->proc_root, pid);
+                int dirfd = main ? r->dirfd : f->dir;
+                if (dirfd < 0)
+                        return dirfd;
+                int q = -ENOENT;
+                if (p && p->has_st && p->st.num_threads == 1)
+                        q = thread_children(ctx, dirfd, pid, &f->children, kids, nk);
+                else
+                        f->children = safe_close(f->children);
+                if (q == -ENOENT) /* the full walk tells a process gone from a kernel without the files */
+                        q = proc_read_children(dirfd, kids, nk);
+                if (q >= 0 || !retry || !proc_errno_is_gone(q))
+                        return q;
+                member_fds_close(f);
+                retry = false;
+        }
+}
+
+static struct member *member_by_pid(struct run *r, int pid) {
+        for (size_t i = 0; i < r->n_members; i++)
+                if (r->members[i].pid == pid)
+                        return &r->members[i];
+        return NULL;
+}
+
+int tree_collect(const struct collect_ctx *ctx, struct run *r, int **ret_pids, struct member_fds **ret_fds,
+                 size_t *ret_n) {
+        size_t n = 1;
+        _cleanup_free_ int *pids = NULL;
+        _cleanup_free_ struct member_fds *fds = NULL;
+        if (!GREEDY_REALLOC(pids, 16) || !GREEDY_REALLOC(fds, 16))
+                return -ENOMEM;
+        pids[0] = r->info.pid;
+        fds[0] = MEMBER_FDS_NONE;
+        for (size_t i = 0; i < n && n < MAX_TREE; i++) {
+                _cleanup_free_ int *kids = NULL;
+                size_t nk = 0;
+                struct member *p = member_by_pid(r, pids[i]);
+                if (p) {
+                        fds[i] = p->fds;
+                        p->fds = MEMBER_FDS_NONE;
+                }
+                if (member_children(ctx, r, pids[i], i == 0, p, &fds[i], &kids, &nk) < 0)
+                        continue;
+                for (size_t j = 0; j < nk && n < MAX_TREE; j++) {
+                        if (!GREEDY_REALLOC(pids, n + 1) || !GREEDY_REALLOC(fds, n + 1)) {
+                                for (size_t k = 0; k <= i; k++)
+                                        member_fds_close(&fds[k]);
+                                return -ENOMEM;
+                        }
+                        fds[n] = MEMBER_FDS_NONE;
+                        pids[n++] = kids[j];
+                }
+        }
+        *ret_pids = TAKE_PTR(pids);
+        *ret_fds = TAKE_PTR(fds);
+        *ret_n = n;
+        return 0;
+}
