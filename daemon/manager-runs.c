@@ -32,10 +32,17 @@ static int run_watch_exit(struct manager *m, struct run *r) {
         return 0;
 }
 
+/* In id order (manager_find_run() searches by halves): a new run's id is
+ * the largest, so it goes at the end; a resumed one may not. */
 static int manager_add_run(struct manager *m, struct run *r) {
         if (!GREEDY_REALLOC(m->runs, m->n_runs + 1))
                 return -ENOMEM;
-        m->runs[m->n_runs++] = r;
+        size_t i = m->n_runs;
+        while (i > 0 && m->runs[i - 1]->info.id > r->info.id)
+                i--;
+        memmove(&m->runs[i + 1], &m->runs[i], (m->n_runs - i) * sizeof *m->runs);
+        m->runs[i] = r;
+        m->n_runs++;
         return 0;
 }
 

@@ -118,10 +118,21 @@ void manager_free(struct manager *m) {
         free(m);
 }
 
+/* m->runs is kept in id order (manager_add_run()): the API looks a run up
+ * once or more for each run of a list, so a scan would make listing N runs
+ * cost N^2. */
 struct run *manager_find_run(struct manager *m, int64_t id) {
-        for (size_t i = 0; i < m->n_runs; i++)
-                if (m->runs[i]->info.id == id)
-                        return m->runs[i];
+        size_t lo = 0, hi = m->n_runs;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int64_t x = m->runs[mid]->info.id;
+                if (x == id)
+                        return m->runs[mid];
+                if (x < id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
         return NULL;
 }
 

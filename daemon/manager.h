@@ -33,7 +33,7 @@ struct manager {
         struct accel *accel; /* GPU/NPU devices and clients, energy */
         char boot_id[64];
 
-        struct run **runs; /* running runs only */
+        struct run **runs; /* running runs only, in id order */
         size_t n_runs;
 
         /* sampler bookkeeping */
