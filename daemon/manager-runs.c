@@ -215,6 +215,7 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 return q;
         }
         struct run_info *ri = &r->info;
+        r->gauges_live = true; /* new: none stored yet */
         /* the first grid point at least half an interval away, so the first
          * rate is over a reasonable span */
         r->next_due_usec = grid_next(now + interval / 2, interval);
@@ -300,6 +301,7 @@ static void restore_gauges(struct manager *m, struct run *r) {
         for (size_t i = 0; i < n && q == 0; i++)
                 q = ops_gauge_restore(&r->ops, v[i].name, v[i].value, v[i].ts_ms);
         gauge_stats_free(v, n);
+        r->gauges_live = q == 0;
 }
 
 int manager_restore_runs(struct manager *m) {

@@ -84,6 +84,8 @@ struct run {
         bool has_last;
         struct sample last;
         struct op_table ops;       /* what the application reports (StatsD, observations) */
+        bool gauges_live;          /* every gauge stored for the run is in ops too (false: a
+                                    * resumed run whose gauges could not be read back) */
         struct leakwatch leak;     /* anonymous RSS floors and the leak verdict */
         struct leakwatch leak_gpu; /* the same on GPU memory, once it is known */
         struct accel_run accel;    /* per-device use and the energy estimate */

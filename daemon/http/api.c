@@ -135,13 +135,13 @@ void overlay_live(struct request *rq, struct run_info *ri) {
         }
 }
 
-/* The latest value of each gauge: from memory for a running run that
- * reported one since mlmond started, else from the store; null when the
- * store cannot say. */
+/* The latest value of each gauge: from memory for a running run that has
+ * them all there (a list of thousands of runs asks no query), else from the
+ * store; null when the store cannot say. */
 static json_object *run_gauges(struct request *rq, const struct run_info *ri) {
         struct run *r = ri->state == RUN_RUNNING ? api_find_run(api_of(rq), ri->id) : NULL;
         json_object *o = json_object_new_object();
-        if (r && r->ops.n_gauge_last > 0) {
+        if (r && (r->gauges_live || r->ops.n_gauge_last > 0)) {
                 for (size_t i = 0; i < r->ops.n_gauge_last; i++) {
                         const struct gauge_value *g = &r->ops.gauge_last[i];
                         struct gauge_stat st = { .name = g->name, .ts_ms = g->ts, .value = g->value };
