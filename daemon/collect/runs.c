@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 
@@ -25,6 +26,14 @@
 static int open_kept(int dirfd, const char *name) {
         int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         return fd < 0 ? -errno : fd;
+}
+
+int fds_kept_below(unsigned num, unsigned den) {
+        struct rlimit rl;
+        rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+        if (n > 1 << 20)
+                n = 1 << 20;
+        return (int)(n / den * num);
 }
 
 void run_close_fds(struct run *r) {
@@ -131,6 +140,11 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
                 run->fd_stat = open_kept(run->dirfd, "stat");
                 run->fd_statm = open_kept(run->dirfd, "statm");
                 run->fd_io = open_kept(run->dirfd, "io"); /* may be -EACCES: I/O unknown */
+                run->io_readable = run->fd_io >= 0;
+                /* near the open-files limit io is opened by name each time
+                 * (it is read only when the process ran): a run takes 4 fds */
+                if (run->fd_io >= fds_kept_below(3, 4))
+                        run->fd_io = safe_close(run->fd_io);
                 if (run->fd_stat < 0 || run->fd_statm < 0) {
                         r = run->fd_stat < 0 ? run->fd_stat : run->fd_statm;
                         run->fd_stat = run->fd_statm = -1;
@@ -266,7 +280,7 @@ statm:
         k = out->zombie ? -1 : read_member_file(main ? r->fd_statm : out->fds.statm, dirfd, "statm", buf, sizeof buf);
         if (k >= 0 && proc_parse_statm(buf, &out->statm) == 0)
                 out->has_statm = true;
-        if (!out->reused_st && (!main || r->fd_io >= 0 || !ctx->real_proc)) {
+        if (!out->reused_st && (!main || r->io_readable || !ctx->real_proc)) {
                 k = read_member_file(main ? r->fd_io : -1, dirfd, "io", buf, sizeof buf);
                 if (k >= 0 && proc_parse_io(buf, &out->io) == 0)
                         out->has_io = true;

@@ -57,6 +57,7 @@ struct run {
          * kept fd is bound to this task (ESRCH once it is reaped, never a
          * recycled pid's data) */
         int fd_stat, fd_statm, fd_io; /* schedstat is read only where the CPU clock cannot be */
+        bool io_readable;             /* fd_io could be opened (it is not kept near the fd limit) */
         sd_event_source *exit_source;
         usec_t next_due_usec;    /* CLOCK_MONOTONIC */
         usec_t last_sample_usec; /* CLOCK_MONOTONIC of the previous sample */
@@ -112,6 +113,11 @@ struct collect_ctx {
         struct accel *accel; /* NULL: no GPU/NPU/energy collection */
         int keep_fds_below;  /* tree members' fds kept below this number; 0: not known yet */
 };
+
+/* The fd number below which optional fds are kept open, so that those a
+ * registration needs are never taken: num/den of the open-files limit
+ * (tree members' fds: 1/2; a run's io: 3/4). */
+int fds_kept_below(unsigned num, unsigned den);
 
 /* Identity and authorization facts read at registration. */
 struct proc_identity {

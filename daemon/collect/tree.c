@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/resource.h>
 
 /* A process tree bigger than this is cut (and logged once by the caller):
  * it bounds one run's cost per tick. */
@@ -26,11 +25,8 @@ static int keep_one(int below, int *fd) {
 }
 
 void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct member_fds *src) {
-        if (ctx->keep_fds_below == 0) {
-                struct rlimit rl;
-                rlim_t half = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 2 : 512;
-                ctx->keep_fds_below = half > 1 << 20 ? 1 << 20 : (int)half;
-        }
+        if (ctx->keep_fds_below == 0)
+                ctx->keep_fds_below = fds_kept_below(1, 2);
         int below = ctx->real_proc ? ctx->keep_fds_below : 0;
         dst->dir = keep_one(below, &src->dir);
         dst->statm = keep_one(below, &src->statm);

@@ -5,6 +5,7 @@ them closed, and a member that starts a thread and forks from it still has
 that child counted."""
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -85,3 +86,69 @@ def test_tree_files_kept_closed_and_thread_children(mlmond):
                 os.kill(k, 9)
             except ProcessLookupError:
                 pass
+
+
+# writes 1 MiB when told (a line on stdin), then waits
+WRITER = """
+import sys
+sys.stdin.readline()
+with open(sys.argv[1], "wb") as f:
+    f.write(b"x" * (1 << 20))
+sys.stdin.readline()
+"""
+
+
+def fd_numbers(daemon_pid, prefix):
+    """{target: fd number} of daemon_pid's fds whose targets start with prefix."""
+    out = {}
+    for fd in os.listdir(f"/proc/{daemon_pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{daemon_pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if target.startswith(prefix):
+            out[target] = int(fd)
+    return out
+
+
+def test_io_opened_by_name_near_the_fd_limit(mlmond, tmp_path):
+    """A run's io file is kept open only below three quarters of the
+    open-files limit: past it a run takes 4 fds, not 5, and its I/O is still
+    measured (the file is opened by name when it is read)."""
+    daemon = mlmond.proc.pid
+    soft, hard = resource.prlimit(daemon, resource.RLIMIT_NOFILE)
+    limit = max(int(fd) for fd in os.listdir(f"/proc/{daemon}/fd")) + 40
+    below = limit // 4 * 3
+    resource.prlimit(daemon, resource.RLIMIT_NOFILE, (limit, hard))
+    procs, runs, past = [], [], None
+    try:
+        for i in range(limit // 4):
+            p = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / f"w{i}")], stdin=subprocess.PIPE,
+                                 text=True)
+            procs.append(p)
+            runs.append((p, mlmond.register(p.pid)["id"]))
+            kept = fd_numbers(daemon, f"/proc/{p.pid}/")
+            if kept[f"/proc/{p.pid}/stat"] >= below:
+                past = runs[-1]
+                break
+        assert past, f"no run's files reached fd {below}"
+        for p, _ in runs:
+            kept = fd_numbers(daemon, f"/proc/{p.pid}/")
+            io = kept.get(f"/proc/{p.pid}/io")
+            assert io is None or io < below, (kept, below)
+        p, run_id = past
+        assert set(fd_numbers(daemon, f"/proc/{p.pid}/")) == {f"/proc/{p.pid}/stat", f"/proc/{p.pid}/statm"}
+        assert f"/proc/{runs[0][0].pid}/io" in fd_numbers(daemon, f"/proc/{runs[0][0].pid}/")
+
+        p.stdin.write("write\n")
+        p.stdin.flush()
+
+        def written():
+            latest = mlmond.run(run_id)["latest"]
+            return latest and (latest["wchar_bytes"] or 0) >= 1 << 20
+        wait_for(written, 5, what="1 MiB written, read through io opened by name")
+    finally:
+        resource.prlimit(daemon, resource.RLIMIT_NOFILE, (soft, hard))
+        for p in procs:
+            p.kill()
+            p.wait()
