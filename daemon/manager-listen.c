@@ -66,6 +66,10 @@ static int op_mark(void *userdata, int64_t id, const char *label, int64_t *ret_t
         return manager_mark(userdata, id, label, ret_ts);
 }
 
+static void op_yield(void *userdata) {
+        manager_tick_if_due(userdata);
+}
+
 static struct run *op_find_run(void *userdata, int64_t id) {
         return manager_find_run(userdata, id);
 }
@@ -122,6 +126,7 @@ static const struct manager_ops manager_ops = {
         .running = op_running,
         .data_generation = op_data_generation,
         .stats = op_stats,
+        .yield = op_yield,
 };
 
 /* The HTTP API and the StatsD listeners, on the sockets systemd passed

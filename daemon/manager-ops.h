@@ -103,6 +103,12 @@ struct manager_ops {
         /* Moves whenever stored or live data changes: a cache key. */
         uint64_t (*data_generation)(void *userdata);
         void (*stats)(void *userdata, struct manager_stats *ret);
+        /* Runs the sampler's tick now if it is due. The server calls it
+         * before each request, and a handler with a long answer between its
+         * pieces, so that answering the API delays a sample by one request
+         * or one piece at most. Pointers from running() and find_run() may
+         * be stale after it. */
+        void (*yield)(void *userdata);
 };
 
 /* A table and the userdata its operations get. */

@@ -349,6 +349,7 @@ static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) 
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
+        m->in_tick = true;
         int64_t now_ms = now_realtime_ms();
         bool in_txn = false;
 
@@ -445,11 +446,27 @@ static int manager_tick(struct manager *m) {
         m->last_tick_end_mono = end;
         manager_rearm_tick(m, end);
         (void)manager_health(m); /* keeps its bookkeeping current */
+        m->in_tick = false;
         return 0;
 }
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         return manager_tick(userdata);
+}
+
+/* The timer's dispatch waits for the event source being dispatched: the
+ * HTTP server answering whatever is ready on many connections, a list of
+ * thousands of runs. The server calls this before each request, and long
+ * answers between their pieces (manager_ops.yield), so a tick is late by
+ * one of those at most. */
+void manager_tick_if_due(struct manager *m) {
+        int enabled;
+        uint64_t due;
+        if (!m->tick_source || m->in_tick || sd_event_source_get_enabled(m->tick_source, &enabled) < 0 ||
+            enabled == SD_EVENT_OFF || sd_event_source_get_time(m->tick_source, &due) < 0 ||
+            now_usec(CLOCK_MONOTONIC) < due)
+                return;
+        (void)manager_tick(m);
 }
 
 static void update_self_cost(struct manager *m) {
@@ -760,6 +777,8 @@ int manager_start(struct manager *m) {
 
         m->started_mono = now_usec(CLOCK_MONOTONIC);
         q = sd_event_add_time(m->event, &m->tick_source, CLOCK_MONOTONIC, m->started_mono, USEC_PER_MSEC, on_tick, m);
+        if (q >= 0) /* ahead of the HTTP server and StatsD when both are pending */
+                q = sd_event_source_set_priority(m->tick_source, SD_EVENT_PRIORITY_IMPORTANT);
         if (q < 0)
                 return log_error_errno(q, "cannot add the sampler timer: %m");
         q = sd_event_add_time_relative(m->event, &m->maintenance_source, CLOCK_MONOTONIC, MAINTENANCE_PERIOD_USEC,

@@ -37,6 +37,7 @@ struct manager {
         size_t n_runs;
 
         /* sampler bookkeeping */
+        bool in_tick;
         usec_t started_mono;
         uint64_t ticks, overruns, tick_errors;
         double last_tick_ms;
@@ -124,6 +125,8 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
 usec_t grid_next(usec_t after, usec_t interval);
 /* Arms the sampler timer for the earliest due run. */
 void manager_rearm_tick(struct manager *m, usec_t now);
+/* The tick, now, if its timer is due (see manager.c). */
+void manager_tick_if_due(struct manager *m);
 /* What is wrong now (HEALTH_* bits of manager-ops.h): the figures behind
  * /v1/health's "degraded" and the watchdog. */
 unsigned manager_health(struct manager *m);

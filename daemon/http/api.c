@@ -274,6 +274,10 @@ static uint64_t api_generation(void *userdata) {
         return a->manager.ops->data_generation(a->manager.userdata);
 }
 
+static void api_yield_cb(void *userdata) {
+        api_yield(userdata);
+}
+
 int api_new(const struct api_options *o, struct api **ret, char *err, size_t errlen) {
         struct api *a = calloc(1, sizeof *a);
         if (!a)
@@ -294,6 +298,7 @@ int api_new(const struct api_options *o, struct api **ret, char *err, size_t err
                 .n_routes = api_n_routes,
                 .userdata = a,
                 .generation = api_generation,
+                .yield = api_yield_cb,
         };
         q = server_new(&so, &a->server, err, errlen);
         if (q < 0) {

@@ -25,6 +25,11 @@ static inline struct run *api_find_run(struct api *a, int64_t id) {
 static inline struct run *const *api_running(struct api *a, size_t *ret_n) {
         return a->manager.ops->running(a->manager.userdata, ret_n);
 }
+/* Lets a tick that is due run now (manager_ops.yield): between the pieces
+ * of a long answer. */
+static inline void api_yield(struct api *a) {
+        a->manager.ops->yield(a->manager.userdata);
+}
 
 /* The query limits of [http] (query_timeout, max_rows). */
 struct query_limits limits(struct request *rq);

@@ -16,6 +16,17 @@ void respond_json(struct request *rq, unsigned status, json_object *j) {
         rq->json = j;
 }
 
+void respond_json_text(struct request *rq, unsigned status, char *text, size_t len) {
+        if (rq->json)
+                json_object_put(rq->json);
+        rq->json = NULL;
+        free(rq->text);
+        rq->status = status;
+        rq->text = text;
+        rq->text_len = len;
+        rq->content_type = "application/json";
+}
+
 void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) {
         char msg[512];
         va_list ap;

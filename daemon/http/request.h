@@ -95,6 +95,9 @@ void request_done(struct request *rq);
 
 /* Takes j over. */
 void respond_json(struct request *rq, unsigned status, json_object *j);
+/* The same as JSON text already written (malloc'ed, len bytes, ending in a
+ * newline), taken over: for an answer built in pieces. */
+void respond_json_text(struct request *rq, unsigned status, char *text, size_t len);
 /* {"error":{"code":code,"message":...}} with the given status. */
 void respond_error(struct request *rq, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
 void respond_method_not_allowed(struct request *rq, const char *allow);

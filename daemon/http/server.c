@@ -74,6 +74,7 @@ struct server {
         size_t n_routes;
         void *userdata;
         uint64_t (*generation)(void *userdata);
+        void (*yield)(void *userdata);
         struct listener tcp, unx;
         /* the PEMs the TCP listener serves HTTPS with (copies of the
          * config's, which a reload replaces); NULL: plain HTTP */
@@ -198,7 +199,10 @@ static void cache_entry_done(struct cache_entry *e) {
         *e = (struct cache_entry){};
 }
 
-static void cache_store(struct server *a, char *key, const char *body, size_t len, const char *content_type) {
+/* generation: the data's when the answer began (a tick may run while it
+ * is built: then it is stale at once). */
+static void cache_store(struct server *a, char *key, const char *body, size_t len, const char *content_type,
+                        uint64_t generation) {
         if (len > CACHE_MAX_BODY) {
                 free(key);
                 return;
@@ -221,7 +225,7 @@ static void cache_store(struct server *a, char *key, const char *body, size_t le
         e->key = key;
         e->body_len = len;
         e->content_type = content_type;
-        e->generation = a->generation(a->userdata);
+        e->generation = generation;
         e->stored = now_usec(CLOCK_MONOTONIC);
 }
 
@@ -508,6 +512,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (rq->too_large)
                 return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
 
+        /* a tick that came due while other requests were answered runs
+         * first, so that the answer has its samples too */
+        if (l->server->yield)
+                l->server->yield(l->server->userdata);
+        uint64_t generation = l->server->generation(l->server->userdata);
         rq->method = method;
         rq->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
         if (request_parse_target(rq, rq->target) < 0)
@@ -532,12 +541,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return send_file(conn, rq);
         if (rq->text && !rq->json) {
                 if (key && status == 200)
-                        cache_store(l->server, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type);
+                        cache_store(l->server, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type, generation);
                 return send_owned(conn, status, rq->content_type, TAKE_PTR(rq->text), rq->text_len, NULL);
         }
         if (key && status == 200 && rq->json) {
                 const char *text = json_to_string(rq->json);
-                cache_store(l->server, TAKE_PTR(key), text, strlen(text), NULL);
+                cache_store(l->server, TAKE_PTR(key), text, strlen(text), NULL, generation);
         }
         return send_response(conn, status, rq->json, ALLOW(rq->allow));
 }
@@ -790,7 +799,8 @@ int server_new(const struct server_options *o, struct server **ret, char *err, s
                               .routes = o->routes,
                               .n_routes = o->n_routes,
                               .userdata = o->userdata,
-                              .generation = o->generation };
+                              .generation = o->generation,
+                              .yield = o->yield };
         int q = start_tcp(a, err, errlen);
         if (q >= 0)
                 q = start_unix(a, err, errlen);

@@ -29,6 +29,10 @@ struct server_options {
         /* Moves whenever the data changes: a cached answer is used only
          * while it stays the same. */
         uint64_t (*generation)(void *userdata);
+        /* Called before each request is answered, with userdata: work that
+         * must not wait behind the requests queued on many connections (the
+         * sampler's tick) runs there. NULL: none. */
+        void (*yield)(void *userdata);
 };
 
 int server_new(const struct server_options *o, struct server **ret, char *err, size_t errlen);
