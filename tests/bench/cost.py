@@ -6,6 +6,7 @@ window.
 
 usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
                            [-p] [-w] [-m MLMOND] [--tmp DIR] [--late SECONDS]
+                           [--idle SECONDS]
 
   -n N,...     processes to watch, one measurement per N (default 1000)
   -d SECONDS   the measured window (default 20)
@@ -19,12 +20,17 @@ usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
                /v1/runs and /v1/health in turn)
   --late S     then leave mlmond running S more seconds, so that every
                leak window is full, and print its RSS again
+  --idle S     first measure mlmond's CPU with no run for S seconds (default
+               10; 0: not), and print the figure per pid-sample less that
+               fixed cost too
   -m MLMOND    the binary (default build-bench, else build under the tree)
 
 Figures, per N: mlmond's CPU (utime+stime and schedstat) per pid-sample,
 pidstat's per pid-sample, their ratio, the anonymous memory per run (RssAnon
-after registration and at the end, less RssAnon before it, over the runs),
-VmRSS, the ticks and overruns of the window, and how late the samples
+after registration and at the end, less RssAnon before it, over the runs;
+and the same over the runs after the first, less RssAnon once the first run
+alone was registered and sampled: the first registration allocates things
+once), VmRSS, the ticks and overruns of the window, and how late the samples
 were: each run's sample times less its schedule (the k-th sample one
 interval after the k-1-th), less the smallest such offset of that run in
 the window, the median, p99 and maximum over all samples, and how many
@@ -177,7 +183,15 @@ def measure(args, n):
             sys.exit(f"mlmond did not start; see {tmp}/mlmond.log")
         time.sleep(1)
         anon0 = status_kib(daemon.pid, "RssAnon")
-        register(sock, roots, args.interval, args.tree)
+        i0 = benchlib.sched_ns(daemon.pid)
+        time.sleep(args.idle)
+        idle_us_s = (benchlib.sched_ns(daemon.pid) - i0) / 1e3 / max(args.idle, 1e-9)
+        # the first run alone: what the first registration and its first
+        # ticks allocate once (statements, page cache) is not a cost per run
+        register(sock, roots[:1], args.interval, args.tree)
+        time.sleep(2.5)
+        anon_one = status_kib(daemon.pid, "RssAnon")
+        register(sock, roots[1:], args.interval, args.tree)
         time.sleep(3)
         anon_reg = status_kib(daemon.pid, "RssAnon")
         pidstat = subprocess.Popen(["pidstat", "-h", "-u", "-r", "-d", "-p", ",".join(map(str, allp)), "1",
@@ -218,8 +232,15 @@ def measure(args, n):
               f"(utime+stime {(m1 - m0) * 1e6 / max(pid_samples, 1):.2f}), pidstat {p_us:.2f} us/pid-sample "
               f"(utime+stime {(p1 - p0) * 1e6 / nominal:.2f}), "
               f"ratio {m_us / p_us:.3f}; {pid_samples} pid-samples stored ({rows} rows)")
+        if args.idle:
+            fixed = idle_us_s * wall
+            print(f"  with no run mlmond spends {idle_us_s:.0f} us/s (host figures, commits, maintenance); "
+                  f"less that, {((ms1 - ms0) / 1e3 - fixed) / max(pid_samples, 1):.2f} us/pid-sample")
         print(f"  memory: RssAnon {anon0} KiB idle, {anon_reg} KiB registered, {anon1} KiB at the end: "
-              f"{(anon_reg - anon0) / len(roots):.2f} / {(anon1 - anon0) / len(roots):.2f} KiB per run; "
+              f"{(anon_reg - anon0) / len(roots):.2f} / {(anon1 - anon0) / len(roots):.2f} KiB per run "
+              f"(after the first run's {anon_one - anon0} KiB: "
+              f"{(anon_reg - anon_one) / max(len(roots) - 1, 1):.2f} / "
+              f"{(anon1 - anon_one) / max(len(roots) - 1, 1):.2f}); "
               f"VmRSS {rss1 / 1024:.1f} MiB")
         print(f"  ticks {h1['ticks'] - h0['ticks']}, overruns {h1['overruns'] - h0['overruns']}, "
               f"last_tick_ms {h1['last_tick_ms']}")
@@ -262,6 +283,7 @@ def main():
     ap.add_argument("-k", "--keep", action="store_true")
     ap.add_argument("-w", "--wrk", action="store_true")
     ap.add_argument("--late", type=int, default=0)
+    ap.add_argument("--idle", type=float, default=10)
     ap.add_argument("-m", "--mlmond")
     ap.add_argument("--tmp", default="/var/tmp")
     args = ap.parse_args()
