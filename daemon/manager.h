@@ -27,6 +27,8 @@ struct manager {
 
         sd_event *event;
         sd_event_source *tick_source, *maintenance_source, *watchdog_source;
+        usec_t maintenance_usec; /* what the last maintenance pass took */
+        bool maintenance_waited; /* the pass due now waited for a tick once */
         struct store *store;
         struct api *api;
         struct collect_ctx collect;
