@@ -14,6 +14,10 @@ requests, and how long headless chromium takes to draw it.
    slices (copies of the recorded rows, shifted over the day; RSS made to
    grow) and served again: the run page's four requests for the whole run.
 
+Beyond the page's requests: the throughput (10s,1m,5m) of the first and the
+last registered of the RUNS runs, and the 24 h run's samples over the whole
+day raw (86 400 rows; max_rows raised for them) and in 1 minute steps.
+
 Server time is the wall time of each request over the unix socket, the
 median of 5 spaced past the 250 ms answer cache. Chromium time is the wall
 time of `chromium --headless=new --dump-dom` until the page is drawn, less
@@ -136,6 +140,11 @@ def overview(mlmond, nruns):
                  (f"{len(ids)} x latency?window=1m&q=99 (top op)", t_l, b_l)]
         print(f"overview with {nruns} running runs:")
         report(rows)
+        # not the page's: the throughput of one run, the first and the last registered
+        first, last = min(r["id"] for r in runs["runs"]), max(r["id"] for r in runs["runs"])
+        print(f"  with {nruns} running runs, not the page's:")
+        report([(path, *measure(sock, path)) for path in
+                (f"/v1/runs/{rid}/throughput?window=10s,1m,5m" for rid in (first, last))])
         ms = chromium_net_ms(f"http://127.0.0.1:{port}/")
         if ms is not None:
             print(f"  chromium: overview drawn in {ms:.0f} ms (beyond about:blank)")
@@ -215,7 +224,8 @@ def run_page(mlmond):
         time.sleep(2)
         stop(p)
         t0, t1 = grow_day(os.path.join(tmp, "db"), rid)
-        p, sock, port = start(mlmond, tmp)
+        # the whole day's raw samples in one answer: within max_rows and the query budget
+        p, sock, port = start(mlmond, tmp, "[http]\nmax_rows = 86400\nquery_timeout = 60s\n")
         span = t1 - t0
         sstep, lstep = -(-span // 1500), max(1000, -(-span // 300 // 1000) * 1000)
         rng = f"from={t0}&until={t1}"
@@ -227,6 +237,9 @@ def run_page(mlmond):
         ms = chromium_net_ms(f"http://127.0.0.1:{port}/runs/{rid}")
         if ms is not None:
             print(f"  chromium: run page drawn in {ms:.0f} ms (beyond about:blank)")
+        print("  the whole run, not the page's:")
+        report([(path, *measure(sock, path)) for path in
+                (f"/v1/runs/{rid}/samples?{rng}&limit=86400", f"/v1/runs/{rid}/samples?{rng}&step=60s&limit=1440")])
     finally:
         if sender.poll() is None:
             sender.kill()
