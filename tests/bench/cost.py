@@ -20,9 +20,11 @@ usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
                /v1/runs and /v1/health in turn)
   --late S     then leave mlmond running S more seconds, so that every
                leak window is full, and print its RSS again
-  --idle S     first measure mlmond's CPU with no run for S seconds (default
-               10; 0: not), and print the figure per pid-sample less that
-               fixed cost too
+  --idle S     first measure mlmond's CPU for S seconds with no run, then
+               with the first run alone (default 10; 0: not), and print the
+               cost of each further process: the CPU less that of one run,
+               per pid-sample of the other runs (what a namespace's net/dev,
+               the host's files and the commit cost is paid once)
   -m MLMOND    the binary (default build-bench, else build under the tree)
 
 Figures, per N: mlmond's CPU (utime+stime and schedstat) per pid-sample,
@@ -191,6 +193,9 @@ def measure(args, n):
         register(sock, roots[:1], args.interval, args.tree)
         time.sleep(2.5)
         anon_one = status_kib(daemon.pid, "RssAnon")
+        o0 = benchlib.sched_ns(daemon.pid)
+        time.sleep(args.idle)
+        one_us_s = (benchlib.sched_ns(daemon.pid) - o0) / 1e3 / max(args.idle, 1e-9)
         register(sock, roots[1:], args.interval, args.tree)
         time.sleep(3)
         anon_reg = status_kib(daemon.pid, "RssAnon")
@@ -233,9 +238,13 @@ def measure(args, n):
               f"(utime+stime {(p1 - p0) * 1e6 / nominal:.2f}), "
               f"ratio {m_us / p_us:.3f}; {pid_samples} pid-samples stored ({rows} rows)")
         if args.idle:
-            fixed = idle_us_s * wall
-            print(f"  with no run mlmond spends {idle_us_s:.0f} us/s (host figures, commits, maintenance); "
-                  f"less that, {((ms1 - ms0) / 1e3 - fixed) / max(pid_samples, 1):.2f} us/pid-sample")
+            # per-namespace reads (net/dev) and the first run's statements
+            # are paid once, not per process: the slope from one run to N
+            one = one_us_s * wall
+            further = max(pid_samples * (len(roots) - 1) / len(roots), 1)
+            print(f"  mlmond spends {idle_us_s:.0f} us/s with no run (host figures, commits, maintenance), "
+                  f"{one_us_s:.0f} us/s with one run of {per}; each further process "
+                  f"{((ms1 - ms0) / 1e3 - one) / further:.2f} us/pid-sample")
         print(f"  memory: RssAnon {anon0} KiB idle, {anon_reg} KiB registered, {anon1} KiB at the end: "
               f"{(anon_reg - anon0) / len(roots):.2f} / {(anon1 - anon0) / len(roots):.2f} KiB per run "
               f"(after the first run's {anon_one - anon0} KiB: "
