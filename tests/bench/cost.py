@@ -5,7 +5,7 @@ run, at one or more N, against pidstat -u -r -d on the same pids in the same
 window.
 
 usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
-                           [-p] [-w] [-m MLMOND] [--tmp DIR] [--late SECONDS]
+                           [-p] [-w] [-b] [-m MLMOND] [--tmp DIR] [--late SECONDS]
                            [--idle SECONDS]
 
   -n N,...     processes to watch, one measurement per N (default 1000)
@@ -25,6 +25,9 @@ usage: tests/bench/cost.py [-n N[,N...]] [-d SECONDS] [-i INTERVAL] [-t K]
                cost of each further process: the CPU less that of one run,
                per pid-sample of the other runs (what a namespace's net/dev,
                the host's files and the commit cost is paid once)
+  -b           with each RSS figure, where mlmond's resident memory lies
+               (/proc/PID/smaps): the brk heap, other anonymous mappings
+               (malloc's arenas and large blocks, stacks), and files
   -m MLMOND    the binary (default build-bench, else build under the tree)
 
 Figures, per N: mlmond's CPU (utime+stime and schedstat) per pid-sample,
@@ -70,6 +73,30 @@ def status_kib(pid, key):
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def breakdown(pid):
+    """Resident KiB of pid by kind of mapping: the brk heap, the other
+    anonymous ones (the largest three named by size), files."""
+    heap = files = 0
+    anon = []
+    name, kib = None, 0
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 else ""
+            elif head[0] == "Rss:":
+                kib = int(head[1])
+                if name == "[heap]":
+                    heap += kib
+                elif name == "" or name.startswith("[stack") or name.startswith("[anon"):
+                    anon.append(kib)
+                elif not name.startswith("["):
+                    files += kib
+    anon.sort(reverse=True)
+    return (f"[heap] {heap} KiB, other anonymous {sum(anon)} KiB in {len(anon)} mappings "
+            f"(largest {', '.join(map(str, anon[:3]))}), files {files} KiB")
 
 
 def spawn(n, tree):
@@ -251,6 +278,8 @@ def measure(args, n):
               f"{(anon_reg - anon_one) / max(len(roots) - 1, 1):.2f} / "
               f"{(anon1 - anon_one) / max(len(roots) - 1, 1):.2f}); "
               f"VmRSS {rss1 / 1024:.1f} MiB")
+        if args.breakdown:
+            print(f"  resident at the end: {breakdown(daemon.pid)}")
         print(f"  ticks {h1['ticks'] - h0['ticks']}, overruns {h1['overruns'] - h0['overruns']}, "
               f"last_tick_ms {h1['last_tick_ms']}")
         if late:
@@ -272,6 +301,8 @@ def measure(args, n):
             print(f"  after {args.late} s more: RssAnon {status_kib(daemon.pid, 'RssAnon')} KiB "
                   f"({(status_kib(daemon.pid, 'RssAnon') - anon0) / len(roots):.2f} KiB per run), "
                   f"VmRSS {status_kib(daemon.pid, 'VmRSS') / 1024:.1f} MiB")
+            if args.breakdown:
+                print(f"  resident then: {breakdown(daemon.pid)}")
         sys.stdout.flush()
     finally:
         if daemon:
@@ -291,6 +322,7 @@ def main():
     ap.add_argument("-p", "--perf", action="store_true")
     ap.add_argument("-k", "--keep", action="store_true")
     ap.add_argument("-w", "--wrk", action="store_true")
+    ap.add_argument("-b", "--breakdown", action="store_true")
     ap.add_argument("--late", type=int, default=0)
     ap.add_argument("--idle", type=float, default=10)
     ap.add_argument("-m", "--mlmond")
