@@ -27,7 +27,7 @@ struct manager {
 
         sd_event *event;
         sd_event_source *tick_source, *maintenance_source, *watchdog_source;
-        usec_t maintenance_usec; /* what the last maintenance pass took */
+        usec_t maintenance_usec; /* what the longest recent maintenance pass took */
         bool maintenance_waited; /* the pass due now waited for a tick once */
         int64_t trimmed_minute;  /* when malloc_trim() last ran, in minutes since the epoch */
         struct store *store;
