@@ -486,17 +486,19 @@ static void update_self_cost(struct manager *m) {
         m->self_prev_mono = now;
 }
 
-/* A pass (a rollup, a retention batch, a checkpoint: 3 to 12 ms at 4 000
- * runs, 100 ms when it rolls a minute up) must not make a tick late: when
- * the next tick is due before twice the longest recent pass would end, the
- * pass waits until just after that tick, once. */
+/* A pass (a retention batch, a checkpoint: 3 to 12 ms at 4 000 runs; 100 ms
+ * when it rolls a minute up) must not make a tick late. The pass that rolls
+ * a new minute up waits until just after the next tick; another one does
+ * when that tick is due before twice the longest recent pass would end.
+ * Once: the pass after the tick runs whatever comes. */
 static bool maintenance_deferred(struct manager *m, sd_event_source *s) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
+        bool rolls = now_realtime_ms() / 60000 != m->rolled_minute;
         uint64_t due;
         int enabled;
         if (m->maintenance_waited || sd_event_source_get_enabled(m->tick_source, &enabled) < 0 ||
             enabled == SD_EVENT_OFF || sd_event_source_get_time(m->tick_source, &due) < 0 ||
-            due > now + 2 * m->maintenance_usec + 5 * USEC_PER_MSEC) {
+            (!rolls && due > now + 2 * m->maintenance_usec + 5 * USEC_PER_MSEC)) {
                 m->maintenance_waited = false;
                 return false;
         }
@@ -531,9 +533,9 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
          * 7.4 MiB at 1 000 runs, tests/bench/cost.py --late 900), all of it
          * free heap. Trimming after the pass that rolled a minute up keeps
          * it at the registration level, for about 150 us a minute. */
-        if (now_ms / 60000 != m->trimmed_minute) {
+        if (now_ms / 60000 != m->rolled_minute) {
                 malloc_trim(0);
-                m->trimmed_minute = now_ms / 60000;
+                m->rolled_minute = now_ms / 60000;
         }
         /* a failed reload stays in the status until a reload succeeds */
         manager_set_status(m, "%s%ssampling %zu runs, %llu ticks, last tick %.2f ms, %llu db errors",

@@ -29,7 +29,8 @@ struct manager {
         sd_event_source *tick_source, *maintenance_source, *watchdog_source;
         usec_t maintenance_usec; /* what the longest recent maintenance pass took */
         bool maintenance_waited; /* the pass due now waited for a tick once */
-        int64_t trimmed_minute;  /* when malloc_trim() last ran, in minutes since the epoch */
+        int64_t rolled_minute;   /* of the last pass that rolled a minute up and ran
+                                  * malloc_trim(), in minutes since the epoch */
         struct store *store;
         struct api *api;
         struct collect_ctx collect;
