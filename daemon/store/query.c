@@ -188,10 +188,10 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
                            "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
                            "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) "
                            "AND (?5 IS NULL OR (json_valid(tags) AND json_extract(tags, '$.job_id') = ?5)) "
-                           "ORDER BY id LIMIT ?4",
+                           "AND id > ?6 ORDER BY id LIMIT ?4",
                            PARAMS(f->state >= 0 ? p_text(run_state_to_string((enum run_state)f->state)) : p_null(),
                                   p_text(f->name), f->pid > 0 ? p_int(f->pid) : p_null(),
-                                  p_int((int64_t)l->max_rows + 1), p_text(f->job_id)),
+                                  p_int((int64_t)l->max_rows + 1), p_text(f->job_id), p_int(f->after_id)),
                            l->max_rows, &run_infos, (void **)ret, ret_n, ret_truncated);
 }
 

@@ -24,6 +24,7 @@ struct runs_filter {
         const char *name;   /* NULL = any */
         int pid;            /* 0 = any */
         const char *job_id; /* NULL = any; else the runs tagged job_id=job_id */
+        int64_t after_id;   /* only runs with a larger id: a list read in pages */
 };
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated);
