@@ -596,6 +596,8 @@ static void listener_pump(struct listener *l) {
         bool again = true;
         for (unsigned i = 0; i < PUMP_MAX_RUNS && again; i++) {
                 unsigned before = listener_connections(l);
+                if (l->server->yield) /* sending to many connections takes time too */
+                        l->server->yield(l->server->userdata);
                 MHD_run(l->mhd);
                 again = listener_connections(l) < before || (MHD_get_timeout(l->mhd, &ms) == MHD_YES && ms == 0);
         }

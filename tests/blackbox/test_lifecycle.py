@@ -206,3 +206,29 @@ def test_run_ends_when_its_process_changes_credentials(mlmond):
         p.kill()
         p.wait()
         p.stdin.close()
+
+
+def test_run_list_read_in_pages(make_mlmond):
+    """GET /v1/runs reads the store a page of 32 runs at a time: 70 runs are
+    each listed once, in id order; max_rows cuts the list, with truncated
+    true only when runs were left out."""
+    d = make_mlmond(config_text="[http]\nmax_rows = 50\n")
+    procs = [subprocess.Popen(["sleep", "1000"]) for _ in range(70)]
+    try:
+        ids = [d.register(p.pid)["id"] for p in procs]
+        st, body = d.get("/v1/runs")
+        assert st == 200, body
+        assert [r["id"] for r in body["runs"]] == ids[:50] and body["truncated"] is True
+        for run_id in ids[:20]:
+            assert d.delete(f"/v1/runs/{run_id}")[0] == 200
+        st, body = d.get("/v1/runs")
+        assert [r["id"] for r in body["runs"]] == ids[20:] and body["truncated"] is False
+        st, body = d.get("/v1/runs?state=unregistered")
+        assert [r["id"] for r in body["runs"]] == ids[:20] and body["truncated"] is False
+        st, body = d.get("/v1/runs?state=all")
+        assert [r["id"] for r in body["runs"]] == ids[:50] and body["truncated"] is True
+        assert [r["state"] for r in body["runs"]] == ["unregistered"] * 20 + ["running"] * 30
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
