@@ -209,6 +209,68 @@ static void test_retention_and_rollup(void) {
 
 /* A writer killed mid-transaction: committed ticks survive, the open one
  * is rolled back, the file is intact. */
+/* The rollup sums each run's minute in C: its rows must equal SQL's own
+ * GROUP BY (count, avg and max over values that are not NULL, NULL where
+ * none), with runs interleaved, unknown values, rates bound as integers. */
+static void test_rollup_equals_sql(void) {
+        struct store *s = open_db("rollup.db");
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        const int64_t t0 = 1700000040000;
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t runs[3] = { add_run(s, 101), add_run(s, 102), add_run(s, 103) };
+        for (int i = 0; i < 150; i++)
+                for (int k = 0; k < 3; k++) {
+                        if (k == 2 && i % 7 == 3)
+                                continue; /* a run with gaps */
+                        struct sample m = { .ts_ms = t0 + i * 1000,
+                                            .has_cpu_pct = i % 5 != 0,
+                                            .cpu_pct = (i % 4) * 0.25 + k, /* whole numbers, and not */
+                                            .cpu_time_ns = (uint64_t)(i * 1000 + k),
+                                            .has_rss = true,
+                                            .rss_bytes = (uint64_t)(4096 * (i % 9 + k)),
+                                            .rss_anon_bytes = (uint64_t)(8192 * (i % 3)),
+                                            .threads = (uint32_t)(1 + i % 4),
+                                            .processes = 1,
+                                            .has_io = k != 1,
+                                            .has_io_rate = k != 1 && i > 0,
+                                            .read_bytes = (uint64_t)i * 512,
+                                            .write_bytes = (uint64_t)(150 - i) * 512,
+                                            .read_bytes_per_s = (i % 2) * 512.0,
+                                            .write_bytes_per_s = 0.5 * i,
+                                            .has_net = k == 0,
+                                            .netns_rx_bytes = (uint64_t)i,
+                                            .netns_tx_bytes = (uint64_t)(2 * i),
+                                            .has_gpu_mem = k == 2,
+                                            .has_gpu_util = k == 2 && i % 2,
+                                            .gpu_mem_bytes = (uint64_t)(1 << 20) * (uint64_t)(i % 6),
+                                            .gpu_util_pct = 12.5 * (i % 8),
+                                            .has_energy = k == 0 && i >= 70,
+                                            .energy_j = 0.75 * i };
+                        CHECK_EQ_INT(store_insert_sample(s, runs[k], &m, NULL), 0);
+                }
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK_EQ_INT(store_rollup(s, t0 + 150000), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 6);
+        static const char sql_rollup[] =
+                "SELECT (ts / 60000) * 60000, run_id, count(*), avg(cpu_pct), max(cpu_pct), max(cpu_time_ns), "
+                "avg(rss_bytes), max(rss_bytes), max(rss_anon_bytes), max(threads), max(read_bytes), "
+                "max(write_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
+                "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct), max(energy_j) FROM samples "
+                "WHERE ts < 1700000160000 GROUP BY 1, run_id";
+        char q[1024];
+        snprintf(q, sizeof q, "SELECT count(*) FROM (SELECT * FROM samples_1m EXCEPT %s)", sql_rollup);
+        CHECK_EQ_INT(scalar(db, q), 0);
+        snprintf(q, sizeof q, "SELECT count(*) FROM (%s EXCEPT SELECT * FROM samples_1m)", sql_rollup);
+        CHECK_EQ_INT(scalar(db, q), 0);
+        /* the unknown stay unknown */
+        snprintf(q, sizeof q, "SELECT count(*) FROM samples_1m WHERE run_id = %lld AND read_bytes IS NULL",
+                 (long long)runs[1]);
+        CHECK_EQ_INT(scalar(db, q), 2);
+        store_close(s);
+}
+
 static void test_unclean_stop(void) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/crash.db", tmpdir);
@@ -481,6 +543,7 @@ int main(int argc, char **argv) {
         test_migrate_from_v1(fixtures);
         test_newer_schema_refused();
         test_retention_and_rollup();
+        test_rollup_equals_sql();
         test_unclean_stop();
         test_catch_up_totals();
         test_op_slices();

@@ -645,20 +645,9 @@ int store_rollup(struct store *s, int64_t upto_ms) {
         if (until - from > ROLLUP_MAX_SPAN_MS)
                 until = from + ROLLUP_MAX_SPAN_MS;
 
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(s->w,
-                               "INSERT OR REPLACE INTO samples_1m SELECT (ts / 60000) * 60000, run_id, count(*), "
-                               "avg(cpu_pct), max(cpu_pct), max(cpu_time_ns), avg(rss_bytes), max(rss_bytes), "
-                               "max(rss_anon_bytes), max(threads), max(read_bytes), max(write_bytes), "
-                               "avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
-                               "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct), max(energy_j) "
-                               "FROM samples WHERE ts >= ? AND ts < ? GROUP BY 1, run_id",
-                               -1, &st, NULL) != SQLITE_OK)
-                return log_warning_errno(EIO, "rollup: %s", sqlite3_errmsg(s->w));
-        bind_params(st, PARAMS(p_int(from), p_int(until)));
         if (store_begin(s) < 0)
                 return -EIO;
-        if (sqlite3_step(st) != SQLITE_DONE || rollup_op_slices(s, from, until) < 0 ||
+        if (store_rollup_samples(s->w, from, until) < 0 || rollup_op_slices(s, from, until) < 0 ||
             meta_set_i64(s->w, "rollup_until", until) < 0) {
                 log_warning("rollup failed: %s", sqlite3_errmsg(s->w));
                 s->write_errors++;

@@ -60,6 +60,9 @@ int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json
 /* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
  * samples_1m. Idempotent. */
 int store_rollup(struct store *s, int64_t upto_ms);
+/* The samples of [from, until) into samples_1m, one row per run and minute
+ * (rollup.c; inside the caller's transaction). */
+int store_rollup_samples(sqlite3 *db, int64_t from, int64_t until);
 
 /* Deletes at most `batch` rows older than the cutoffs, each batch its own
  * transaction. *ret_deleted tells whether more remain (== batch). */
