@@ -452,6 +452,13 @@ static int manager_tick(struct manager *m) {
         return 0;
 }
 
+/* When the tick's timer will fire; false if it is not armed. */
+static bool tick_due_at(struct manager *m, uint64_t *ret) {
+        int enabled;
+        return m->tick_source && sd_event_source_get_enabled(m->tick_source, &enabled) >= 0 &&
+               enabled != SD_EVENT_OFF && sd_event_source_get_time(m->tick_source, ret) >= 0;
+}
+
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         return manager_tick(userdata);
 }
@@ -462,11 +469,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
  * answers between their pieces (manager_ops.yield), so a tick is late by
  * one of those at most. */
 void manager_tick_if_due(struct manager *m) {
-        int enabled;
         uint64_t due;
-        if (!m->tick_source || m->in_tick || sd_event_source_get_enabled(m->tick_source, &enabled) < 0 ||
-            enabled == SD_EVENT_OFF || sd_event_source_get_time(m->tick_source, &due) < 0 ||
-            now_usec(CLOCK_MONOTONIC) < due)
+        if (m->in_tick || !tick_due_at(m, &due) || now_usec(CLOCK_MONOTONIC) < due)
                 return;
         (void)manager_tick(m);
 }
@@ -495,9 +499,7 @@ static bool maintenance_deferred(struct manager *m, sd_event_source *s) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         bool rolls = now_realtime_ms() / 60000 != m->rolled_minute;
         uint64_t due;
-        int enabled;
-        if (m->maintenance_waited || sd_event_source_get_enabled(m->tick_source, &enabled) < 0 ||
-            enabled == SD_EVENT_OFF || sd_event_source_get_time(m->tick_source, &due) < 0 ||
+        if (m->maintenance_waited || !tick_due_at(m, &due) ||
             (!rolls && due > now + 2 * m->maintenance_usec + 5 * USEC_PER_MSEC)) {
                 m->maintenance_waited = false;
                 return false;
