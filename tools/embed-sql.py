@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Embeds daemon/store/sql/NNN-*.sql migrations into a C file, in order. Migration N sets
+"""Embeds sql/NNN-*.sql migrations into a C file, in order. Migration N sets
 PRAGMA user_version = N once applied."""
 import re
 import sys
