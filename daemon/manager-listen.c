@@ -4,6 +4,7 @@
  * where it did. */
 #include <fcntl.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -57,9 +58,25 @@ static int op_unregister(void *userdata, int64_t id, const struct caller *who, c
         return manager_unregister(userdata, id, who->is_root, who->uid, err, errlen);
 }
 
-static int op_observe(void *userdata, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+static void run_ref_of(const struct run *r, struct run_ref *ret) {
+        *ret = (struct run_ref){ .id = r->info.id, .pid = r->info.pid, .has_uid = r->info.has_uid, .uid = r->info.uid };
+}
+
+static int op_observe(void *userdata, int64_t id, enum op_kind kind, const char *op, size_t op_len,
                       const char *category, size_t category_len, double value, double rate) {
+        struct run *r = manager_find_run(userdata, id);
+        if (!r)
+                return -ENOENT;
         return manager_observe(userdata, r, kind, op, op_len, category, category_len, value, rate);
+}
+
+static int op_op_category(void *userdata, int64_t id, const char *op, char *buf, size_t size) {
+        struct run *r = manager_find_run(userdata, id);
+        const char *c = NULL;
+        if (!r || ops_category(&r->ops, op, &c) <= 0)
+                return -ENOENT;
+        snprintf(buf, size, "%s", c ? c : "");
+        return c ? 1 : 0;
 }
 
 static int op_mark(void *userdata, int64_t id, const char *label, int64_t *ret_ts) {
@@ -70,18 +87,126 @@ static void op_yield(void *userdata) {
         manager_tick_if_due(userdata);
 }
 
-static struct run *op_find_run(void *userdata, int64_t id) {
-        return manager_find_run(userdata, id);
+static int op_find_run(void *userdata, int64_t id, struct run_ref *ret) {
+        struct run *r = manager_find_run(userdata, id);
+        if (!r)
+                return -ENOENT;
+        run_ref_of(r, ret);
+        return 0;
 }
 
-static struct run *op_run_for_pid(void *userdata, int pid) {
-        return manager_run_for_pid(userdata, pid);
+static int op_run_for_pid(void *userdata, int pid, struct run_ref *ret) {
+        struct run *r = manager_run_for_pid(userdata, pid);
+        if (!r)
+                return -ENOENT;
+        run_ref_of(r, ret);
+        return 0;
 }
 
-static struct run *const *op_running(void *userdata, size_t *ret_n) {
+static size_t op_running(void *userdata, int64_t after_id, struct run_ref *v, size_t max) {
         struct manager *m = userdata;
-        *ret_n = m->n_runs;
-        return m->runs;
+        size_t lo = 0, hi = m->n_runs, n = 0; /* m->runs is in id order */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (m->runs[mid]->info.id <= after_id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < m->n_runs && n < max; i++)
+                run_ref_of(m->runs[i], &v[n++]);
+        return n;
+}
+
+static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *ret) {
+        const struct run *r = manager_find_run(userdata, id);
+        if (!r)
+                return -ENOENT;
+        struct run_live l = { .info = r->info };
+        l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = NULL;
+        l.info.leak = NULL;
+        int q = (what & RUN_LIVE_INFO) ? run_info_copy(&r->info, &l.info) : 0;
+        const struct probe *p = r->probe;
+        if (q == 0 && (what & RUN_LIVE_LAST) && p->has_last) {
+                l.has_last = true;
+                l.last = p->last;
+                if (p->accel.n_uses > 0) {
+                        l.uses = malloc(p->accel.n_uses * sizeof *l.uses);
+                        if (l.uses) {
+                                memcpy(l.uses, p->accel.uses, p->accel.n_uses * sizeof *l.uses);
+                                l.n_uses = p->accel.n_uses;
+                        } else
+                                q = -ENOMEM;
+                }
+        }
+        if (q == 0 && (what & RUN_LIVE_LEAK) && r->leak.pts) {
+                l.has_leak = true;
+                run_leak_report(r, &l.leak);
+        }
+        if (q == 0 && (what & RUN_LIVE_GAUGES)) {
+                l.gauges_live = r->gauges_live;
+                q = gauge_values_copy(r->ops.gauge_last, r->ops.n_gauge_last, &l.gauges);
+                if (q == 0)
+                        l.n_gauges = r->ops.n_gauge_last;
+        }
+        if (q < 0) {
+                run_live_done(&l);
+                return q;
+        }
+        *ret = l;
+        return 0;
+}
+
+static int op_live_ops(void *userdata, int64_t id, int64_t from, int64_t until, const char *op_filter,
+                       struct op_aggs *a) {
+        const struct run *r = manager_find_run(userdata, id);
+        return r ? op_aggs_add_live(a, &r->ops, from, until, op_filter) : 0;
+}
+
+static int op_live_gauges(void *userdata, int64_t id, int64_t from, int64_t until, struct gauge_value **ret,
+                          size_t *ret_n) {
+        const struct run *r = manager_find_run(userdata, id);
+        size_t n = 0;
+        for (size_t i = 0; r && i < r->ops.n_gauges; i++)
+                if (r->ops.gauges[i].ts >= from && r->ops.gauges[i].ts <= until)
+                        n++;
+        struct gauge_value *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0, k = 0; r && i < r->ops.n_gauges; i++) {
+                const struct gauge_value *g = &r->ops.gauges[i];
+                if (g->ts < from || g->ts > until)
+                        continue;
+                v[k] = (struct gauge_value){ .ts = g->ts, .name = strdup(g->name), .value = g->value };
+                if (!v[k++].name) {
+                        gauge_values_free(v, k);
+                        return -ENOMEM;
+                }
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static int op_run_pids(void *userdata, struct run_pid **ret, size_t *ret_n) {
+        struct manager *m = userdata;
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_runs; i++)
+                n += m->runs[i]->info.children ? m->runs[i]->probe->n_members : 1;
+        struct run_pid *v = calloc(n ? n : 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < m->n_runs; i++) {
+                const struct run *r = m->runs[i];
+                v[k++] = (struct run_pid){ r->info.id, r->info.pid };
+                for (size_t j = 0; r->info.children && j < r->probe->n_members && k < n; j++)
+                        if (r->probe->members[j].pid != r->info.pid)
+                                v[k++] = (struct run_pid){ r->info.id, r->probe->members[j].pid };
+        }
+        *ret = v;
+        *ret_n = k;
+        return 0;
 }
 
 static uint64_t op_data_generation(void *userdata) {
@@ -111,7 +236,6 @@ static void op_stats(void *userdata, struct manager_stats *ret) {
                 .clk_tck = m->collect.clk_tck,
                 .accel = m->accel,
                 .grid_g_per_kwh = m->config.grid_g_per_kwh,
-                .runs = m->runs,
                 .n_runs = m->n_runs,
         };
 }
@@ -120,10 +244,15 @@ static const struct manager_ops manager_ops = {
         .register_run = op_register,
         .unregister_run = op_unregister,
         .observe = op_observe,
+        .op_category = op_op_category,
         .mark = op_mark,
         .find_run = op_find_run,
         .run_for_pid = op_run_for_pid,
         .running = op_running,
+        .live = op_live,
+        .live_ops = op_live_ops,
+        .live_gauges = op_live_gauges,
+        .run_pids = op_run_pids,
         .data_generation = op_data_generation,
         .stats = op_stats,
         .yield = op_yield,

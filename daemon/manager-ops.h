@@ -8,10 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
+#include "analyze/leakwatch.h"
 #include "analyze/ops.h"
-#include "collect/runs.h"
+#include "collect/accel/gpu.h"
+#include "collect/procfs.h"
 #include "collect/sample.h"
 
 struct accel;
@@ -75,8 +78,52 @@ struct manager_stats {
         long clk_tck;              /* the unit of host_cpu */
         const struct accel *accel; /* devices and energy; NULL: none */
         double grid_g_per_kwh;     /* [energy] grid_g_per_kwh */
-        struct run *const *runs;   /* the running runs, by registration */
-        size_t n_runs;
+        size_t n_runs;             /* running runs */
+};
+
+/* A running run as the manager's lookups find it: which it is, and whose. */
+struct run_ref {
+        int64_t id;
+        int pid;
+        bool has_uid;
+        uid_t uid;
+};
+
+/* What the manager keeps of a running run in memory, copied out for one
+ * answer: nothing in it points into the manager's state, so it stays valid
+ * whatever the tick does meanwhile. run_live_done() it. */
+enum {
+        RUN_LIVE_INFO = 1 << 0,   /* info's strings: name, comm, cmdline, tags */
+        RUN_LIVE_LAST = 1 << 1,   /* the latest sample and its per-device use */
+        RUN_LIVE_LEAK = 1 << 2,   /* the leak verdicts */
+        RUN_LIVE_GAUGES = 1 << 3, /* the latest value of each gauge */
+};
+struct run_live {
+        struct run_info info; /* always its numbers (totals, leak_detected, ...); its strings with RUN_LIVE_INFO */
+        bool has_last;
+        struct sample last;
+        struct gpu_use *uses; /* the latest sample's per-device use */
+        size_t n_uses;
+        bool has_leak;
+        struct leak_report leak;
+        bool gauges_live; /* gauges holds every gauge stored for the run (else the store has more) */
+        struct gauge_value *gauges;
+        size_t n_gauges;
+};
+static inline void run_live_done(struct run_live *l) {
+        run_info_done(&l->info);
+        free(l->uses);
+        gauge_values_free(l->gauges, l->n_gauges);
+        l->uses = NULL;
+        l->gauges = NULL;
+        l->n_uses = l->n_gauges = 0;
+}
+
+/* A running run's processes (the run's own first, then its tree's), for
+ * whoever must match a socket or a pid to it. */
+struct run_pid {
+        int64_t run_id;
+        int pid;
 };
 
 struct manager_ops {
@@ -88,26 +135,44 @@ struct manager_ops {
                             int64_t *ret_id, char *err, size_t errlen);
         /* -ENOENT no such run, -EALREADY not running, -EPERM not the caller's. */
         int (*unregister_run)(void *userdata, int64_t id, const struct caller *who, char *err, size_t errlen);
-        /* One observation for a running run: -EINVAL bad value, -ENOSPC too
-         * many ops (counted as unmatched either way). */
-        int (*observe)(void *userdata, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+        /* One observation for running run id: -ENOENT not running, -EINVAL
+         * bad value, -ENOSPC too many ops (counted as unmatched either way). */
+        int (*observe)(void *userdata, int64_t id, enum op_kind kind, const char *op, size_t op_len,
                        const char *category, size_t category_len, double value, double rate);
+        /* The category op has in running run id, copied into buf: 1 with one,
+         * 0 without; -ENOENT the run has not seen op (or is not running). */
+        int (*op_category)(void *userdata, int64_t id, const char *op, char *buf, size_t size);
         /* A mark on a running run: -EALREADY if it is not running. */
         int (*mark)(void *userdata, int64_t id, const char *label, int64_t *ret_ts);
-        /* A running run by id, NULL if none. */
-        struct run *(*find_run)(void *userdata, int64_t id);
-        /* The run of pid itself or of its nearest registered ancestor. */
-        struct run *(*run_for_pid)(void *userdata, int pid);
-        /* The running runs (valid until the event loop runs again). */
-        struct run *const *(*running)(void *userdata, size_t *ret_n);
+        /* A running run by id: -ENOENT if none. */
+        int (*find_run)(void *userdata, int64_t id, struct run_ref *ret);
+        /* The run of pid itself or of its nearest registered ancestor:
+         * -ENOENT if none. */
+        int (*run_for_pid)(void *userdata, int pid, struct run_ref *ret);
+        /* The running runs with an id above after_id, in id order, at most
+         * max of them: how many were written to v. */
+        size_t (*running)(void *userdata, int64_t after_id, struct run_ref *v, size_t max);
+        /* A running run's state in memory (RUN_LIVE_* bits say what besides
+         * the numbers): -ENOENT if it is not running, -ENOMEM. */
+        int (*live)(void *userdata, int64_t id, unsigned what, struct run_live *ret);
+        /* Adds the op slices running run id holds in memory (closed ones not
+         * yet stored, and the open ones) within [from, until) to *a;
+         * op_filter NULL: every op. 0 when the run is not running. */
+        int (*live_ops)(void *userdata, int64_t id, int64_t from, int64_t until, const char *op_filter,
+                        struct op_aggs *a);
+        /* The gauge values running run id holds in memory that are not
+         * stored yet, within [from, until] (names copied; gauge_values_free()). */
+        int (*live_gauges)(void *userdata, int64_t id, int64_t from, int64_t until, struct gauge_value **ret,
+                           size_t *ret_n);
+        /* Every running run's processes: -ENOMEM. free() *ret. */
+        int (*run_pids)(void *userdata, struct run_pid **ret, size_t *ret_n);
         /* Moves whenever stored or live data changes: a cache key. */
         uint64_t (*data_generation)(void *userdata);
         void (*stats)(void *userdata, struct manager_stats *ret);
         /* Runs the sampler's tick now if it is due. The server calls it
          * before each request, and a handler with a long answer between its
          * pieces, so that answering the API delays a sample by one request
-         * or one piece at most. Pointers from running() and find_run() may
-         * be stale after it. */
+         * or one piece at most. */
         void (*yield)(void *userdata);
 };
 

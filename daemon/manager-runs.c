@@ -24,9 +24,9 @@ static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata
 
 static int run_watch_exit(struct manager *m, struct run *r) {
         r->owner = m;
-        if (r->pidfd < 0)
+        if (r->probe->pidfd < 0)
                 return 0; /* fixture root: exit is seen at the next tick */
-        int q = sd_event_add_io(m->event, &r->exit_source, r->pidfd, EPOLLIN, on_pidfd, r);
+        int q = sd_event_add_io(m->event, &r->exit_source, r->probe->pidfd, EPOLLIN, on_pidfd, r);
         if (q < 0)
                 return log_warning_errno(q, "cannot watch pid %d: %m", r->info.pid);
         return 0;
@@ -99,9 +99,9 @@ static int run_tags(const struct run *r, const struct register_request *req, cha
                                                           : json_object_new_object();
         if (!tags)
                 return -ENOMEM;
-        if (!req->no_discover && r->dirfd >= 0) {
+        if (!req->no_discover && r->probe->dirfd >= 0) {
                 struct discovered d;
-                discover_read(r->dirfd, &d);
+                discover_read(r->probe->dirfd, &d);
                 for (enum discover_tag t = 0; t < _DT_MAX; t++) {
                         const char *key = discover_tag_key(t);
                         if (!d.value[t][0] || json_object_object_length(tags) >= TAGS_MAX ||
@@ -123,7 +123,7 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
         int q;
         struct run_info *ri = &r->info;
         char *cmd = NULL;
-        proc_read_cmdline(r->dirfd, 4096, &cmd);
+        proc_read_cmdline(r->probe->dirfd, 4096, &cmd);
         ri->cmdline = cmd;
         ri->comm = strdup(id->comm);
         ri->name = req->name ? strdup(req->name) : NULL;
@@ -137,24 +137,24 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
         ri->registered_ts_ms = now_realtime_ms();
 
         struct sample s;
-        q = run_sample(&m->collect, r, now, ri->registered_ts_ms, false, &s);
+        q = probe_sample(&m->collect, r->probe, now, ri->registered_ts_ms, false, &s);
         if (q < 0) {
                 snprintf(err, errlen, "no such process: %d", req->pid);
                 return -ESRCH;
         }
         run_totals_add(&ri->totals, &s);
-        r->identity_changed = false; /* the row is written with the current comm below */
+        (void)run_take_identity(r); /* the row is written with the current comm below */
         if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
         manager_leak_step(m, r, &s);
         _cleanup_(run_baseline_done) struct run_baseline base = {};
-        if (run_baseline(r, &base) < 0) {
+        if (probe_baseline(r->probe, &base) < 0) {
                 snprintf(err, errlen, "out of memory");
                 return -ENOMEM;
         }
-        r->left_changed = r->netns_changed = false; /* stored with the run below */
+        r->probe->left_changed = r->probe->netns_changed = false; /* stored with the run below */
         q = store_begin(m->store);
         if (q == 0) {
                 if (store_insert_run(m->store, ri) < 0 || store_insert_baseline(m->store, ri->id, &base) < 0 ||
@@ -175,6 +175,7 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
 int manager_register(struct manager *m, const struct register_request *req, bool caller_is_root, uid_t caller_uid,
                      int64_t *ret_id, char *err, size_t errlen) {
         struct run *r = NULL;
+        struct probe *p = NULL;
         struct proc_identity id;
         int q;
 
@@ -190,7 +191,7 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 snprintf(err, errlen, "too many runs (max_runs = %u)", m->config.max_runs);
                 return -EUSERS;
         }
-        q = run_attach(&m->collect, req->pid, 0, &r, &id);
+        q = probe_attach(&m->collect, req->pid, 0, req->children, &p, &id);
         if (q == -EINVAL) {
                 snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
                 return -EINVAL;
@@ -203,8 +204,13 @@ int manager_register(struct manager *m, const struct register_request *req, bool
                 return errorf(err, errlen, q, "cannot read process %d: %m", req->pid);
         if (id.tgid != req->pid) {
                 snprintf(err, errlen, "%d is a thread of process %d: register the process", req->pid, id.tgid);
-                run_free(r);
+                probe_free(p);
                 return -EINVAL;
+        }
+        if (run_new(p, &r) < 0) {
+                probe_free(p);
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
         }
         q = check_may_register(m, &id, req->pid, caller_is_root, caller_uid, ret_id, err, errlen);
         usec_t now = now_usec(CLOCK_MONOTONIC), interval = 0;
@@ -279,9 +285,9 @@ static void run_restore_counters(struct manager *m, struct run *r, usec_t now) {
         int64_t gap_ms = now_realtime_ms() - last.ts_ms;
         usec_t gap = gap_ms > 0 ? (usec_t)gap_ms * USEC_PER_MSEC : 0;
         if (last.ts_ms && store_load_baseline(m->store, r->info.id, &base) == 0 && base.n_members > 0 &&
-            run_resume(r, &base, &last, now > gap ? now - gap : 0) == 0)
+            probe_resume(r->probe, &base, &last, now > gap ? now - gap : 0) == 0)
                 return;
-        r->last = last;
+        r->probe->last = last;
 }
 
 /* Registrations survive a restart: a process still alive with the same boot
@@ -314,8 +320,13 @@ int manager_restore_runs(struct manager *m) {
         unsigned resumed = 0, ended = 0;
         for (size_t i = 0; i < n; i++) {
                 struct run *r = NULL;
+                struct probe *p = NULL;
                 bool alive = streq(v[i].boot_id, m->boot_id) &&
-                             run_attach(&m->collect, v[i].pid, v[i].start_time_ticks, &r, NULL) == 0;
+                             probe_attach(&m->collect, v[i].pid, v[i].start_time_ticks, v[i].children, &p, NULL) == 0;
+                if (alive && run_new(p, &r) < 0) {
+                        probe_free(p);
+                        alive = false;
+                }
                 if (!alive || m->n_runs >= m->config.max_runs) {
                         run_free(r);
                         store_catch_up_totals(m->store, &v[i]);
@@ -333,14 +344,18 @@ int manager_restore_runs(struct manager *m) {
                 }
                 /* keep the stored identity and totals; the counters go on
                  * from the stored baseline */
+                run_info_done(&r->info);
                 r->info = v[i];
+                /* what the process was as stored: a change shows at its first sample */
+                p->comm = r->info.comm ? strdup(r->info.comm) : NULL;
+                p->cmdline = r->info.cmdline ? strdup(r->info.cmdline) : NULL;
                 if (store_catch_up_totals(m->store, &r->info) < 0)
                         log_warning("run %lld: cannot fold recent samples into its totals", (long long)r->info.id);
                 run_restore_counters(m, r, now);
                 const struct run_totals *t = &r->info.totals;
                 if (t->has_energy) { /* the estimate goes on from the stored one */
-                        r->accel.has_energy = true;
-                        r->accel.energy_j = t->energy_j;
+                        r->probe->accel.has_energy = true;
+                        r->probe->accel.energy_j = t->energy_j;
                 }
                 r->next_due_usec = grid_next(now, (usec_t)r->info.interval_ms * USEC_PER_MSEC);
                 /* the floors were in memory: the watch starts again, with

@@ -30,10 +30,6 @@
 
 #include "ingest/ingest.h"
 
-#include "json-util.h"
-
-#include "http/render.h"
-
 #include "version.h"
 
 /* Retention deletes at most this many rows per transaction, so the sampler
@@ -67,7 +63,7 @@ static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_
 
 static void store_run_ops(struct manager *m, struct run *r);
 
-static void store_leak_json(struct manager *m, struct run *r);
+static void store_leak(struct manager *m, struct run *r);
 
 int manager_new(struct manager **ret) {
         struct manager *m = calloc(1, sizeof *m);
@@ -174,7 +170,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
         bool have = false;
         if (final_sample) {
                 collect_ctx_new_tick(&m->collect);
-                have = run_sample(&m->collect, r, now_usec(CLOCK_MONOTONIC), now_ms, true, &s) == 0;
+                have = probe_sample(&m->collect, r->probe, now_usec(CLOCK_MONOTONIC), now_ms, true, &s) == 0;
         }
         int q = store_begin(m->store);
         if (q == 0) {
@@ -191,7 +187,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 leakwatch_end(&r->leak, &m->leak_params, t_end_s);
                 if (r->leak_gpu.pts)
                         leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
-                store_leak_json(m, r);
+                store_leak(m, r);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
@@ -236,9 +232,10 @@ static void sample_host(struct manager *m, int64_t now_ms) {
         m->host = h;
 }
 
-static void store_leak_json(struct manager *m, struct run *r) {
-        _cleanup_json_ json_object *j = render_run_leak(&r->leak, &r->leak_gpu, r->info.registered_ts_ms);
-        if (store_update_run_leak(m->store, r->info.id, json_to_string(j)) < 0)
+static void store_leak(struct manager *m, struct run *r) {
+        struct leak_report rep;
+        run_leak_report(r, &rep);
+        if (store_update_run_leak(m->store, r->info.id, &rep) < 0)
                 m->tick_errors++;
 }
 
@@ -256,7 +253,7 @@ static void leak_feed(struct manager *m, struct run *r, struct leakwatch *w, con
                 m->tick_errors++;
         if (suspected)
                 r->info.leak_detected = true;
-        store_leak_json(m, r);
+        store_leak(m, r);
         log_notice("run %lld (pid %d): %s leak %s: %s", (long long)r->info.id, r->info.pid, metric,
                    suspected ? "suspected" : "cleared", w->v.reason);
 }
@@ -278,18 +275,24 @@ void manager_leak_step(struct manager *m, struct run *r, const struct sample *s)
 
 /* A sample with the run's per-device use beside it. */
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s) {
-        _cleanup_json_ json_object *gpu = r->accel.n_uses ? render_gpu_uses(r->accel.uses, r->accel.n_uses) : NULL;
-        return store_insert_sample(m->store, r->info.id, s, gpu ? json_to_string(gpu) : NULL);
+        const struct accel_run *a = &r->probe->accel;
+        for (size_t i = 0; i < a->n_uses; i++) {
+                int q = store_insert_gpu_use(m->store, r->info.id, s->ts_ms, &a->uses[i]);
+                if (q < 0)
+                        return q;
+        }
+        return store_insert_sample(m->store, r->info.id, s);
 }
 
 /* What a run's members and namespaces that left used, when it grew (in
  * the tick's transaction, so it matches the samples). */
 static void store_run_baseline(struct manager *m, struct run *r) {
-        if (r->left_changed && store_update_run_left(m->store, r->info.id, &r->left) == 0)
-                r->left_changed = false;
+        struct probe *p = r->probe;
+        if (p->left_changed && store_update_run_left(m->store, r->info.id, &p->left) == 0)
+                p->left_changed = false;
         _cleanup_(run_baseline_done) struct run_baseline b = {};
-        if (r->netns_changed && run_baseline(r, &b) == 0 && store_update_run_netns(m->store, r->info.id, &b) == 0)
-                r->netns_changed = false;
+        if (p->netns_changed && probe_baseline(p, &b) == 0 && store_update_run_netns(m->store, r->info.id, &b) == 0)
+                p->netns_changed = false;
 }
 
 /* Writes a run's closed op slices and gauges (inside a transaction) and
@@ -313,8 +316,7 @@ static void store_devices(struct manager *m, int64_t now_ms) {
                 const struct gpu_device *x = i < n ? &d[i] : pkg;
                 if (!x)
                         continue;
-                _cleanup_json_ json_object *det = render_device_detail(x);
-                if (store_insert_device_sample(m->store, now_ms, x, json_to_string(det)) < 0)
+                if (store_insert_device_sample(m->store, now_ms, x) < 0)
                         m->tick_errors++;
         }
 }
@@ -369,7 +371,7 @@ static int manager_tick(struct manager *m) {
                 else
                         store_devices(m, now_ms);
                 for (size_t i = 0; i < m->n_runs; i++)
-                        accel_run_energy(m->accel, &m->runs[i]->accel, m->runs[i]->last.cpu_time_ns);
+                        accel_run_energy(m->accel, &m->runs[i]->probe->accel, m->runs[i]->probe->last.cpu_time_ns);
         }
 
         for (size_t i = 0; i < m->n_runs;) {
@@ -379,7 +381,7 @@ static int manager_tick(struct manager *m) {
                         continue;
                 }
                 struct sample s;
-                int q = run_sample(&m->collect, r, start, now_ms, false, &s);
+                int q = probe_sample(&m->collect, r->probe, start, now_ms, false, &s);
                 if (q == -ESRCH) {
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
@@ -409,12 +411,12 @@ static int manager_tick(struct manager *m) {
                         continue;
                 run_totals_add(&r->info.totals, &s);
                 manager_leak_step(m, r, &s);
-                if (r->identity_changed &&
-                    store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) == 0)
-                        r->identity_changed = false;
+                if (run_take_identity(r) &&
+                    store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
+                        m->tick_errors++;
                 store_run_baseline(m, r);
                 if (manager_store_sample(m, r, &s) < 0 ||
-                    (r->ticks % TOTALS_PERSIST_TICKS == 0 &&
+                    (r->probe->ticks % TOTALS_PERSIST_TICKS == 0 &&
                      store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
                         m->tick_errors++;
         }
@@ -859,7 +861,7 @@ static void manager_flush_totals(struct manager *m) {
                 store_update_run_totals(m->store, m->runs[i]->info.id, &m->runs[i]->info.totals);
                 ops_rotate(&m->runs[i]->ops, INT64_MAX);
                 store_run_ops(m, m->runs[i]);
-                store_leak_json(m, m->runs[i]);
+                store_leak(m, m->runs[i]);
         }
         store_commit(m->store);
 }

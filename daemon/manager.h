@@ -12,7 +12,9 @@
 #include "manager-ops.h"
 #include "analyze/leak.h"
 #include "collect/procfs.h"
-#include "collect/runs.h"
+#include "collect/probe.h"
+#include "run.h"
+#include "store/details.h"
 #include "store/store.h"
 
 struct api;

@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analyze/leakwatch.h"
 #include "analyze/ops.h"
+#include "collect/accel/gpu.h"
+#include "store/details.h"
+#include "store/query.h"
 #include "store/store.h"
 #include "util.h"
 #include "tap.h"
@@ -108,6 +112,69 @@ static void test_migrate_from_v1(const char *fixtures) {
         store_close(s);
 }
 
+/* A database of version 6 kept the leak verdict and each sample's GPU use as
+ * JSON text: version 7 turns them into typed rows. */
+static void test_migrate_json_to_rows(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/v6.db", tmpdir);
+        sqlite3 *db;
+        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 6, err, sizeof err), 0);
+        static const char fill[] =
+                "INSERT INTO runs (id, pid, start_time_ticks, boot_id, interval_ms, state, registered_ts, leak) "
+                "VALUES (1, 10, 1, 'b', 1000, 'exited', 1000, '{\"suspected\":true,\"evaluated\":true,"
+                "\"metric\":\"rss_anon_bytes\",\"slope_bytes_per_s\":2097152.0,\"growth_bytes\":1.5e8,"
+                "\"window_s\":60.0,\"confidence\":0.999,\"since\":5000,\"suspected_at\":70000,"
+                "\"evaluated_ts\":71000,\"reason\":\"memory grew\",\"gpu_mem\":{\"suspected\":false,"
+                "\"evaluated\":false,\"metric\":\"gpu_mem_bytes\",\"slope_bytes_per_s\":null,"
+                "\"reason\":\"not yet\"}}'),"
+                "(2, 11, 1, 'b', 1000, 'running', 1000, NULL), (3, 12, 1, 'b', 1000, 'exited', 1000, 'garbage');"
+                "INSERT INTO samples (ts, run_id, threads, gpu) VALUES (2000, 1, 1, '[{\"device\":\"0000:03:00.0\","
+                "\"driver\":\"amdgpu\",\"estimated\":false,\"clients\":2,\"mem_bytes\":4096,\"util_pct\":12.5,"
+                "\"engines\":{\"gfx\":12.5,\"compute\":null},\"regions\":{\"vram\":4096}}]'),"
+                "(3000, 1, 1, NULL), (4000, 1, 1, '[]');";
+        CHECK(sqlite3_exec(db, fill, NULL, NULL, NULL) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 0, err, sizeof err), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'leak'"), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak"), 2);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'rss_anon_bytes' AND "
+                                "suspected AND evaluated AND ended AND slope_bytes_per_s = 2097152 AND "
+                                "growth_bytes = 1.5e8 AND window_s = 60 AND confidence = 0.999 AND since_ts = 5000 AND "
+                                "suspected_ts = 70000 AND evaluated_ts = 71000 AND reason = 'memory grew'"),
+                     1);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'gpu_mem_bytes' AND "
+                                "NOT suspected AND NOT evaluated AND slope_bytes_per_s IS NULL AND reason = 'not yet'"),
+                     1);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu WHERE ts = 2000 AND run_id = 1 AND "
+                                "device = '0000:03:00.0' AND driver = 'amdgpu' AND NOT estimated AND clients = 2 AND "
+                                "mem_bytes = 4096 AND util_pct = 12.5"),
+                     1);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu"), 1);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND "
+                                "((name = 'gfx' AND value = 12.5) OR (name = 'compute' AND value IS NULL))"),
+                     2);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
+                                "value = 4096"),
+                     1);
+        sqlite3_close(db);
+
+        /* and the store reads them back as the verdict it shows */
+        struct store *s = NULL;
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (!s)
+                return;
+        struct query_limits lim = { .timeout_usec = USEC_PER_SEC, .max_rows = 100 };
+        struct run_info ri;
+        CHECK_EQ_INT(query_run(s, &lim, 1, &ri), 0);
+        CHECK(ri.leak && ri.leak->rss.suspected && ri.leak->rss.since_ms == 5000 && ri.leak->has_gpu &&
+              !ri.leak->gpu.evaluated && streq(ri.leak->gpu.reason, "not yet"));
+        run_info_done(&ri);
+        CHECK_EQ_INT(query_run(s, &lim, 2, &ri), 0);
+        CHECK(ri.leak == NULL);
+        run_info_done(&ri);
+        store_close(s);
+}
+
 static void test_newer_schema_refused(void) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/future.db", tmpdir);
@@ -159,9 +226,9 @@ static void test_retention_and_rollup(void) {
                                     .rss_bytes = 1000 + (uint64_t)i,
                                     .threads = 2,
                                     .processes = 1 };
-                CHECK_EQ_INT(store_insert_sample(s, a, &m, NULL), 0);
+                CHECK_EQ_INT(store_insert_sample(s, a, &m), 0);
                 m.rss_bytes = 5000;
-                CHECK_EQ_INT(store_insert_sample(s, b, &m, NULL), 0);
+                CHECK_EQ_INT(store_insert_sample(s, b, &m), 0);
         }
         CHECK_EQ_INT(store_commit(s), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 1200);
@@ -248,7 +315,7 @@ static void test_rollup_equals_sql(void) {
                                             .gpu_util_pct = 12.5 * (i % 8),
                                             .has_energy = k == 0 && i >= 70,
                                             .energy_j = 0.75 * i };
-                        CHECK_EQ_INT(store_insert_sample(s, runs[k], &m, NULL), 0);
+                        CHECK_EQ_INT(store_insert_sample(s, runs[k], &m), 0);
                 }
         CHECK_EQ_INT(store_commit(s), 0);
         CHECK_EQ_INT(store_rollup(s, t0 + 150000), 0);
@@ -287,14 +354,14 @@ static void test_unclean_stop(void) {
                 for (int tick = 0; tick < 50; tick++) {
                         store_begin(s);
                         struct sample m = { .ts_ms = 1000 + tick, .cpu_time_ns = (uint64_t)tick };
-                        store_insert_sample(s, id, &m, NULL);
+                        store_insert_sample(s, id, &m);
                         store_commit(s);
                 }
                 /* an uncommitted tick, then die without closing */
                 store_begin(s);
                 for (int i = 0; i < 100; i++) {
                         struct sample m = { .ts_ms = 5000 + i };
-                        store_insert_sample(s, id, &m, NULL);
+                        store_insert_sample(s, id, &m);
                 }
                 char c = 'x';
                 if (write(pfd[1], &c, 1) != 1)
@@ -341,7 +408,7 @@ static void test_catch_up_totals(void) {
                                     .threads = (uint32_t)(i % 7),
                                     .has_io = true,
                                     .write_bytes = (uint64_t)i * 4096 };
-                CHECK_EQ_INT(store_insert_sample(s, id, &m, NULL), 0);
+                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
                 run_totals_add(&t, &m);
                 if (i == 9) /* the last write of the totals before the "crash" */
                         CHECK_EQ_INT(store_update_run_totals(s, id, &t), 0);
@@ -444,7 +511,7 @@ static void test_op_slices(void) {
         int64_t id = add_run(s, 400);
         /* a sample so the rollup has a starting point */
         struct sample m0 = { .ts_ms = t0 };
-        CHECK_EQ_INT(store_insert_sample(s, id, &m0, NULL), 0);
+        CHECK_EQ_INT(store_insert_sample(s, id, &m0), 0);
         for (int sec = 0; sec < 120; sec++) {
                 struct op_slice sl = { .op = "infer", .category = "model", .ts = t0 + sec * 1000, .count = 10 };
                 hist_init(&sl.h);
@@ -501,23 +568,53 @@ static void test_sample_batches(void) {
         sqlite3 *db = store_writer(s);
         CHECK_EQ_INT(store_begin(s), 0);
         int64_t id = add_run(s, 400);
-        char gpu[64];
+        struct gpu_use use = { .clients = 1, .has_mem = true, .n_engines = 1, .n_regions = 1 };
+        snprintf(use.engines[0].name, sizeof use.engines[0].name, "gfx");
+        snprintf(use.regions[0].name, sizeof use.regions[0].name, "vram");
         for (int i = 0; i < 87; i++) {
                 struct sample m = { .ts_ms = 50000 + i * 1000,
                                     .cpu_time_ns = (uint64_t)i,
                                     .has_cpu_pct = true,
                                     .cpu_pct = i % 2 ? i : i + 0.25,
                                     .threads = 1 };
-                snprintf(gpu, sizeof gpu, "[{\"n\":%d}]", i);
-                CHECK_EQ_INT(store_insert_sample(s, id, &m, gpu), 0);
-                memset(gpu, 'x', sizeof gpu - 1);
+                snprintf(use.device, sizeof use.device, "g%d", i);
+                use.mem_bytes = use.regions[0].resident_bytes = (uint64_t)i + 1;
+                use.engines[0].has_util = i % 3 != 0;
+                use.engines[0].util_pct = i;
+                CHECK_EQ_INT(store_insert_gpu_use(s, id, m.ts_ms, &use), 0);
+                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
+                memset(use.device, 'x', sizeof use.device - 1);
         }
         CHECK_EQ_INT(store_commit(s), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE gpu = '[{\"n\":' || cpu_time_ns || '}]' AND "
-                                "ts = 50000 + cpu_time_ns * 1000 AND typeof(cpu_pct) = 'real' AND "
-                                "cpu_pct = cpu_time_ns + (cpu_time_ns % 2 = 0) * 0.25"),
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE ts = 50000 + cpu_time_ns * 1000 AND "
+                                "typeof(cpu_pct) = 'real' AND cpu_pct = cpu_time_ns + (cpu_time_ns % 2 = 0) * 0.25"),
                      87);
+        /* each sample's use, typed: its device, memory, engine and region */
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples s JOIN sample_gpu g USING (ts, run_id) WHERE "
+                                "g.device = 'g' || s.cpu_time_ns AND g.mem_bytes = s.cpu_time_ns + 1"),
+                     87);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND name = 'gfx' AND "
+                                "(value IS NULL) = ((ts / 1000 - 50) % 3 = 0)"),
+                     87);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
+                                "value = ts / 1000 - 49"),
+                     87);
+        struct query_limits lim = { .timeout_usec = USEC_PER_SEC, .max_rows = 1000 };
+        struct sample_gpu *g = NULL;
+        size_t ng = 0;
+        CHECK_EQ_INT(query_sample_gpu(s, &lim, id, 60000, 62000, &g, &ng), 0);
+        CHECK_EQ_INT(ng, 3);
+        if (ng == 3) {
+                CHECK_EQ_INT(g[1].ts_ms, 61000);
+                CHECK_EQ_INT(g[1].n, 1);
+                CHECK(streq(g[1].uses[0].device, "g11") && g[1].uses[0].mem_bytes == 12);
+                CHECK(g[1].uses[0].n_engines == 1 && g[1].uses[0].engines[0].has_util &&
+                      g[1].uses[0].engines[0].util_pct == 11.0);
+                CHECK(g[2].uses[0].n_engines == 1 && !g[2].uses[0].engines[0].has_util);
+                CHECK(g[1].uses[0].n_regions == 1 && g[1].uses[0].regions[0].resident_bytes == 12);
+        }
+        sample_gpus_free(g, ng);
         struct sample back;
         CHECK_EQ_INT(store_load_sample(s, id, 135000, &back), 0);
         CHECK_EQ_INT(back.cpu_time_ns, 85);
@@ -526,7 +623,7 @@ static void test_sample_batches(void) {
         CHECK_EQ_INT(store_begin(s), 0);
         for (int i = 0; i < 5; i++) {
                 struct sample m = { .ts_ms = 100000 + i * 1000, .threads = 1 };
-                CHECK_EQ_INT(store_insert_sample(s, id, &m, "[]"), 0);
+                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
         }
         store_rollback(s);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
@@ -541,6 +638,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         test_migrate_from_v1(fixtures);
+        test_migrate_json_to_rows();
         test_newer_schema_refused();
         test_retention_and_rollup();
         test_rollup_equals_sql();

@@ -130,3 +130,24 @@ void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_en
         else
                 snprintf(w->v.reason, sizeof w->v.reason, "the run ended before a verdict was possible (%.200s)", was);
 }
+
+void leakwatch_state(const struct leakwatch *w, int64_t registered_ts_ms, struct leak_state *ret) {
+        const struct leak_verdict *v = &w->v;
+        bool ev = w->evaluated_ms != 0 && v->evaluated;
+        *ret = (struct leak_state){
+                .suspected = w->suspected,
+                .evaluated = ev,
+                .ended = w->ended,
+                .slope_bytes_per_s = ev ? v->slope_bytes_per_s : 0,
+                .growth_bytes = ev ? v->growth_bytes : 0,
+                .window_s = ev ? v->window_s : 0,
+                .confidence = ev ? v->confidence : 0,
+                .since_ms = ev ? registered_ts_ms + (int64_t)(v->since_t_s * 1000.0) : 0,
+                .suspected_at_ms = w->suspected ? w->suspected_since_ms : 0,
+                .evaluated_ts_ms = w->evaluated_ms,
+        };
+        snprintf(ret->reason, sizeof ret->reason, "%s",
+                 w->evaluated_ms == 0 && !w->ended ? "not evaluated yet: the first window is still filling (warm-up "
+                                                     "grace plus the shortest window)"
+                                                   : v->reason);
+}

@@ -58,3 +58,26 @@ void leakwatch_mark(struct leakwatch *w, double t_s);
  * missing never comes, and the reason says so instead of when it would
  * have been judged. */
 void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_end_s);
+
+/* A watch's verdict as plain data, for whoever shows or keeps it. */
+struct leak_state {
+        bool suspected;
+        bool evaluated; /* judged with figures: slope, growth, window and confidence mean something */
+        bool ended;     /* the run ended: the verdict is final */
+        double slope_bytes_per_s, growth_bytes, window_s, confidence;
+        int64_t since_ms;        /* start of the reported window (realtime ms); 0 unless evaluated */
+        int64_t suspected_at_ms; /* when it became suspected; 0 unless suspected */
+        int64_t evaluated_ts_ms; /* the last evaluation; 0 before the first */
+        char reason[256];        /* one sentence, as struct leak_verdict's (or why it was not judged yet) */
+};
+
+/* A run's verdicts: on anonymous RSS always, on GPU memory once the run had
+ * some. */
+struct leak_report {
+        struct leak_state rss;
+        bool has_gpu;
+        struct leak_state gpu;
+};
+
+/* w's verdict now; registered_ts_ms turns the series' time into realtime. */
+void leakwatch_state(const struct leakwatch *w, int64_t registered_ts_ms, struct leak_state *ret);

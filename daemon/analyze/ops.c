@@ -266,3 +266,24 @@ void op_aggs_done(struct op_aggs *a) {
         a->v = NULL;
         a->n = 0;
 }
+
+int gauge_values_copy(const struct gauge_value *v, size_t n, struct gauge_value **ret) {
+        struct gauge_value *c = calloc(n ? n : 1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = (struct gauge_value){ .ts = v[i].ts, .name = strdup(v[i].name), .value = v[i].value };
+                if (!c[i].name) {
+                        gauge_values_free(c, i);
+                        return -ENOMEM;
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
+void gauge_values_free(struct gauge_value *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].name);
+        free(v);
+}

@@ -44,6 +44,10 @@ struct gauge_value {
         double value;
 };
 
+/* Copies n gauge values (their names too); gauge_values_free() them. */
+int gauge_values_copy(const struct gauge_value *v, size_t n, struct gauge_value **ret);
+void gauge_values_free(struct gauge_value *v, size_t n);
+
 struct op_table {
         struct op_slice *open; /* one per op, the current slice */
         size_t n_open;

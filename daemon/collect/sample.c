@@ -29,8 +29,9 @@ void run_info_done(struct run_info *ri) {
         free(ri->comm);
         free(ri->cmdline);
         free(ri->tags_json);
-        free(ri->leak_json);
-        ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->leak_json = NULL;
+        free(ri->leak); /* plain data */
+        ri->leak = NULL;
+        ri->name = ri->comm = ri->cmdline = ri->tags_json = NULL;
 }
 
 void run_baseline_done(struct run_baseline *b) {
@@ -79,4 +80,20 @@ void run_totals_add(struct run_totals *t, const struct sample *s) {
                 t->has_energy = true;
                 t->energy_j = s->energy_j;
         }
+}
+
+int run_info_copy(const struct run_info *src, struct run_info *ret) {
+        struct run_info c = *src;
+        c.leak = NULL;
+        c.name = src->name ? strdup(src->name) : NULL;
+        c.comm = src->comm ? strdup(src->comm) : NULL;
+        c.cmdline = src->cmdline ? strdup(src->cmdline) : NULL;
+        c.tags_json = src->tags_json ? strdup(src->tags_json) : NULL;
+        if ((src->name && !c.name) || (src->comm && !c.comm) || (src->cmdline && !c.cmdline) ||
+            (src->tags_json && !c.tags_json)) {
+                run_info_done(&c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
 }

@@ -99,6 +99,8 @@ struct run_totals {
         double energy_j;
 };
 
+struct leak_report;
+
 /* A run as stored: identity, options, state and totals. */
 struct run_info {
         int64_t id;
@@ -117,11 +119,13 @@ struct run_info {
         int64_t registered_ts_ms;
         int64_t ended_ts_ms; /* 0 = still running */
         struct run_totals totals;
-        char *leak_json;    /* the last stored verdict (JSON), NULL if none */
-        bool leak_detected; /* a leak was suspected at some point */
+        struct leak_report *leak; /* the last stored verdicts (analyze/leakwatch.h), NULL if none */
+        bool leak_detected;       /* a leak was suspected at some point */
 };
 
 void run_info_done(struct run_info *ri);
+/* A deep copy of src's strings; its leak is not copied (NULL). -ENOMEM. */
+int run_info_copy(const struct run_info *src, struct run_info *ret);
 
 /* Fold one sample into the totals. */
 void run_totals_add(struct run_totals *t, const struct sample *s);

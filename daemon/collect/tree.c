@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A run's process tree: its members found breadth first through the
  * children lists, with the /proc files each is read through. */
-#include "collect/runs.h"
+#include "collect/probe.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -59,7 +59,7 @@ static int thread_children(const struct collect_ctx *ctx, int dirfd, int pid, in
  * from it shows that child a sample later (its stat is read again, since it
  * ran), which then counts all it used. A dir kept from p that is gone may
  * be a recycled pid's: opened again once. */
-static int member_children(const struct collect_ctx *ctx, struct run *r, int pid, bool main, const struct member *p,
+static int member_children(const struct collect_ctx *ctx, struct probe *r, int pid, bool main, const struct member *p,
                            struct member_fds *f, int **kids, size_t *nk) {
         bool retry = !main && f->dir >= 0;
         for (;;) {
@@ -82,21 +82,21 @@ static int member_children(const struct collect_ctx *ctx, struct run *r, int pid
         }
 }
 
-static struct member *member_by_pid(struct run *r, int pid) {
+static struct member *member_by_pid(struct probe *r, int pid) {
         for (size_t i = 0; i < r->n_members; i++)
                 if (r->members[i].pid == pid)
                         return &r->members[i];
         return NULL;
 }
 
-int tree_collect(const struct collect_ctx *ctx, struct run *r, int **ret_pids, struct member_fds **ret_fds,
+int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids, struct member_fds **ret_fds,
                  size_t *ret_n) {
         size_t n = 1;
         _cleanup_free_ int *pids = NULL;
         _cleanup_free_ struct member_fds *fds = NULL;
         if (!GREEDY_REALLOC(pids, 16) || !GREEDY_REALLOC(fds, 16))
                 return -ENOMEM;
-        pids[0] = r->info.pid;
+        pids[0] = r->pid;
         fds[0] = MEMBER_FDS_NONE;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
                 _cleanup_free_ int *kids = NULL;

@@ -7,11 +7,11 @@
 #include "json-util.h"
 
 /* The caller may feed a run: root, or the run's owner. */
-static bool may_feed(struct request *rq, const struct run *r) {
+static bool may_feed(struct request *rq, const struct run_ref *r) {
         if (!caller_known(rq))
                 return false;
-        if (!rq->caller_root && (!r->info.has_uid || r->info.uid != rq->caller_uid)) {
-                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r->info.id);
+        if (!rq->caller_root && (!r->has_uid || r->uid != rq->caller_uid)) {
+                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r->id);
                 return false;
         }
         return true;
@@ -23,6 +23,8 @@ struct observation {
         enum op_kind kind;
         const char *op, *category;
         double value;
+        char known_category[65];
+                /* categories are 1-64 bytes */ /* the run's category of op, where category points to it */
 };
 
 /* Validates the whole body first: a bad item means nothing is taken. */
@@ -97,7 +99,8 @@ static int by_op(const void *a, const void *b) {
 /* An op keeps the category of its first observation (see ops_observe()):
  * an item naming another, against the run or an earlier item, is a 409 and
  * nothing is taken. Gauges have no category. */
-static bool check_categories(struct request *rq, struct run *r, struct observation *v, size_t n) {
+static bool check_categories(struct request *rq, const struct run_ref *r, struct observation *v, size_t n) {
+        const struct manager_link *m = &api_of(rq)->manager;
         _cleanup_free_ struct observation **order = calloc(n, sizeof *order);
         size_t k = 0;
         if (!order) {
@@ -113,15 +116,19 @@ static bool check_categories(struct request *rq, struct run *r, struct observati
                 bool known = i > 0 && streq(order[i - 1]->op, order[i]->op);
                 if (known)
                         have = order[i - 1]->category; /* the group's, passed on below */
-                else
-                        known = ops_category(&r->ops, order[i]->op, &have) > 0;
+                else {
+                        int q = m->ops->op_category(m->userdata, r->id, order[i]->op, order[i]->known_category,
+                                                    sizeof order[i]->known_category);
+                        known = q >= 0;
+                        have = q > 0 ? order[i]->known_category : NULL;
+                }
                 if (!known || !order[i]->category)
                         order[i]->category = known ? have : order[i]->category;
                 else if (!have || !streq(have, order[i]->category)) {
                         respond_error(rq, 409, "conflict",
                                       "observation %zu: op '%s' of run %lld is in %s%s%s, not '%s': an op keeps the "
                                       "category of its first observation (name another op for another category)",
-                                      (size_t)(order[i] - v), order[i]->op, (long long)r->info.id,
+                                      (size_t)(order[i] - v), order[i]->op, (long long)r->id,
                                       have ? "category '" : "no category", have ? have : "", have ? "'" : "",
                                       order[i]->category);
                         return false;
@@ -130,7 +137,7 @@ static bool check_categories(struct request *rq, struct run *r, struct observati
         return true;
 }
 
-static void take_observations(struct request *rq, struct run *r, bool say_run) {
+static void take_observations(struct request *rq, const struct run_ref *r, bool say_run) {
         _cleanup_json_ json_object *body = parse_body_any(rq);
         struct observation *v = NULL;
         size_t n = 0;
@@ -142,7 +149,7 @@ static void take_observations(struct request *rq, struct run *r, bool say_run) {
         }
         size_t accepted = 0;
         for (size_t i = 0; i < n; i++)
-                if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r, v[i].kind, v[i].op,
+                if (api_of(rq)->manager.ops->observe(api_of(rq)->manager.userdata, r->id, v[i].kind, v[i].op,
                                                      strlen(v[i].op), v[i].category,
                                                      v[i].category ? strlen(v[i].category) : 0, v[i].value, 1.0) == 0)
                         accepted++;
@@ -150,33 +157,32 @@ static void take_observations(struct request *rq, struct run *r, bool say_run) {
         json_object *root = json_object_new_object();
         json_add_u64(root, "accepted", true, accepted);
         if (say_run)
-                json_add_i64(root, "run", true, r->info.id);
+                json_add_i64(root, "run", true, r->id);
         respond_json(rq, 202, root);
 }
 
-static struct run *running_run(struct request *rq, const char *idtext) {
+/* The running run of idtext; false: answered (400, 404, or 409 for a run
+ * that ended). */
+static bool running_run(struct request *rq, const char *idtext, struct run_ref *ret) {
         int64_t id;
         if (!parse_id(rq, idtext, &id))
-                return NULL;
-        struct run *r = api_find_run(api_of(rq), id);
-        if (!r) {
+                return false;
+        if (api_of(rq)->manager.ops->find_run(api_of(rq)->manager.userdata, id, ret) < 0) {
                 struct run_info ri;
                 if (load_run(rq, idtext, &ri)) { /* exists, but ended */
                         respond_error(rq, 409, "conflict", "run %lld is %s", (long long)id,
                                       run_state_to_string(ri.state));
                         run_info_done(&ri);
                 }
-                return NULL;
+                return false;
         }
-        return r;
+        return true;
 }
 
 void h_run_observations(struct request *rq, const char *const *parts, size_t nparts) {
-        if (!check_args(rq, NULL))
-                return;
-        struct run *r = running_run(rq, parts[2]);
-        if (r && may_feed(rq, r))
-                take_observations(rq, r, false);
+        struct run_ref r;
+        if (check_args(rq, NULL) && running_run(rq, parts[2], &r) && may_feed(rq, &r))
+                take_observations(rq, &r, false);
 }
 
 /* No id: the caller's own run, or its nearest registered ancestor's. */
@@ -188,22 +194,20 @@ void h_observations(struct request *rq, const char *const *parts, size_t nparts)
                               "no calling process to find the run of: post to /v1/runs/ID/observations");
                 return;
         }
-        struct run *r = api_of(rq)->manager.ops->run_for_pid(api_of(rq)->manager.userdata, rq->caller_pid);
-        if (!r) {
+        struct run_ref r;
+        if (api_of(rq)->manager.ops->run_for_pid(api_of(rq)->manager.userdata, rq->caller_pid, &r) < 0) {
                 respond_error(rq, 404, "not_found", "no registered run for process %d or its ancestors",
                               (int)rq->caller_pid);
                 return;
         }
-        if (may_feed(rq, r))
-                take_observations(rq, r, true);
+        if (may_feed(rq, &r))
+                take_observations(rq, &r, true);
 }
 
 void h_run_marks_post(struct request *rq, const char *const *parts, size_t nparts) {
         static const char *const fields[] = { "label", NULL };
-        if (!check_args(rq, NULL))
-                return;
-        struct run *r = running_run(rq, parts[2]);
-        if (!r || !may_feed(rq, r))
+        struct run_ref r;
+        if (!check_args(rq, NULL) || !running_run(rq, parts[2], &r) || !may_feed(rq, &r))
                 return;
         _cleanup_json_ json_object *body = parse_body(rq);
         json_object *x;
@@ -216,13 +220,13 @@ void h_run_marks_post(struct request *rq, const char *const *parts, size_t npart
         }
         const char *label = json_object_get_string(x);
         int64_t ts;
-        int q = api_of(rq)->manager.ops->mark(api_of(rq)->manager.userdata, r->info.id, label, &ts);
+        int q = api_of(rq)->manager.ops->mark(api_of(rq)->manager.userdata, r.id, label, &ts);
         if (q < 0) {
                 respond_error(rq, 500, "internal", "database error");
                 return;
         }
         json_object *root = json_object_new_object();
-        json_add_i64(root, "run", true, r->info.id);
+        json_add_i64(root, "run", true, r.id);
         json_add_string(root, "label", label);
         json_add_i64(root, "ts", true, ts);
         respond_json(rq, 201, root);

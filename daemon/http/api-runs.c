@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyze/leakwatch.h"
 #include "http/handlers.h"
 #include "http/render.h"
 #include "http/tag-labels.h"
@@ -95,25 +94,38 @@ void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
         respond_json_text(rq, 200, text, len);
 }
 
+/* A running run whose verdict is suspected, as GET /v1/leaks lists it. */
+static void add_leaking(struct request *rq, int64_t id, json_object *arr) {
+        struct run_info ri;
+        struct query_limits lim = limits(rq);
+        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0)
+                return;
+        overlay_live(rq, &ri);
+        json_object *o = run_with_latest(rq, &ri);
+        json_object_object_add(o, "leak", run_leak(rq, &ri, false));
+        json_object_array_add(arr, o);
+        run_info_done(&ri);
+}
+
 void h_leaks(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
                 return;
-        size_t n = 0;
-        struct run *const *runs = api_running(api_of(rq), &n);
+        struct api *a = api_of(rq);
         json_object *root = json_object_new_object(), *arr = json_object_new_array();
-        for (size_t i = 0; i < n; i++) {
-                if (!runs[i]->leak.suspected && !runs[i]->leak_gpu.suspected)
-                        continue;
-                struct run_info ri;
-                struct query_limits lim = limits(rq);
-                if (query_run(api_of(rq)->store, &lim, runs[i]->info.id, &ri) < 0)
-                        continue;
-                overlay_live(rq, &ri);
-                json_object *o = run_with_latest(rq, &ri);
-                json_object_object_add(o, "leak", run_leak(rq, &ri, false));
-                json_object_array_add(arr, o);
-                run_info_done(&ri);
-        }
+        struct run_ref page[RUNS_PER_PIECE];
+        size_t n;
+        for (int64_t after = 0; (n = a->manager.ops->running(a->manager.userdata, after, page, RUNS_PER_PIECE)) > 0;
+             after = page[n - 1].id)
+                for (size_t i = 0; i < n; i++) {
+                        struct run_live live;
+                        if (api_live(a, page[i].id, RUN_LIVE_LEAK, &live) < 0)
+                                continue;
+                        bool suspected = live.has_leak &&
+                                         (live.leak.rss.suspected || (live.leak.has_gpu && live.leak.gpu.suspected));
+                        run_live_done(&live);
+                        if (suspected)
+                                add_leaking(rq, page[i].id, arr);
+                }
         json_object_object_add(root, "runs", arr);
         respond_json(rq, 200, root);
 }

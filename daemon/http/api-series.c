@@ -49,10 +49,14 @@ static int window_gauges(struct request *rq, int64_t id, int64_t from, int64_t u
         int r = query_gauge_stats(api_of(rq)->store, &lim, id, from, until, &v, &n);
         if (r < 0)
                 return r;
-        struct run *live = api_find_run(api_of(rq), id);
-        for (size_t i = 0; r == 0 && live && i < live->ops.n_gauges; i++)
-                if (live->ops.gauges[i].ts >= from && live->ops.gauges[i].ts <= until)
-                        r = gauge_stats_add(&v, &n, &live->ops.gauges[i]);
+        struct api *a = api_of(rq);
+        struct gauge_value *live = NULL;
+        size_t nlive = 0;
+        if (r == 0)
+                r = a->manager.ops->live_gauges(a->manager.userdata, id, from, until, &live, &nlive);
+        for (size_t i = 0; r == 0 && i < nlive; i++)
+                r = gauge_stats_add(&v, &n, &live[i]);
+        gauge_values_free(live, nlive);
         if (r == 0) {
                 json_object *o = json_object_new_object();
                 for (size_t i = 0; i < n; i++)
@@ -93,20 +97,27 @@ void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) 
         _cleanup_free_ struct sample *s = NULL;
         size_t n = 0;
         bool truncated = false;
-        char **gpu = NULL;
+        struct sample_gpu *gpu = NULL;
+        size_t ngpu = 0;
         int r = query_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s, &n,
-                              &truncated, &gpu);
+                              &truncated);
+        if (r == 0 && step == 0 && n > 0)
+                r = query_sample_gpu(api_of(rq)->store, &lim, id, s[0].ts_ms, s[n - 1].ts_ms, &gpu, &ngpu);
         if (r < 0) {
                 respond_query_error(rq, r);
                 return;
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *g = gpu && gpu[i] ? json_tokener_parse(gpu[i]) : NULL;
+        for (size_t i = 0, k = 0; i < n; i++) {
+                while (k < ngpu && gpu[k].ts_ms < s[i].ts_ms)
+                        k++;
+                bool has = k < ngpu && gpu[k].ts_ms == s[i].ts_ms;
                 /* a merged step has no breakdown (null); a raw sample without GPU use, [] */
-                json_object_array_add(arr, render_sample(&s[i], g ? g : step > 0 ? NULL : json_object_new_array()));
+                json_object_array_add(arr, render_sample(&s[i], has        ? render_gpu_uses(gpu[k].uses, gpu[k].n)
+                                                                : step > 0 ? NULL
+                                                                           : json_object_new_array()));
         }
-        strv_free_n(gpu, n);
+        sample_gpus_free(gpu, ngpu);
         json_object_object_add(root, "samples", arr);
         struct gauge_point *g = NULL;
         size_t ng = 0;

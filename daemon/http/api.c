@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#include "analyze/leakwatch.h"
 #include "http/handlers.h"
 #include "http/metrics.h"
 #include "http/render.h"
@@ -35,9 +34,8 @@ int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const c
         int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
         int64_t rollup_before = now_realtime_ms() - (int64_t)(a->config->retention_raw_usec / USEC_PER_MSEC);
         int r = query_ops(a->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
-        struct run *live = api_find_run(a, id);
-        if (r == 0 && live)
-                r = op_aggs_add_live(ret, &live->ops, span_from, until + 1, op);
+        if (r == 0)
+                r = a->manager.ops->live_ops(a->manager.userdata, id, span_from, until + 1, op, ret);
         *ret_span_from = span_from;
         return r;
 }
@@ -107,43 +105,45 @@ static void h_system(struct request *rq, const char *const *parts, size_t nparts
 
 /* Latest sample: from memory for a running run, else the stored last one;
  * *ret_gpu: its per-device use (a JSON array, or NULL for none). */
-static bool latest_sample(struct request *rq, const struct run_info *ri, struct sample *ret, json_object **ret_gpu) {
-        struct run *r = api_find_run(api_of(rq), ri->id);
+static bool latest_sample(struct request *rq, const struct run_info *ri, const struct run_live *live,
+                          struct sample *ret, json_object **ret_gpu) {
         *ret_gpu = NULL;
-        if (r && r->has_last) {
-                *ret = r->last;
-                if (r->accel.n_uses)
-                        *ret_gpu = render_gpu_uses(r->accel.uses, r->accel.n_uses);
+        if (live && live->has_last) {
+                *ret = live->last;
+                if (live->n_uses)
+                        *ret_gpu = render_gpu_uses(live->uses, live->n_uses);
                 return true;
         }
         struct query_limits lim = limits(rq);
-        _cleanup_free_ char *gpu = NULL;
-        if (!ri->totals.last_ts_ms ||
-            query_sample_at(api_of(rq)->store, &lim, ri->id, ri->totals.last_ts_ms, ret, &gpu) < 0)
+        if (!ri->totals.last_ts_ms || query_sample_at(api_of(rq)->store, &lim, ri->id, ri->totals.last_ts_ms, ret) < 0)
                 return false;
-        *ret_gpu = gpu ? json_tokener_parse(gpu) : NULL;
+        struct sample_gpu *g = NULL;
+        size_t n = 0;
+        if (query_sample_gpu(api_of(rq)->store, &lim, ri->id, ret->ts_ms, ret->ts_ms, &g, &n) == 0 && n > 0)
+                *ret_gpu = render_gpu_uses(g[0].uses, g[0].n);
+        sample_gpus_free(g, n);
         return true;
 }
 
 /* A running run's totals are kept in memory and written to its row only
  * every few ticks: the live ones are the truth. */
 void overlay_live(struct request *rq, struct run_info *ri) {
-        struct run *r = api_find_run(api_of(rq), ri->id);
-        if (r && ri->state == RUN_RUNNING) {
-                ri->totals = r->info.totals;
-                ri->leak_detected = ri->leak_detected || r->info.leak_detected;
-        }
+        struct run_live live;
+        if (ri->state != RUN_RUNNING || api_live(api_of(rq), ri->id, 0, &live) < 0)
+                return;
+        ri->totals = live.info.totals;
+        ri->leak_detected = ri->leak_detected || live.info.leak_detected;
+        run_live_done(&live);
 }
 
 /* The latest value of each gauge: from memory for a running run that has
  * them all there (a list of thousands of runs asks no query), else from the
  * store; null when the store cannot say. */
-static json_object *run_gauges(struct request *rq, const struct run_info *ri) {
-        struct run *r = ri->state == RUN_RUNNING ? api_find_run(api_of(rq), ri->id) : NULL;
+static json_object *run_gauges(struct request *rq, const struct run_info *ri, const struct run_live *live) {
         json_object *o = json_object_new_object();
-        if (r && (r->gauges_live || r->ops.n_gauge_last > 0)) {
-                for (size_t i = 0; i < r->ops.n_gauge_last; i++) {
-                        const struct gauge_value *g = &r->ops.gauge_last[i];
+        if (live && (live->gauges_live || live->n_gauges > 0)) {
+                for (size_t i = 0; i < live->n_gauges; i++) {
+                        const struct gauge_value *g = &live->gauges[i];
                         struct gauge_stat st = { .name = g->name, .ts_ms = g->ts, .value = g->value };
                         json_object_object_add(o, g->name, render_gauge(&st, false));
                 }
@@ -165,9 +165,14 @@ static json_object *run_gauges(struct request *rq, const struct run_info *ri) {
 json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
         struct sample s;
         json_object *gpu = NULL;
-        bool has = latest_sample(rq, ri, &s, &gpu);
+        struct run_live live;
+        bool running = ri->state == RUN_RUNNING &&
+                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | RUN_LIVE_GAUGES, &live) == 0;
+        bool has = latest_sample(rq, ri, running ? &live : NULL, &s, &gpu);
         json_object *o = render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
-        json_object_object_add(o, "gauges", run_gauges(rq, ri));
+        json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
+        if (running)
+                run_live_done(&live);
         return o;
 }
 
@@ -193,13 +198,19 @@ bool load_run(struct request *rq, const char *idtext, struct run_info *ri) {
 /* The verdict: live for a running run, as stored for a finished one; with
  * the history of its changes. */
 json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history) {
-        struct run *r = api_find_run(api_of(rq), ri->id);
-        json_object *leak = r && r->leak.pts ? render_run_leak(&r->leak, &r->leak_gpu, ri->registered_ts_ms)
-                            : ri->leak_json  ? json_tokener_parse(ri->leak_json)
-                                             : NULL;
+        struct run_live live = {};
+        struct leak_report stored;
+        struct query_limits lim = limits(rq);
+        json_object *leak = NULL;
+        if (ri->state == RUN_RUNNING && api_live(api_of(rq), ri->id, RUN_LIVE_LEAK, &live) == 0 && live.has_leak)
+                leak = render_run_leak(&live.leak);
+        else if (ri->leak)
+                leak = render_run_leak(ri->leak);
+        else if (query_run_leak(api_of(rq)->store, &lim, ri->id, &stored) == 0) /* a run of a list */
+                leak = render_run_leak(&stored);
+        run_live_done(&live);
         if (!leak || !with_history)
                 return leak;
-        struct query_limits lim = limits(rq);
         struct leak_event *ev = NULL;
         size_t n = 0;
         json_object *hist = json_object_new_array();
@@ -232,7 +243,7 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
                 return;
         api_stats(a, &st);
         enum metrics_format format = metrics_negotiate(rq->accept);
-        if (metrics_render(a->metrics, &st, a->store, a->config, format, &rq->text, &rq->text_len) < 0) {
+        if (metrics_render(a->metrics, &a->manager, &st, a->store, a->config, format, &rq->text, &rq->text_len) < 0) {
                 respond_error(rq, 503, "unavailable", "out of memory");
                 return;
         }

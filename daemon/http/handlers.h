@@ -19,11 +19,10 @@ struct api {
 static inline struct api *api_of(struct request *rq) {
         return rq->userdata;
 }
-static inline struct run *api_find_run(struct api *a, int64_t id) {
-        return a->manager.ops->find_run(a->manager.userdata, id);
-}
-static inline struct run *const *api_running(struct api *a, size_t *ret_n) {
-        return a->manager.ops->running(a->manager.userdata, ret_n);
+/* A running run's state in memory (manager_ops.live): -ENOENT if it is
+ * not running. */
+static inline int api_live(struct api *a, int64_t id, unsigned what, struct run_live *ret) {
+        return a->manager.ops->live(a->manager.userdata, id, what, ret);
 }
 /* Lets a tick that is due run now (manager_ops.yield): between the pieces
  * of a long answer. */

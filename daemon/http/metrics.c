@@ -293,7 +293,7 @@ static const struct {
 };
 
 struct run_view {
-        struct run *r;
+        struct run_live r; /* the run's state in memory, copied for this scrape */
         struct metrics_op_ledger *ledger;
         char *labels; /* run="ID",name="...",pid="PID",tag_KEY="..." escaped */
         bool known[_RM_MAX];
@@ -311,7 +311,7 @@ static void set(struct run_view *v, enum run_metric k, bool known, double value)
 /* Everything but the ops, from memory: the latest sample, the live totals
  * and the leak watch. */
 static void run_view_values(struct run_view *v) {
-        const struct run *r = v->r;
+        const struct run_live *r = &v->r;
         const struct sample *s = r->has_last ? &r->last : NULL;
         const struct run_totals *t = &r->info.totals;
         bool has = s != NULL;
@@ -331,21 +331,21 @@ static void run_view_values(struct run_view *v) {
         set(v, RM_GPU_MEM, has && s->has_gpu_mem, has ? (double)s->gpu_mem_bytes : 0);
         set(v, RM_GPU_UTIL, has && s->has_gpu_util, has ? s->gpu_util_pct / 100.0 : 0);
         set(v, RM_ENERGY, has && s->has_energy, has ? s->energy_j : 0);
-        set(v, RM_LEAK, true, r->leak.suspected ? 1 : 0);
-        set(v, RM_LEAK_GPU, r->leak_gpu.pts != NULL, r->leak_gpu.suspected ? 1 : 0);
+        set(v, RM_LEAK, r->has_leak, r->leak.rss.suspected ? 1 : 0);
+        set(v, RM_LEAK_GPU, r->has_leak && r->leak.has_gpu, r->leak.gpu.suspected ? 1 : 0);
 }
 
 static int run_view_labels(struct run_view *v) {
         struct metrics_buf b = {};
         char num[32];
-        snprintf(num, sizeof num, "%lld", (long long)v->r->info.id);
+        snprintf(num, sizeof num, "%lld", (long long)v->r.info.id);
         put_label(&b, "run", num);
         metrics_buf_puts(&b, ",");
-        put_label(&b, "name", v->r->info.name);
-        snprintf(num, sizeof num, "%d", v->r->info.pid);
+        put_label(&b, "name", v->r.info.name);
+        snprintf(num, sizeof num, "%d", v->r.info.pid);
         metrics_buf_puts(&b, ",");
         put_label(&b, "pid", num);
-        _cleanup_json_ json_object *tags = v->r->info.tags_json ? json_tokener_parse(v->r->info.tags_json) : NULL;
+        _cleanup_json_ json_object *tags = v->r.info.tags_json ? json_tokener_parse(v->r.info.tags_json) : NULL;
         struct tag_label tl[TAGS_MAX];
         for (size_t i = 0, n = tag_labels(tags, tl); i < n; i++) {
                 metrics_buf_puts(&b, ",");
@@ -367,6 +367,7 @@ static int run_view_labels(struct run_view *v) {
  * only error returned. */
 /* What a scrape reads the op data with. */
 struct scrape {
+        const struct manager_link *manager;
         const struct manager_stats *st;
         struct store *store;
         const struct config *config;
@@ -374,7 +375,9 @@ struct scrape {
 
 static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_ms) {
         struct metrics_op_ledger *l = v->ledger;
-        struct run *r = v->r;
+        const struct run_live *r = &v->r;
+        const struct manager_ops *ops = m->manager->ops;
+        void *ud = m->manager->userdata;
         struct query_limits lim = { .timeout_usec = m->config->http_query_timeout_usec,
                                     .max_rows = m->config->http_max_rows };
         int64_t rollup_before = now_ms - (int64_t)(m->config->retention_raw_usec / USEC_PER_MSEC);
@@ -385,7 +388,7 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
                 struct op_aggs closed = {};
                 q = query_ops(m->store, &lim, r->info.id, l->folded_until_ms, open_from, rollup_before, NULL, &closed);
                 if (q == 0)
-                        q = op_aggs_add_live(&closed, &r->ops, l->folded_until_ms, open_from, NULL);
+                        q = ops->live_ops(ud, r->info.id, l->folded_until_ms, open_from, NULL, &closed);
                 if (q == 0)
                         q = metrics_ledger_fold(l, &closed, open_from);
                 op_aggs_done(&closed);
@@ -399,7 +402,7 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
                 return 0;
 
         struct op_aggs open = {};
-        q = op_aggs_add_live(&open, &r->ops, open_from, INT64_MAX, NULL);
+        q = ops->live_ops(ud, r->info.id, open_from, INT64_MAX, NULL, &open);
         if (q == 0)
                 q = metrics_ledger_export(l, &open);
         op_aggs_done(&open);
@@ -415,7 +418,7 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
         int64_t from = ops_slice_of(now_ms - QUANTILE_WINDOW_MS);
         q = query_ops(m->store, &lim, r->info.id, from, open_from, rollup_before, NULL, &v->window);
         if (q == 0)
-                q = op_aggs_add_live(&v->window, &r->ops, from, INT64_MAX, NULL);
+                q = ops->live_ops(ud, r->info.id, from, INT64_MAX, NULL, &v->window);
         if (q == -ENOMEM)
                 return q;
         if (q < 0) {
@@ -428,12 +431,13 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
 }
 
 static void run_view_done(struct run_view *v) {
+        run_live_done(&v->r);
         free(v->labels);
         op_aggs_done(&v->window);
 }
 
 static int run_id_cmp(const void *a, const void *b) {
-        int64_t x = ((const struct run_view *)a)->r->info.id, y = ((const struct run_view *)b)->r->info.id;
+        int64_t x = ((const struct run_view *)a)->r.info.id, y = ((const struct run_view *)b)->r.info.id;
         return (x > y) - (x < y);
 }
 
@@ -446,7 +450,7 @@ static int attach_ledgers(struct metrics *x, struct run_view *views, size_t n) {
                 return -ENOMEM;
         size_t j = 0;
         for (size_t i = 0; i < n; i++) {
-                const struct run_info *ri = &views[i].r->info;
+                const struct run_info *ri = &views[i].r.info;
                 while (j < x->n && x->ledgers[j].run_id < ri->id)
                         metrics_ledger_done(&x->ledgers[j++]);
                 if (j < x->n && x->ledgers[j].run_id == ri->id &&
@@ -475,7 +479,7 @@ static void put_runs(struct metrics_buf *b, struct run_view *views, size_t n) {
                            "Identity of each running run: always 1, with the process's comm as a label.");
         for (size_t i = 0; i < n; i++) {
                 struct metrics_buf extra = {};
-                put_label(&extra, "comm", views[i].r->info.comm);
+                put_label(&extra, "comm", views[i].r.info.comm);
                 put_sample(b, "mlmond_run_info", NULL, views[i].labels, extra.data, 1);
                 b->oom = b->oom || extra.oom;
                 metrics_buf_done(&extra);
@@ -583,9 +587,9 @@ static void put_gauges(struct metrics_buf *b, struct run_view *views, size_t n) 
                                   "name.",
                                   "gauge" };
         for (size_t i = 0; i < n; i++) {
-                const struct op_table *t = &views[i].r->ops;
-                for (size_t j = 0; j < t->n_gauge_last; j++)
-                        put_keyed(b, &f, views[i].labels, t->gauge_last[j].name, t->gauge_last[j].value);
+                const struct run_live *r = &views[i].r;
+                for (size_t j = 0; j < r->n_gauges; j++)
+                        put_keyed(b, &f, views[i].labels, r->gauges[j].name, r->gauges[j].value);
         }
         keyed_family_done(b, &f);
 }
@@ -781,22 +785,46 @@ static void put_daemon(struct metrics_buf *b, const struct manager_stats *m) {
                    (double)rss);
 }
 
-int metrics_render(struct metrics *x, const struct manager_stats *m, struct store *store, const struct config *config,
-                   enum metrics_format format, char **ret, size_t *ret_len) {
-        const struct scrape sc = { .st = m, .store = store, .config = config };
+/* Every running run's state in memory, in id order: *ret_n views. */
+static int take_views(const struct manager_link *ml, struct run_view **ret, size_t *ret_n) {
+        struct run_view *views = NULL;
+        size_t n = 0;
+        struct run_ref page[64];
+        size_t k;
+        for (int64_t after = 0; (k = ml->ops->running(ml->userdata, after, page, ELEMENTSOF(page))) > 0;
+             after = page[k - 1].id)
+                for (size_t i = 0; i < k; i++) {
+                        if (!GREEDY_REALLOC(views, n + 1)) {
+                                for (size_t j = 0; j < n; j++)
+                                        run_live_done(&views[j].r);
+                                free(views);
+                                return -ENOMEM;
+                        }
+                        views[n] = (struct run_view){};
+                        if (ml->ops->live(ml->userdata, page[i].id,
+                                          RUN_LIVE_INFO | RUN_LIVE_LAST | RUN_LIVE_LEAK | RUN_LIVE_GAUGES,
+                                          &views[n].r) == 0)
+                                n++;
+                }
+        *ret = views;
+        *ret_n = n;
+        return 0;
+}
+
+int metrics_render(struct metrics *x, const struct manager_link *ml, const struct manager_stats *m, struct store *store,
+                   const struct config *config, enum metrics_format format, char **ret, size_t *ret_len) {
+        const struct scrape sc = { .manager = ml, .st = m, .store = store, .config = config };
         int64_t now_ms = now_realtime_ms();
-        size_t n = m->n_runs;
-        struct run_view *views = calloc(n ? n : 1, sizeof *views);
+        size_t n = 0;
+        struct run_view *views = NULL;
         struct metrics_buf b = {};
-        int q = views ? 0 : -ENOMEM;
+        int q = take_views(ml, &views, &n);
 
         struct metrics_proto *proto = NULL;
         if (q == 0 && format == METRICS_PROTO)
                 q = metrics_proto_new(&proto);
         b.proto = proto;
 
-        for (size_t i = 0; q == 0 && i < n; i++)
-                views[i].r = m->runs[i];
         if (q == 0) {
                 qsort(views, n, sizeof *views, run_id_cmp);
                 q = attach_ledgers(x, views, n);

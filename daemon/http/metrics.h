@@ -93,7 +93,11 @@ int metrics_new(struct metrics **ret);
 void metrics_free(struct metrics *x);
 
 /* Renders the whole exposition in format into *ret (malloc'ed, owned by
- * the caller; the text format NUL-terminated). Returns 0 or -ENOMEM. A run whose op data cannot be read
- * in time (a query error) is rendered without its op families. */
-int metrics_render(struct metrics *x, const struct manager_stats *st, struct store *store, const struct config *config,
-                   enum metrics_format format, char **ret, size_t *ret_len);
+ * the caller; the text format NUL-terminated), the running runs' state
+ * asked of the manager through ml. Returns 0 or -ENOMEM. A run whose op
+ * data cannot be read in time (a query error) is rendered without its op
+ * families. */
+struct manager_link;
+int metrics_render(struct metrics *x, const struct manager_link *ml, const struct manager_stats *st,
+                   struct store *store, const struct config *config, enum metrics_format format, char **ret,
+                   size_t *ret_len);

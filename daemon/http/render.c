@@ -129,32 +129,25 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         return o;
 }
 
-json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms) {
-        json_object *o = render_leak(rss, registered_ts_ms, "rss_anon_bytes");
-        json_object_object_add(o, "gpu_mem",
-                               gpu && gpu->pts ? render_leak(gpu, registered_ts_ms, "gpu_mem_bytes") : NULL);
+json_object *render_run_leak(const struct leak_report *r) {
+        json_object *o = render_leak(&r->rss, "rss_anon_bytes");
+        json_object_object_add(o, "gpu_mem", r->has_gpu ? render_leak(&r->gpu, "gpu_mem_bytes") : NULL);
         return o;
 }
 
-json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, const char *metric) {
-        const struct leak_verdict *v = &w->v;
+json_object *render_leak(const struct leak_state *l, const char *metric) {
         json_object *o = json_object_new_object();
-        bool ev = w->evaluated_ms != 0 && v->evaluated;
-        json_object_object_add(o, "suspected", json_object_new_boolean(w->suspected));
-        json_object_object_add(o, "evaluated", json_object_new_boolean(ev));
+        json_object_object_add(o, "suspected", json_object_new_boolean(l->suspected));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(l->evaluated));
         json_add_string(o, "metric", metric);
-        json_add_double(o, "slope_bytes_per_s", ev, v->slope_bytes_per_s);
-        json_add_double(o, "growth_bytes", ev, v->growth_bytes);
-        json_add_double(o, "window_s", ev, v->window_s);
-        json_add_double(o, "confidence", ev, v->confidence);
-        json_add_i64(o, "since", ev && w->suspected, registered_ts_ms + (int64_t)(v->since_t_s * 1000.0));
-        json_add_i64(o, "suspected_at", w->suspected, w->suspected_since_ms);
-        json_add_i64(o, "evaluated_ts", w->evaluated_ms != 0, w->evaluated_ms);
-        json_add_string(o, "reason",
-                        w->evaluated_ms == 0 && !w->ended
-                                ? "not evaluated yet: the first window is still filling (warm-up grace "
-                                  "plus the shortest window)"
-                                : v->reason);
+        json_add_double(o, "slope_bytes_per_s", l->evaluated, l->slope_bytes_per_s);
+        json_add_double(o, "growth_bytes", l->evaluated, l->growth_bytes);
+        json_add_double(o, "window_s", l->evaluated, l->window_s);
+        json_add_double(o, "confidence", l->evaluated, l->confidence);
+        json_add_i64(o, "since", l->evaluated && l->suspected, l->since_ms);
+        json_add_i64(o, "suspected_at", l->suspected, l->suspected_at_ms);
+        json_add_i64(o, "evaluated_ts", l->evaluated_ts_ms != 0, l->evaluated_ts_ms);
+        json_add_string(o, "reason", l->reason);
         return o;
 }
 

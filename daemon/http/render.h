@@ -46,11 +46,11 @@ json_object *render_slo(const struct slo *o, const struct hist *h);
 /* "p50_ms", "p99.9_ms". */
 void render_quantile_key(double q, char *buf, size_t size);
 json_object *render_health(const struct manager_stats *st);
-/* The verdict of a run being watched (registered_ts: to turn the series'
- * seconds into Unix ms). */
-struct leakwatch;
-json_object *render_leak(const struct leakwatch *w, int64_t registered_ts_ms, const char *metric);
+/* One leak verdict, of the series named metric. */
+struct leak_state;
+struct leak_report;
+json_object *render_leak(const struct leak_state *l, const char *metric);
 /* A run's "leak": the anonymous RSS verdict, with the GPU memory one as
  * "gpu_mem" (null while the run has no GPU memory). */
-json_object *render_run_leak(const struct leakwatch *rss, const struct leakwatch *gpu, int64_t registered_ts_ms);
+json_object *render_run_leak(const struct leak_report *r);
 json_object *render_system(const struct manager_stats *st);

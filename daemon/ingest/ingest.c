@@ -99,7 +99,8 @@ struct dgram_ctx {
         bool resolved;
         bool has_uid; /* unix: SCM_CREDENTIALS; udp: the source socket's owner */
         uid_t uid;
-        struct run *run;
+        bool has_run; /* run: the run its untagged lines go to */
+        struct run_ref run;
 };
 
 static int entry_by_inode(const void *a, const void *b) {
@@ -155,15 +156,12 @@ static int index_rebuild(struct ingest *g, usec_t now) {
         g->n_index = n_socks;
         qsort(g->index, g->n_index, sizeof *g->index, entry_by_inode);
 
-        size_t n_runs = 0;
-        struct run *const *runs = m->ops->running(m->userdata, &n_runs);
-        for (size_t i = 0; i < n_runs; i++) {
-                struct run *rn = runs[i];
-                index_claim(g, rn->info.pid, rn->info.id, &inodes, &n_inodes);
-                for (size_t j = 0; rn->info.children && j < rn->n_members; j++)
-                        if (rn->members[j].pid != rn->info.pid)
-                                index_claim(g, rn->members[j].pid, rn->info.id, &inodes, &n_inodes);
-        }
+        _cleanup_free_ struct run_pid *pids = NULL;
+        size_t n_pids = 0;
+        if (m->ops->run_pids(m->userdata, &pids, &n_pids) < 0)
+                n_pids = 0;
+        for (size_t i = 0; i < n_pids; i++)
+                index_claim(g, pids[i].pid, pids[i].run_id, &inodes, &n_inodes);
         qsort(g->index, g->n_index, sizeof *g->index, entry_by_port);
         g->index_built = now;
         g->index_cost = now_usec(CLOCK_MONOTONIC) - now;
@@ -193,7 +191,7 @@ static enum port_state udp_sender_read(struct dgram_ctx *c) {
         int64_t run_id = 0;
         bool found = false;
         c->has_uid = false;
-        c->run = NULL;
+        c->has_run = false;
         for (; e && e < g->index + g->n_index && e->port == c->sender_port; e++) {
                 if (c->sender_v6 && !e->v6)
                         continue;
@@ -206,7 +204,7 @@ static enum port_state udp_sender_read(struct dgram_ctx *c) {
         }
         c->has_uid = found;
         if (run_id)
-                c->run = m->ops->find_run(m->userdata, run_id);
+                c->has_run = m->ops->find_run(m->userdata, run_id, &c->run) == 0;
         return !found ? PORT_UNKNOWN : run_id ? PORT_RUN : PORT_NO_RUN;
 }
 
@@ -249,33 +247,36 @@ static void resolve_sender(struct dgram_ctx *c) {
                 return;
         c->resolved = true;
         if (c->is_unix)
-                c->run = m->ops->run_for_pid(m->userdata, c->sender_pid);
+                c->has_run = m->ops->run_for_pid(m->userdata, c->sender_pid, &c->run) == 0;
 }
 
 /* A tag may reach a run only where the sender could write to it over
  * HTTP: root, or the run's owner. */
-static bool sender_may_write(const struct dgram_ctx *c, const struct run *r) {
-        return c->has_uid && (c->uid == 0 || (r->info.has_uid && r->info.uid == c->uid));
+static bool sender_may_write(const struct dgram_ctx *c, const struct run_ref *r) {
+        return c->has_uid && (c->uid == 0 || (r->has_uid && r->uid == c->uid));
 }
 
 static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct dgram_ctx *c = userdata;
         const struct manager_link *m = &c->g->m;
         struct ingest_counters *n = &c->g->counters;
-        struct run *r;
+        struct run_ref r;
+        bool found;
 
         n->received++;
         if (x->has_run || x->has_pid) {
-                r = x->has_run ? m->ops->find_run(m->userdata, x->run) : m->ops->run_for_pid(m->userdata, x->pid);
-                if (r && !sender_may_write(c, r)) {
+                found = (x->has_run ? m->ops->find_run(m->userdata, x->run, &r)
+                                    : m->ops->run_for_pid(m->userdata, x->pid, &r)) == 0;
+                if (found && !sender_may_write(c, &r)) {
                         n->refused++;
                         return;
                 }
         } else {
                 resolve_sender(c);
+                found = c->has_run;
                 r = c->run;
         }
-        if (!r) {
+        if (!found) {
                 n->unmatched++;
                 return;
         }
@@ -283,7 +284,7 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
                             : x->type == STATSD_COUNTER ? OP_COUNTER
                             : x->gauge_delta            ? OP_GAUGE_DELTA
                                                         : OP_GAUGE;
-        int q = m->ops->observe(m->userdata, r, kind, x->name, x->name_len, x->category, x->category_len, x->value,
+        int q = m->ops->observe(m->userdata, r.id, kind, x->name, x->name_len, x->category, x->category_len, x->value,
                                 x->sample_rate);
         if (q == -EINVAL)
                 n->malformed++;

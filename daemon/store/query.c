@@ -2,10 +2,13 @@
 #include "store/query.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "analyze/leakwatch.h"
+#include "collect/accel/gpu.h"
 #include "store/param.h"
 
 struct budget {
@@ -163,9 +166,70 @@ static int run_info_row(sqlite3_stmt *st, void *userdata) {
         return store_row_to_run_info(st, userdata);
 }
 
+/* One run_leak row into the state of its series. */
+static void leak_state_row(sqlite3_stmt *st, struct leak_state *l) {
+        *l = (struct leak_state){
+                .suspected = sqlite3_column_int(st, 1) != 0,
+                .evaluated = sqlite3_column_int(st, 2) != 0,
+                .ended = sqlite3_column_int(st, 3) != 0,
+                .slope_bytes_per_s = sqlite3_column_double(st, 4),
+                .growth_bytes = sqlite3_column_double(st, 5),
+                .window_s = sqlite3_column_double(st, 6),
+                .confidence = sqlite3_column_double(st, 7),
+                .since_ms = sqlite3_column_int64(st, 8),
+                .suspected_at_ms = sqlite3_column_int64(st, 9),
+                .evaluated_ts_ms = sqlite3_column_int64(st, 10),
+        };
+        const unsigned char *reason = sqlite3_column_text(st, 11);
+        snprintf(l->reason, sizeof l->reason, "%s", reason ? (const char *)reason : "");
+}
+
+int query_run_leak(struct store *s, const struct query_limits *l, int64_t id, struct leak_report *ret) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        struct leak_report rep = {};
+        bool any = false;
+        int r = prepare(s, db,
+                        "SELECT metric, suspected, evaluated, ended, slope_bytes_per_s, growth_bytes, window_s, "
+                        "confidence, since_ts, suspected_ts, evaluated_ts, reason FROM run_leak WHERE run_id=?",
+                        &st);
+        if (r == 0)
+                bind_params(st, PARAMS(p_int(id)));
+        while (r == 0 && (r = step_one(db, st)) == 1) {
+                const unsigned char *metric = sqlite3_column_text(st, 0);
+                if (metric && streq((const char *)metric, "gpu_mem_bytes")) {
+                        rep.has_gpu = true;
+                        leak_state_row(st, &rep.gpu);
+                } else {
+                        any = true;
+                        leak_state_row(st, &rep.rss);
+                }
+                r = 0;
+        }
+        reader_end(s);
+        if (r < 0)
+                return r;
+        if (!any)
+                return -ENOENT;
+        *ret = rep;
+        return 0;
+}
+
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret) {
-        return query_row(s, l, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", PARAMS(p_int(id)), run_info_row,
-                         ret);
+        int r = query_row(s, l, "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE id=?", PARAMS(p_int(id)), run_info_row,
+                          ret);
+        if (r < 0)
+                return r;
+        struct leak_report rep;
+        int q = query_run_leak(s, l, id, &rep);
+        if (q == 0 && (ret->leak = malloc(sizeof rep)))
+                *ret->leak = rep;
+        else if (q != -ENOENT) {
+                run_info_done(ret);
+                return q < 0 ? q : -ENOMEM;
+        }
+        return 0;
 }
 
 static int fill_run_info(sqlite3_stmt *st, void *elem) {
@@ -235,29 +299,115 @@ int query_jobs(struct store *s, const struct query_limits *l, struct job_info **
                            ret_truncated);
 }
 
-void strv_free_n(char **v, size_t n) {
-        for (size_t i = 0; v && i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
-struct sample_at {
-        struct sample *sample;
-        char **gpu_json;
-};
-
 static int sample_at_row(sqlite3_stmt *st, void *userdata) {
-        struct sample_at *x = userdata;
-        store_row_to_sample(st, 0, x->sample);
-        if (x->gpu_json)
-                *x->gpu_json = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
+        store_row_to_sample(st, 0, userdata);
         return 0;
 }
 
-int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
-                    char **ret_gpu_json) {
-        return query_row(s, l, "SELECT " STORE_SAMPLE_COLUMNS ", gpu FROM samples WHERE ts=? AND run_id=?",
-                         PARAMS(p_int(ts), p_int(run_id)), sample_at_row, &(struct sample_at){ ret, ret_gpu_json });
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret) {
+        return query_row(s, l, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?",
+                         PARAMS(p_int(ts), p_int(run_id)), sample_at_row, ret);
+}
+
+void sample_gpus_free(struct sample_gpu *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].uses);
+        free(v);
+}
+
+/* The use of device at ts in v (sorted by ts, then device), or NULL. */
+static struct gpu_use *sample_gpu_find(struct sample_gpu *v, size_t n, int64_t ts, const char *device) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v[mid].ts_ms < ts)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t j = 0; lo < n && v[lo].ts_ms == ts && j < v[lo].n; j++)
+                if (streq(v[lo].uses[j].device, device))
+                        return &v[lo].uses[j];
+        return NULL;
+}
+
+static int sample_gpu_use_row(sqlite3_stmt *st, struct sample_gpu **v, size_t *n) {
+        int64_t ts = sqlite3_column_int64(st, 0);
+        if (*n == 0 || (*v)[*n - 1].ts_ms != ts) {
+                if (!GREEDY_REALLOC(*v, *n + 1))
+                        return -ENOMEM;
+                (*v)[(*n)++] = (struct sample_gpu){ .ts_ms = ts };
+        }
+        struct sample_gpu *g = &(*v)[*n - 1];
+        if (g->n == GPU_MAX_RUN_DEVICES || !GREEDY_REALLOC(g->uses, g->n + 1))
+                return g->n == GPU_MAX_RUN_DEVICES ? 0 : -ENOMEM;
+        struct gpu_use *u = &g->uses[g->n++];
+        *u = (struct gpu_use){ .estimated = sqlite3_column_int(st, 3) != 0,
+                               .clients = (unsigned)sqlite3_column_int(st, 4) };
+        const unsigned char *dev = sqlite3_column_text(st, 1), *drv = sqlite3_column_text(st, 2);
+        snprintf(u->device, sizeof u->device, "%s", dev ? (const char *)dev : "");
+        snprintf(u->driver, sizeof u->driver, "%s", drv ? (const char *)drv : "");
+        if ((u->has_mem = sqlite3_column_type(st, 5) != SQLITE_NULL))
+                u->mem_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+        if ((u->has_util = sqlite3_column_type(st, 6) != SQLITE_NULL))
+                u->util_pct = sqlite3_column_double(st, 6);
+        return 0;
+}
+
+static void sample_gpu_part_row(sqlite3_stmt *st, struct sample_gpu *v, size_t n) {
+        const unsigned char *dev = sqlite3_column_text(st, 1), *kind = sqlite3_column_text(st, 2),
+                            *name = sqlite3_column_text(st, 3);
+        struct gpu_use *u = dev && kind && name ? sample_gpu_find(v, n, sqlite3_column_int64(st, 0), (const char *)dev)
+                                                : NULL;
+        if (!u)
+                return;
+        bool known = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        if (streq((const char *)kind, "engine") && u->n_engines < GPU_MAX_ENGINES) {
+                struct gpu_engine *e = &u->engines[u->n_engines++];
+                snprintf(e->name, sizeof e->name, "%s", (const char *)name);
+                e->has_util = known;
+                e->util_pct = known ? sqlite3_column_double(st, 4) : 0;
+        } else if (streq((const char *)kind, "region") && u->n_regions < GPU_MAX_REGIONS && known) {
+                struct gpu_region *g = &u->regions[u->n_regions++];
+                snprintf(g->name, sizeof g->name, "%s", (const char *)name);
+                g->resident_bytes = (uint64_t)sqlite3_column_int64(st, 4);
+        }
+}
+
+int query_sample_gpu(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                     struct sample_gpu **ret, size_t *ret_n) {
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        _cleanup_reset_ sqlite3_stmt *st = NULL, *pt = NULL;
+        struct sample_gpu *v = NULL;
+        size_t n = 0;
+        int r = prepare(s, db,
+                        "SELECT ts, device, driver, estimated, clients, mem_bytes, util_pct FROM sample_gpu "
+                        "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device",
+                        &st);
+        if (r == 0)
+                bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
+        while (r == 0 && (r = step_one(db, st)) == 1)
+                r = sample_gpu_use_row(st, &v, &n);
+        if (r == 0 && n > 0)
+                r = prepare(s, db,
+                            "SELECT ts, device, kind, name, value FROM sample_gpu_parts "
+                            "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device, kind, name",
+                            &pt);
+        if (r == 0 && n > 0)
+                bind_params(pt, PARAMS(p_int(run_id), p_int(from), p_int(until)));
+        while (r == 0 && n > 0 && (r = step_one(db, pt)) == 1) {
+                sample_gpu_part_row(pt, v, n);
+                r = 0;
+        }
+        reader_end(s);
+        if (r < 0) {
+                sample_gpus_free(v, n);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
 }
 
 /* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
@@ -269,55 +419,42 @@ int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_i
         "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "                \
         "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "             \
         "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "    \
-        "avg(gpu_util_pct), max(energy_j), NULL"
-
-struct sample_rows {
-        struct sample *v;
-        char **gpu_json; /* when asked for: one per sample */
-        bool want_gpu;
-};
+        "avg(gpu_util_pct), max(energy_j)"
 
 static int sample_row(sqlite3_stmt *st, size_t i, void *userdata) {
-        struct sample_rows *rows = userdata;
-        if (!GREEDY_REALLOC(rows->v, i + 1) || (rows->want_gpu && !GREEDY_REALLOC(rows->gpu_json, i + 1)))
+        struct sample **v = userdata;
+        if (!GREEDY_REALLOC(*v, i + 1))
                 return -ENOMEM;
-        if (rows->want_gpu)
-                rows->gpu_json[i] = col_text_dup(st, STORE_SAMPLE_GPU_COLUMN);
-        store_row_to_sample(st, 0, &rows->v[i]);
+        store_row_to_sample(st, 0, &(*v)[i]);
         return 0;
 }
 
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
-                  char ***ret_gpu_json) {
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated) {
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct sample_rows rows = { .want_gpu = ret_gpu_json != NULL };
+        struct sample *v = NULL;
         size_t n = 0;
         if (limit == 0 || limit > l->max_rows)
                 limit = l->max_rows;
         const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
-                                      : "SELECT " STORE_SAMPLE_COLUMNS
-                                        ", gpu FROM samples WHERE run_id=?2 AND ts>=?3 AND "
+                                      : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
                                         "ts<=?4 ORDER BY ts LIMIT ?5";
         int r = prepare(s, db, sql, &st);
         if (r == 0) {
                 bind_params(st, PARAMS(step_ms > 0 ? p_int(step_ms) : p_null(), p_int(run_id), p_int(from),
                                        p_int(until), p_int((int64_t)limit + 1)));
-                r = read_rows(db, st, limit, sample_row, &rows, &n, ret_truncated);
+                r = read_rows(db, st, limit, sample_row, &v, &n, ret_truncated);
         }
         reader_end(s);
         if (r < 0) {
-                free(rows.v);
-                strv_free_n(rows.gpu_json, n);
+                free(v);
                 return r;
         }
-        *ret = rows.v;
+        *ret = v;
         *ret_n = n;
-        if (ret_gpu_json)
-                *ret_gpu_json = rows.gpu_json;
         return 0;
 }
 

@@ -16,8 +16,13 @@ struct query_limits {
         unsigned max_rows;
 };
 
-/* -ENOENT: no such run; -ETIMEDOUT: over the time budget; -EIO. */
+/* The run and (ret->leak, NULL if none) its stored verdicts. -ENOENT: no
+ * such run; -ETIMEDOUT: over the time budget; -EIO. */
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret);
+
+/* The run's stored verdicts: -ENOENT if none were stored. */
+struct leak_report;
+int query_run_leak(struct store *s, const struct query_limits *l, int64_t id, struct leak_report *ret);
 
 struct runs_filter {
         int state;          /* enum run_state, or -1 for all */
@@ -44,19 +49,24 @@ int query_jobs(struct store *s, const struct query_limits *l, struct job_info **
                bool *ret_truncated);
 
 /* The sample of run_id at exactly ts (the latest of a finished run). */
-/* ret_gpu_json (optional): the sample's per-device use as stored (JSON
- * text, free()), NULL when it had none. */
-int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret,
-                    char **ret_gpu_json);
+int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret);
 
 /* Samples in [from, until], oldest first, at most limit; step_ms > 0 merges
  * each step into one point (averages of rates and gauges, last counters). */
-/* ret_gpu_json (optional): one JSON text (or NULL) per sample, free with
- * strv_free_n; a merged step has none. */
 int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated,
-                  char ***ret_gpu_json);
-void strv_free_n(char **v, size_t n);
+                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated);
+
+/* The use of each device the run held at one sample (only samples that
+ * held one have an entry), oldest first, devices by name. */
+struct gpu_use;
+struct sample_gpu {
+        int64_t ts_ms;
+        struct gpu_use *uses;
+        size_t n;
+};
+void sample_gpus_free(struct sample_gpu *v, size_t n);
+int query_sample_gpu(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
+                     struct sample_gpu **ret, size_t *ret_n);
 
 /* Rates over [from, until] from the first and last samples inside it. */
 struct window_rates {

@@ -9,6 +9,7 @@
 
 #include "collect/accel/gpu.h"
 #include "analyze/leak.h"
+#include "analyze/leakwatch.h"
 #include "analyze/ops.h"
 #include "store/param.h"
 #include "util.h"
@@ -23,8 +24,8 @@ extern const size_t sql_migrations_count;
 /* The statements a flush uses, largest first: the rest of a tick (1 000
  * runs: 15 x 64 + 40) goes in 16 and 4 rows, then one by one. */
 static const size_t batch_rows[] = { SAMPLE_BATCH, 16, 4, 1 };
-/* ts, the sample's columns, gpu, run_id */
-#define SAMPLE_PARAMS 25
+/* ts, the sample's columns, run_id */
+#define SAMPLE_PARAMS 24
 
 struct store {
         sqlite3 *w, *r;
@@ -33,7 +34,6 @@ struct store {
         struct pending_sample {
                 int64_t run_id;
                 struct sample m;
-                char *gpu_json;
         } pending[SAMPLE_BATCH];
         size_t n_pending;
         bool in_txn;
@@ -123,7 +123,7 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
 
 /* INSERT into samples with n rows of parameters. */
 static int prepare_sample_insert(sqlite3 *db, size_t n, sqlite3_stmt **st) {
-        static const char head[] = "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", gpu, run_id) VALUES ";
+        static const char head[] = "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", run_id) VALUES ";
         char sql[sizeof head + SAMPLE_BATCH * (2 * SAMPLE_PARAMS + 2)];
         size_t k = strlen(head);
         memcpy(sql, head, k);
@@ -441,26 +441,23 @@ int store_update_run_totals(struct store *s, int64_t id, const struct run_totals
 }
 
 /* The SAMPLE_PARAMS parameters of a sample row into v. */
-static void sample_params(struct param *v, int64_t run_id, const struct sample *m, const char *gpu_json) {
+static void sample_params(struct param *v, int64_t run_id, const struct sample *m) {
         size_t n = 0;
         v[n++] = p_int(m->ts_ms);
         for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++)
                 for (size_t j = 0; j < ELEMENTSOF(sample_groups[i].fields) && sample_groups[i].fields[j]; j++)
                         v[n++] = sample_param(m, &sample_groups[i], sample_groups[i].fields[j]);
-        v[n++] = p_text(gpu_json);
         v[n++] = p_int(run_id);
         assert(n == SAMPLE_PARAMS);
 }
 
 static void drop_samples(struct store *s) {
-        for (size_t i = 0; i < s->n_pending; i++)
-                free(s->pending[i].gpu_json);
         s->n_pending = 0;
 }
 
-static int insert_one(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
+static int insert_one(struct store *s, int64_t run_id, const struct sample *m) {
         struct param v[SAMPLE_PARAMS + 1];
-        sample_params(v, run_id, m, gpu_json);
+        sample_params(v, run_id, m);
         v[SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
         return step_all_params(s, s->insert_sample, v);
 }
@@ -474,8 +471,7 @@ static int flush_samples(struct store *s) {
         for (size_t b = 0; b < ELEMENTSOF(batch_rows); b++)
                 for (size_t n = batch_rows[b]; s->n_pending - done >= n; done += n) {
                         for (size_t i = 0; i < n; i++)
-                                sample_params(v + i * SAMPLE_PARAMS, p[done + i].run_id, &p[done + i].m,
-                                              p[done + i].gpu_json);
+                                sample_params(v + i * SAMPLE_PARAMS, p[done + i].run_id, &p[done + i].m);
                         v[n * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
                         if (step_all_params(s, s->insert_samples[b], v) < 0)
                                 r = -EIO;
@@ -484,13 +480,10 @@ static int flush_samples(struct store *s) {
         return r;
 }
 
-int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m, const char *gpu_json) {
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m) {
         if (!s->in_txn)
-                return insert_one(s, run_id, m, gpu_json);
-        char *gpu = NULL;
-        if (gpu_json && !(gpu = strdup(gpu_json)))
-                return -ENOMEM;
-        s->pending[s->n_pending++] = (struct pending_sample){ .run_id = run_id, .m = *m, .gpu_json = gpu };
+                return insert_one(s, run_id, m);
+        s->pending[s->n_pending++] = (struct pending_sample){ .run_id = run_id, .m = *m };
         return s->n_pending == SAMPLE_BATCH ? flush_samples(s) : 0;
 }
 
@@ -516,18 +509,6 @@ int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value
                            PARAMS(p_int(g->ts), p_int(run_id), p_text(g->name), p_double(true, g->value)));
 }
 
-int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json) {
-        return exec_params(s,
-                           "INSERT OR REPLACE INTO device_samples (ts, device, kind, driver, busy_pct, "
-                           "mem_used_bytes, mem_total_bytes, power_w, energy_j, temp_c, freq_mhz, detail) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                           PARAMS(p_int(ts_ms), p_text(d->id), p_text(d->kind), p_text(d->driver[0] ? d->driver : NULL),
-                                  p_double(d->has_busy, d->busy_pct), p_u64(d->has_mem_used, d->mem_used_bytes),
-                                  p_u64(d->has_mem_total, d->mem_total_bytes), p_double(d->has_power, d->power_w),
-                                  p_double(d->has_energy, d->energy_j), p_double(d->has_temp, d->temp_c),
-                                  p_double(d->has_freq, d->freq_mhz), p_text(detail_json)));
-}
-
 int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char *label) {
         return exec_params(s, "INSERT OR REPLACE INTO marks (run_id, ts, label) VALUES (?, ?, ?)",
                            PARAMS(p_int(run_id), p_int(ts_ms), p_text(label)));
@@ -542,10 +523,6 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
                                   p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
                                   p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
                                   p_text(v->reason)));
-}
-
-int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json) {
-        return exec_params(s, "UPDATE runs SET leak = ? WHERE id = ?", PARAMS(p_text(leak_json), p_int(run_id)));
 }
 
 static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
@@ -684,9 +661,15 @@ int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutof
                 const char *table, *key; /* the primary key is (ts, key, ...) */
                 bool raw;
         } tables[] = {
-                { "samples", "run_id", true },     { "op_slices", "run_id", true },
-                { "gauges", "run_id", true },      { "device_samples", "device", true },
-                { "samples_1m", "run_id", false }, { "op_slices_1m", "run_id", false },
+                { "samples", "run_id", true },
+                { "op_slices", "run_id", true },
+                { "gauges", "run_id", true },
+                { "device_samples", "device", true },
+                { "sample_gpu", "run_id", true },
+                { "sample_gpu_parts", "run_id", true },
+                { "device_gt_samples", "device", true },
+                { "samples_1m", "run_id", false },
+                { "op_slices_1m", "run_id", false },
         };
         unsigned total = 0;
         for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
@@ -743,12 +726,11 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         col_u64(st, 23, &t->write_bytes);
         t->has_net = col_u64(st, 24, &t->netns_rx_bytes);
         col_u64(st, 25, &t->netns_tx_bytes);
-        ri->leak_json = col_strdup(st, 26);
-        ri->leak_detected = sqlite3_column_int(st, 27) != 0;
-        t->has_gpu_mem = col_u64(st, 28, &t->peak_gpu_mem_bytes);
-        col_u64(st, 29, &t->gpu_util_samples);
-        col_double(st, 30, &t->gpu_util_sum_pct);
-        t->has_energy = col_double(st, 31, &t->energy_j);
+        ri->leak_detected = sqlite3_column_int(st, 26) != 0;
+        t->has_gpu_mem = col_u64(st, 27, &t->peak_gpu_mem_bytes);
+        col_u64(st, 28, &t->gpu_util_samples);
+        col_double(st, 29, &t->gpu_util_sum_pct);
+        t->has_energy = col_double(st, 30, &t->energy_j);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -40,12 +40,7 @@ int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
-/* gpu_json: the run's per-device use (render_gpu_uses), NULL when none. */
-int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp, const char *gpu_json);
-/* One device's counters (kind "gpu", "npu", or "cpu" for the package);
- * detail_json: the rest of them, or NULL. */
-struct gpu_device;
-int store_insert_device_sample(struct store *s, int64_t ts_ms, const struct gpu_device *d, const char *detail_json);
+int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp);
 
 struct op_slice;
 struct gauge_value;
@@ -55,7 +50,6 @@ int store_insert_mark(struct store *s, int64_t run_id, int64_t ts_ms, const char
 struct leak_verdict;
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v);
-int store_update_run_leak(struct store *s, int64_t run_id, const char *leak_json);
 
 /* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
  * samples_1m. Idempotent. */
@@ -92,7 +86,7 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, " \
         "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "               \
         "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "     \
-        "netns_rx_bytes, netns_tx_bytes, leak, "                                                      \
+        "netns_rx_bytes, netns_tx_bytes, "                                                            \
         "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "         \
         "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);

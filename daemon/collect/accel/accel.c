@@ -452,18 +452,16 @@ static void summarize(struct gpu_use *uses, size_t n, bool known_zero, struct sa
         }
 }
 
-#define MAX_RUN_DEVICES 16
-
 void accel_collect_run(struct accel *a, struct accel_run *ar, const int *pid_dirfds, struct accel_member *members,
                        size_t n, struct sample *s) {
         if (!accel_per_process(a)) {
                 ar->n_uses = 0;
                 return;
         }
-        struct gpu_use uses[MAX_RUN_DEVICES];
+        struct gpu_use uses[GPU_MAX_RUN_DEVICES];
         size_t nu = 0;
-        collect_drm(a, pid_dirfds, members, n, uses, &nu, MAX_RUN_DEVICES);
-        bool complete = collect_nvml(a, members, n, uses, &nu, MAX_RUN_DEVICES);
+        collect_drm(a, pid_dirfds, members, n, uses, &nu, GPU_MAX_RUN_DEVICES);
+        bool complete = collect_nvml(a, members, n, uses, &nu, GPU_MAX_RUN_DEVICES);
         summarize(uses, nu, complete, s);
         if (!GREEDY_REALLOC(ar->uses, nu ? nu : 1)) {
                 ar->n_uses = 0;

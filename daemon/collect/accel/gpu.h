@@ -16,6 +16,8 @@
 #define GPU_MAX_ENGINES 16
 #define GPU_MAX_REGIONS 16
 #define GPU_MAX_GTS 4
+/* Devices one run's sample keeps a use of. */
+#define GPU_MAX_RUN_DEVICES 16
 
 /* Utilisation of one engine class, capacity applied: 100 = every engine of
  * the class busy all the interval. */

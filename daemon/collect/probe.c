@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "collect/runs.h"
+#include "collect/probe.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* VmHWM lives in /proc/PID/status, the most expensive file to read (2.4 us
  * vs 0.4 us for statm): refresh it every few
@@ -36,8 +37,7 @@ int fds_kept_below(unsigned num, unsigned den) {
         return (int)(n / den * num);
 }
 
-void run_close_fds(struct run *r) {
-        r->exit_source = sd_event_source_disable_unref(r->exit_source);
+void probe_close_fds(struct probe *r) {
         r->pidfd = safe_close(r->pidfd);
         r->dirfd = safe_close(r->dirfd);
         r->fd_stat = safe_close(r->fd_stat);
@@ -45,14 +45,12 @@ void run_close_fds(struct run *r) {
         r->fd_io = safe_close(r->fd_io);
 }
 
-void run_free(struct run *r) {
+void probe_free(struct probe *r) {
         if (!r)
                 return;
-        run_close_fds(r);
-        run_info_done(&r->info);
-        ops_table_done(&r->ops);
-        leakwatch_done(&r->leak);
-        leakwatch_done(&r->leak_gpu);
+        probe_close_fds(r);
+        free(r->comm);
+        free(r->cmdline);
         accel_run_done(&r->accel);
         for (size_t i = 0; i < r->n_members; i++) {
                 accel_member_done(&r->members[i].acc);
@@ -63,8 +61,8 @@ void run_free(struct run *r) {
         free(r);
 }
 
-int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
-               struct proc_identity *ret_id) {
+int probe_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, bool children, struct probe **ret,
+                 struct proc_identity *ret_id) {
         _cleanup_close_ int pidfd = -1, dirfd = -1;
         struct proc_stat st;
         struct proc_status status;
@@ -130,40 +128,41 @@ int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_tic
         if (id.uid_real == 0)
                 id.dumpable = true;
 
-        struct run *run = calloc(1, sizeof *run);
-        if (!run)
+        struct probe *p = calloc(1, sizeof *p);
+        if (!p)
                 return -ENOMEM;
-        run->fd_stat = run->fd_statm = run->fd_io = -1;
-        run->pidfd = TAKE_FD(pidfd);
-        run->dirfd = TAKE_FD(dirfd);
+        p->fd_stat = p->fd_statm = p->fd_io = -1;
+        p->pidfd = TAKE_FD(pidfd);
+        p->dirfd = TAKE_FD(dirfd);
         if (ctx->real_proc) {
-                run->fd_stat = open_kept(run->dirfd, "stat");
-                run->fd_statm = open_kept(run->dirfd, "statm");
-                run->fd_io = open_kept(run->dirfd, "io"); /* may be -EACCES: I/O unknown */
-                run->io_readable = run->fd_io >= 0;
+                p->fd_stat = open_kept(p->dirfd, "stat");
+                p->fd_statm = open_kept(p->dirfd, "statm");
+                p->fd_io = open_kept(p->dirfd, "io"); /* may be -EACCES: I/O unknown */
+                p->io_readable = p->fd_io >= 0;
                 /* near the open-files limit io is opened by name each time
                  * (it is read only when the process ran): a run takes 4 fds */
-                if (run->fd_io >= fds_kept_below(3, 4))
-                        run->fd_io = safe_close(run->fd_io);
-                if (run->fd_stat < 0 || run->fd_statm < 0) {
-                        r = run->fd_stat < 0 ? run->fd_stat : run->fd_statm;
-                        run->fd_stat = run->fd_statm = -1;
-                        run_free(run);
+                if (p->fd_io >= fds_kept_below(3, 4))
+                        p->fd_io = safe_close(p->fd_io);
+                if (p->fd_stat < 0 || p->fd_statm < 0) {
+                        r = p->fd_stat < 0 ? p->fd_stat : p->fd_statm;
+                        p->fd_stat = p->fd_statm = -1;
+                        probe_free(p);
                         return proc_errno_is_gone(r) ? -ESRCH : r;
                 }
         }
         struct stat dir_st;
-        run->has_dir_uid = fstat(run->dirfd, &dir_st) == 0;
-        run->dir_uid = dir_st.st_uid;
-        run->info.pid = pid;
-        run->info.start_time_ticks = st.starttime_ticks;
-        run->info.has_uid = status.has_uids;
-        run->info.uid = id.uid_real;
+        p->has_dir_uid = fstat(p->dirfd, &dir_st) == 0;
+        p->dir_uid = dir_st.st_uid;
+        p->pid = pid;
+        p->start_ticks = st.starttime_ticks;
+        p->has_uid = status.has_uids;
+        p->uid = id.uid_real;
+        p->children = children;
         if (status.has_vmhwm) {
-                run->has_peak = true;
-                run->peak_rss_bytes = status.vmhwm_bytes;
+                p->has_peak = true;
+                p->peak_rss_bytes = status.vmhwm_bytes;
         }
-        *ret_run = run;
+        *ret = p;
         if (ret_id)
                 *ret_id = id;
         return 0;
@@ -212,7 +211,7 @@ static bool read_cpu_clock(int pid, uint64_t *ret) {
 /* The member pid was in the previous sample, if it has not run since:
  * the same CPU clock (a recycled pid's clock is another's) and a stat
  * read not too long ago. */
-static struct member *idle_member(struct run *r, int pid, const struct reading *x) {
+static struct member *idle_member(struct probe *r, int pid, const struct reading *x) {
         if (!x->has_cpu)
                 return NULL;
         for (size_t i = 0; i < r->n_members; i++) {
@@ -225,7 +224,7 @@ static struct member *idle_member(struct run *r, int pid, const struct reading *
 
 /* fds: the member's files (/proc/PID and others), which it takes over;
  * those it opens are added. */
-static int read_member(const struct collect_ctx *ctx, struct run *r, int pid, const struct member_fds *fds, bool main,
+static int read_member(const struct collect_ctx *ctx, struct probe *r, int pid, const struct member_fds *fds, bool main,
                        bool allow_zombie, struct reading *out) {
         char buf[4096];
         ssize_t k;
@@ -324,7 +323,7 @@ void collect_ctx_done(struct collect_ctx *ctx) {
         ctx->n_nscache = 0;
 }
 
-static struct member *find_member(struct run *r, int pid, uint64_t start) {
+static struct member *find_member(struct probe *r, int pid, uint64_t start) {
         for (size_t i = 0; i < r->n_members; i++)
                 if (r->members[i].pid == pid && r->members[i].start_ticks == start)
                         return &r->members[i];
@@ -335,8 +334,8 @@ static uint64_t ticks_to_ns(const struct collect_ctx *ctx, uint64_t t) {
         return t * (1000000000ULL / (uint64_t)ctx->clk_tck);
 }
 
-static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct reading *rd, struct member *nm, size_t n,
-                          struct sample *s) {
+static void collect_accel(struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm,
+                          size_t n, struct sample *s) {
         _cleanup_free_ int *dirfds = malloc(n * sizeof *dirfds);
         _cleanup_free_ struct accel_member *acc = malloc(n * sizeof *acc);
         if (!dirfds || !acc)
@@ -355,7 +354,7 @@ static void collect_accel(struct collect_ctx *ctx, struct run *r, const struct r
  * first seen is a baseline; one that no member is in any more is
  * forgotten, so members hopping namespaces do not grow the table. Returns
  * whether any namespace was read. */
-static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct reading *rd, size_t nrd, uint64_t *ret_rx,
+static bool net_deltas(struct collect_ctx *ctx, struct probe *r, const struct reading *rd, size_t nrd, uint64_t *ret_rx,
                        uint64_t *ret_tx) {
         uint64_t d_rx = 0, d_tx = 0;
         bool known = false;
@@ -417,13 +416,13 @@ static bool net_deltas(struct collect_ctx *ctx, struct run *r, const struct read
 /* The run's processes now: the main one first, then (for a tree) its
  * descendants. A child that left meanwhile is skipped; -ESRCH when the main
  * process is gone. */
-static int read_members(struct collect_ctx *ctx, struct run *r, bool final, struct reading **ret, size_t *ret_n) {
+static int read_members(struct collect_ctx *ctx, struct probe *r, bool final, struct reading **ret, size_t *ret_n) {
         _cleanup_free_ int *pids = NULL;
         _cleanup_free_ struct member_fds *fds = NULL;
         size_t npids = 1;
         int q;
 
-        if (r->info.children) {
+        if (r->children) {
                 q = tree_collect(ctx, r, &pids, &fds, &npids);
                 if (q < 0)
                         return q;
@@ -437,7 +436,7 @@ static int read_members(struct collect_ctx *ctx, struct run *r, bool final, stru
         }
         size_t nrd = 0;
         for (size_t i = 0; i < npids; i++) {
-                int pid = pids ? pids[i] : r->info.pid;
+                int pid = pids ? pids[i] : r->pid;
                 q = read_member(ctx, r, pid, fds ? &fds[i] : NULL, i == 0, final, &rd[nrd]);
                 if (q < 0) {
                         if (i == 0) {
@@ -451,7 +450,7 @@ static int read_members(struct collect_ctx *ctx, struct run *r, bool final, stru
         }
         /* Under a fixture root identity comes from the tree: a different
          * start time in the same pid directory is a different process. */
-        if (rd[0].st.starttime_ticks != r->info.start_time_ticks) {
+        if (rd[0].st.starttime_ticks != r->start_ticks) {
                 for (size_t i = 0; i < nrd; i++)
                         reading_done(&rd[i]);
                 return -ESRCH;
@@ -472,7 +471,7 @@ struct deltas {
 
 /* One member's state now, its GPU fd cache moved over from its previous
  * self, and its namespace (re-read every few ticks). */
-static void member_update(struct collect_ctx *ctx, struct run *r, struct reading *x, struct member *m,
+static void member_update(struct collect_ctx *ctx, struct probe *r, struct reading *x, struct member *m,
                           struct member *p) {
         m->pid = x->pid;
         m->start_ticks = x->st.starttime_ticks;
@@ -512,7 +511,7 @@ static void member_update(struct collect_ctx *ctx, struct run *r, struct reading
 
 /* The members' new state into nm[], their growth into *d, the gauges
  * (memory, threads, processes) into *s. */
-static void members_deltas(struct collect_ctx *ctx, struct run *r, struct reading *rd, size_t nrd, struct member *nm,
+static void members_deltas(struct collect_ctx *ctx, struct probe *r, struct reading *rd, size_t nrd, struct member *nm,
                            struct deltas *d, struct sample *s) {
         bool first = r->ticks == 0 && !r->resume;
 
@@ -558,7 +557,7 @@ static void members_deltas(struct collect_ctx *ctx, struct run *r, struct readin
 
 /* Members of the previous sample that are gone now: what they used since
  * registration is kept in r->left, which a resumed run starts from. */
-static void members_left(struct run *r) {
+static void members_left(struct probe *r) {
         for (size_t i = 0; i < r->n_members; i++) {
                 const struct member *p = &r->members[i];
                 if (p->seen)
@@ -582,7 +581,7 @@ static void members_left(struct run *r) {
  * registration; less the last stored sample, it is what it used while
  * mlmond was down. A member that left during the outage is lost; the
  * saturating subtraction keeps the counters from going back. */
-static void resume_deltas(const struct collect_ctx *ctx, const struct run *r, struct deltas *d) {
+static void resume_deltas(const struct collect_ctx *ctx, const struct probe *r, struct deltas *d) {
         const struct sample *last = &r->last;
         uint64_t tick_ns = ticks_to_ns(ctx, 1);
         d->cpu_ns = sat_sub_u64(r->left.cpu_ns + d->cpu_ns, last->cpu_time_ns);
@@ -598,14 +597,14 @@ static void resume_deltas(const struct collect_ctx *ctx, const struct run *r, st
 
 /* The same for the namespaces, once net_deltas() has measured them from
  * their baseline. */
-static void resume_net_deltas(const struct run *r, struct deltas *d) {
+static void resume_net_deltas(const struct probe *r, struct deltas *d) {
         if (!d->net_known || !r->last.has_net)
                 return;
         d->rx = sat_sub_u64(r->left_rx_bytes + d->rx, r->last.netns_rx_bytes);
         d->tx = sat_sub_u64(r->left_tx_bytes + d->tx, r->last.netns_tx_bytes);
 }
 
-int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec) {
+int probe_resume(struct probe *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec) {
         struct member *m = calloc(b->n_members ? b->n_members : 1, sizeof *m);
         struct netns_counter *ns = calloc(b->n_netns ? b->n_netns : 1, sizeof *ns);
         if (!m || !ns) {
@@ -657,7 +656,7 @@ int run_resume(struct run *r, const struct run_baseline *b, const struct sample 
         return 0;
 }
 
-int run_baseline(const struct run *r, struct run_baseline *ret) {
+int probe_baseline(const struct probe *r, struct run_baseline *ret) {
         struct run_baseline b = {
                 .members = calloc(r->n_members ? r->n_members : 1, sizeof *b.members),
                 .n_members = r->n_members,
@@ -686,7 +685,7 @@ int run_baseline(const struct run *r, struct run_baseline *ret) {
 /* The run's peak RSS: the highest tree sum sampled, or the main process's
  * VmHWM when that is higher (its own peak, which the tree's sum at that
  * moment was at least), so never below the current RSS. */
-static void peak_update(struct run *r, const struct reading *main, const struct sample *s) {
+static void peak_update(struct probe *r, const struct reading *main, const struct sample *s) {
         /* (and right after an exec); a process that has not run since kept its peak */
         if (!main->reused_st)
                 r->ran_since_peak = true;
@@ -707,21 +706,20 @@ static void peak_update(struct run *r, const struct reading *main, const struct 
 
 /* A process registered before it execs (mlmonctl run) changes its comm and
  * cmdline: follow them for the first ticks and on any comm change. */
-static void identity_refresh(struct run *r, const struct reading *main) {
-        if (main->zombie || (r->info.comm && strcmp(main->st.comm, r->info.comm) == 0 && r->ticks >= 3))
+static void identity_refresh(struct probe *r, const struct reading *main) {
+        if (main->zombie || (r->comm && strcmp(main->st.comm, r->comm) == 0 && r->ticks >= 3))
                 return;
         _cleanup_free_ char *cmd = NULL;
         if (proc_read_cmdline(r->dirfd, 4096, &cmd) < 0)
                 return;
-        bool changed = !r->info.comm || strcmp(main->st.comm, r->info.comm) != 0 || !r->info.cmdline ||
-                       strcmp(cmd, r->info.cmdline) != 0;
+        bool changed = !r->comm || strcmp(main->st.comm, r->comm) != 0 || !r->cmdline || strcmp(cmd, r->cmdline) != 0;
         char *comm = changed ? strdup(main->st.comm) : NULL;
         if (!comm)
                 return;
-        free(r->info.comm);
-        free(r->info.cmdline);
-        r->info.comm = comm;
-        r->info.cmdline = TAKE_PTR(cmd);
+        free(r->comm);
+        free(r->cmdline);
+        r->comm = comm;
+        r->cmdline = TAKE_PTR(cmd);
         r->identity_changed = true;
 }
 
@@ -744,7 +742,7 @@ static bool pair_rates(bool known, uint64_t da, uint64_t db, double dt_s, double
 /* The cumulative counters and rates from the deltas. base: the counters so
  * far (zero for a new run, the stored totals for one resumed after a daemon
  * restart); prev: the previous reading, for rates (none at a baseline). */
-static void sample_counters(const struct collect_ctx *ctx, const struct run *r, const struct deltas *d, double dt_s,
+static void sample_counters(const struct collect_ctx *ctx, const struct probe *r, const struct deltas *d, double dt_s,
                             bool final, struct sample *s) {
         const struct sample *base = &r->last;
         const struct sample *prev = r->has_last ? &r->last : NULL;
@@ -792,15 +790,15 @@ static void sample_counters(const struct collect_ctx *ctx, const struct run *r, 
 /* The owner of /proc/PID is the process's effective uid, or root once it
  * is not dumpable (proc(5)), read fresh by fstat() on the kept dirfd: a
  * cheap sign that its credentials changed since it was registered. */
-static bool credentials_changed(const struct run *r) {
+static bool credentials_changed(const struct probe *r) {
         struct stat st;
-        if (!r->has_dir_uid || !r->info.has_uid || r->info.uid == 0)
+        if (!r->has_dir_uid || !r->has_uid || r->uid == 0)
                 return false;
         return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
 }
 
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
-               struct sample *ret) {
+int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
+                 struct sample *ret) {
         _cleanup_free_ struct reading *rd = NULL;
         size_t nrd = 0;
         int q;

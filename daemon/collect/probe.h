@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* A run in memory: the registered process instance pinned by fds, and the
- * collector that turns its /proc files into samples (deltas, rates). Knows
- * nothing of SQL or HTTP. */
+/* A probe: the registered process instance (and, for a tree, its
+ * descendants) pinned by fds, and the collector that turns its /proc files
+ * into samples (deltas, rates). The manager owns one per running run, beside
+ * the run's other state; the probe is the collector's alone. Knows nothing of
+ * SQL or HTTP. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <systemd/sd-event.h>
+#include <sys/types.h>
 
 #include "collect/accel/accel.h"
-#include "analyze/leakwatch.h"
-#include "analyze/ops.h"
 #include "collect/procfs.h"
 #include "collect/sample.h"
 
@@ -49,18 +49,24 @@ struct netns_counter {
         uint64_t base_rx_bytes, base_tx_bytes;
 };
 
-struct run {
-        struct run_info info;
-        int pidfd; /* -1 under a fixture proc root */
-        int dirfd; /* /proc/PID */
+struct probe {
+        /* the process instance: pid and start time (stat field 22) */
+        int pid;
+        uint64_t start_ticks;
+        bool children; /* the whole tree, not the process alone */
+        bool has_uid;
+        uid_t uid;  /* real uid at attach */
+        char *comm; /* raw bytes from the kernel */
+        char *cmdline;
+        bool identity_changed; /* comm/cmdline re-read (exec): store them */
+        int pidfd;             /* -1 under a fixture proc root */
+        int dirfd;             /* /proc/PID */
         /* kept open and pread each tick: cheaper than open/read/close, and a
          * kept fd is bound to this task (ESRCH once it is reaped, never a
          * recycled pid's data) */
         int fd_stat, fd_statm, fd_io; /* schedstat is read only where the CPU clock cannot be */
         bool io_readable;             /* fd_io could be opened (it is not kept near the fd limit) */
-        sd_event_source *exit_source;
-        usec_t next_due_usec;    /* CLOCK_MONOTONIC */
-        usec_t last_sample_usec; /* CLOCK_MONOTONIC of the previous sample */
+        usec_t last_sample_usec;      /* CLOCK_MONOTONIC of the previous sample */
         uint64_t ticks;
         struct member *members;
         size_t n_members;
@@ -84,14 +90,7 @@ struct run {
         bool resume_net; /* with the namespaces' baseline */
         bool has_last;
         struct sample last;
-        struct op_table ops;       /* what the application reports (StatsD, observations) */
-        bool gauges_live;          /* every gauge stored for the run is in ops too (false: a
-                                    * resumed run whose gauges could not be read back) */
-        struct leakwatch leak;     /* anonymous RSS floors and the leak verdict */
-        struct leakwatch leak_gpu; /* the same on GPU memory, once it is known */
-        struct accel_run accel;    /* per-device use and the energy estimate */
-        void *owner;               /* the manager, for event callbacks */
-        bool identity_changed;     /* comm/cmdline re-read (exec): store them */
+        struct accel_run accel; /* per-device use and the energy estimate */
         bool has_dir_uid;
         uid_t dir_uid; /* owner of /proc/PID at attach: moves with the process's credentials */
 };
@@ -130,21 +129,22 @@ struct proc_identity {
 };
 
 /* Pins pid: pidfd (real /proc), /proc/PID dirfd, identity. On success the
- * fds are owned by *ret_run (a new, zeroed run with info.pid etc. set). If
+ * fds are owned by *ret (a new probe with pid, start_ticks and uid set;
+ * children as given). If
  * expect_start_ticks != 0 the process must have that start time (restore
  * after a daemon restart). -ESRCH: no such process (or a different one);
  * -EINVAL: pid is a thread, not a process (ret_id->tgid names the process). */
-int run_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, struct run **ret_run,
-               struct proc_identity *ret_id);
-void run_free(struct run *r);
+int probe_attach(const struct collect_ctx *ctx, int pid, uint64_t expect_start_ticks, bool children, struct probe **ret,
+                 struct proc_identity *ret_id);
+void probe_free(struct probe *r);
 /* Resumes a run from its stored baseline and its last stored sample: the
  * next sample counts what the processes used while nobody watched, and its
  * rates are the averages over that gap. Copies from b; -ENOMEM. */
-int run_resume(struct run *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec);
+int probe_resume(struct probe *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec);
 /* The run's baseline now (at registration: its members' counters now);
  * run_baseline_done() it. */
-int run_baseline(const struct run *r, struct run_baseline *ret);
-void run_close_fds(struct run *r);
+int probe_baseline(const struct probe *r, struct run_baseline *ret);
+void probe_close_fds(struct probe *r);
 
 /* Reads the run's tree now and produces a sample. The first call takes the
  * baseline (rates unknown). Returns -ESRCH when the process is gone, and
@@ -153,8 +153,8 @@ void run_close_fds(struct run *r);
  * does now is no longer its owner's to see.
  * final: the process has exited but not been reaped (pidfd readable): a
  * zombie still shows its CPU time and I/O; its RSS is kept from before. */
-int run_sample(struct collect_ctx *ctx, struct run *r, usec_t now_mono_usec, int64_t now_ms, bool final,
-               struct sample *ret);
+int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
+                 struct sample *ret);
 
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
@@ -172,5 +172,5 @@ void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct mem
  * own), each with the fds it was listed through, taken over from the
  * previous sample's member of that pid where there was one (the main
  * process's dir is the run's: fds[0].dir is -1). The caller owns the fds. */
-int tree_collect(const struct collect_ctx *ctx, struct run *r, int **ret_pids, struct member_fds **ret_fds,
+int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids, struct member_fds **ret_fds,
                  size_t *ret_n);
