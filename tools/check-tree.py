@@ -4,6 +4,10 @@
 - layers: what each daemon folder may include (collect/ and analyze/ know
   neither SQLite nor libmicrohttpd nor the layers above them; only the top
   level includes manager.h);
+- ownership: the manager owns struct run (daemon/run.h); the layers it
+  serves (http/, ingest/, store/) include neither run.h nor the collector's
+  probe, and name no `struct run`: they ask through manager-ops.h and get
+  copies;
 - no #include cycle among the daemon's modules (a .c and its .h) nor its
   layers (the folders under daemon/);
 - size: no C file over 900 lines, no function over 120 lines;
@@ -27,10 +31,13 @@ FORBIDDEN = {
     "daemon/analyze": ["<sqlite3.h>", "<microhttpd.h>", "<systemd/", "collect/", "store/", "ingest/", "http/",
                        "manager", "config.h"],
     "daemon/collect": ["<sqlite3.h>", "<microhttpd.h>", "store/", "ingest/", "http/", "manager", "config.h"],
-    "daemon/store": ["<microhttpd.h>", "ingest/", "http/", "manager"],
-    "daemon/ingest": ["<sqlite3.h>", "<microhttpd.h>", "store/", "http/", "manager.h"],
-    "daemon/http": ["<sqlite3.h>", "ingest/", "manager.h"],
+    "daemon/ingest": ["<sqlite3.h>", "<microhttpd.h>", "store/", "http/", "manager.h", "run.h", "collect/probe.h"],
+    "daemon/http": ["<sqlite3.h>", "ingest/", "manager.h", "run.h", "collect/probe.h"],
+    "daemon/store": ["<microhttpd.h>", "ingest/", "http/", "manager", "run.h", "collect/probe.h"],
 }
+# the manager's run, which the layers it serves never see
+RUN_STRUCT = re.compile(r"\bstruct run\b(?!_)")
+NO_RUN_STRUCT = ("daemon/http/", "daemon/ingest/", "daemon/store/", "daemon/collect/", "daemon/analyze/")
 # only server.c may talk to libmicrohttpd within http/
 MHD_ONLY = "daemon/http/server.c"
 
@@ -105,6 +112,10 @@ def main():
                     name = inc.strip('<>"')
                     if any(inc.startswith(b) or name.startswith(b) for b in bad):
                         errors.append(f"{path}: includes {inc}, which {folder}/ must not use")
+        if path.startswith(NO_RUN_STRUCT):
+            for i, line in enumerate(lines):
+                if RUN_STRUCT.search(line):
+                    errors.append(f"{path}:{i + 1}: names struct run, which only the manager's files may")
         if path.startswith("daemon/http/") and path != MHD_ONLY and "<microhttpd.h>" in incs:
             errors.append(f"{path}: includes <microhttpd.h>; only {MHD_ONLY} may")
         if path.startswith("daemon/"):
