@@ -839,7 +839,8 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
                 reading_done(&rd[i]);
         }
 
-        double dt_s = r->has_last ? (double)(now_mono_usec - r->last_sample_usec) / 1e6 : 0;
+        s.interval_us = r->has_last ? now_mono_usec - r->last_sample_usec : 0;
+        double dt_s = (double)s.interval_us / 1e6;
         sample_counters(ctx, r, &d, dt_s, final, &s);
         if (r->has_peak) {
                 s.has_peak_rss = true;

@@ -12,6 +12,7 @@
  * interval since the previous sample. has_* false = unknown (JSON null). */
 struct sample {
         int64_t ts_ms;
+        uint64_t interval_us; /* what the rates are over: the time since the previous sample (0: none) */
         bool has_cpu_pct;
         double cpu_pct; /* 100 = one core */
         uint64_t cpu_time_ns, user_time_ns, system_time_ns;
