@@ -521,14 +521,15 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         int64_t now_ms = now_realtime_ms();
 
         update_self_cost(m);
-        store_rollup(m->store, now_ms);
+        bool behind = false;
+        if (store_compact(m->store, now_ms, &behind) < 0)
+                m->tick_errors++;
         unsigned deleted = 0;
-        int64_t raw_cut = now_ms - (int64_t)(m->config.retention_raw_usec / USEC_PER_MSEC);
-        int64_t roll_cut = now_ms - (int64_t)(m->config.retention_rollup_usec / USEC_PER_MSEC);
-        if (store_retention(m->store, raw_cut, roll_cut, RETENTION_BATCH, &deleted) == 0 && deleted > 0)
+        if (store_retention(m->store, now_ms, RETENTION_BATCH, &deleted) == 0 && deleted > 0)
                 log_debug("retention: deleted %u rows", deleted);
-        /* a full batch means more is waiting: come back soon, not in 5 s */
-        usec_t next = deleted >= RETENTION_BATCH ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
+        /* a full batch, or minutes still to compact, mean more is waiting:
+         * come back soon, not in 5 s */
+        usec_t next = deleted >= RETENTION_BATCH || behind ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
         store_checkpoint(m->store, false);
         /* glibc mmaps a large block the first time, then raises its mmap
          * and trim thresholds to its size, and serves later ones from brk
@@ -720,6 +721,7 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         config_done(&m->config);
         m->config = c;
         m->leak_params = lp;
+        store_set_retention(m->store, m->config.retention_raw_usec, m->config.retention_rollup_usec);
         m->data_generation++;
         /* new windows mean a new floor resolution: the watches start over */
         for (size_t i = 0; windows_changed && i < m->n_runs; i++) {
@@ -802,6 +804,7 @@ int manager_start(struct manager *m) {
         q = store_open(m->config.db_path, config_synchronous_full(&m->config), &m->store, err, sizeof err);
         if (q < 0)
                 return log_error_errno(q, "%s", err);
+        store_set_retention(m->store, m->config.retention_raw_usec, m->config.retention_rollup_usec);
         const struct accel_options ao = {
                 .proc_root = m->config.proc_root,
                 .sys_root = m->config.sys_root,

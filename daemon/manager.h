@@ -14,7 +14,9 @@
 #include "collect/procfs.h"
 #include "collect/probe.h"
 #include "run.h"
+#include "store/compact.h"
 #include "store/details.h"
+#include "store/raw.h"
 #include "store/store.h"
 
 struct api;

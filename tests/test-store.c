@@ -12,7 +12,9 @@
 #include "analyze/ops.h"
 #include "collect/accel/gpu.h"
 #include "store/details.h"
+#include "store/compact.h"
 #include "store/query.h"
+#include "store/raw.h"
 #include "store/store.h"
 #include "util.h"
 #include "tap.h"
@@ -205,139 +207,6 @@ static struct store *open_db(const char *name) {
         return s;
 }
 
-static void test_retention_and_rollup(void) {
-        struct store *s = open_db("ret.db");
-        if (!s)
-                return;
-        sqlite3 *db = store_writer(s);
-
-        /* two runs, one sample per second for 10 minutes starting at a
-         * minute boundary: 600 samples each */
-        const int64_t t0 = 1700000040000; /* divisible by 60000 */
-        CHECK(t0 % 60000 == 0);
-        CHECK_EQ_INT(store_begin(s), 0);
-        int64_t a = add_run(s, 100), b = add_run(s, 200);
-        for (int i = 0; i < 600; i++) {
-                struct sample m = { .ts_ms = t0 + i * 1000,
-                                    .has_cpu_pct = true,
-                                    .cpu_pct = i < 300 ? 10 : 30,
-                                    .cpu_time_ns = (uint64_t)i * 1000000,
-                                    .has_rss = true,
-                                    .rss_bytes = 1000 + (uint64_t)i,
-                                    .threads = 2,
-                                    .processes = 1 };
-                CHECK_EQ_INT(store_insert_sample(s, a, &m), 0);
-                m.rss_bytes = 5000;
-                CHECK_EQ_INT(store_insert_sample(s, b, &m), 0);
-        }
-        CHECK_EQ_INT(store_commit(s), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 1200);
-
-        /* roll up the first 7 complete minutes */
-        CHECK_EQ_INT(store_rollup(s, t0 + 7 * 60000 + 30000), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 14);
-        char q[256];
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a,
-                 (long long)t0);
-        CHECK_EQ_INT(scalar(db, q), 60);
-        snprintf(q, sizeof q, "SELECT rss_bytes_max FROM samples_1m WHERE run_id=%lld AND ts=%lld", (long long)a,
-                 (long long)(t0 + 60000));
-        CHECK_EQ_INT(scalar(db, q), 1000 + 119);
-        snprintf(q, sizeof q, "SELECT CAST(cpu_pct_avg AS INTEGER) FROM samples_1m WHERE run_id=%lld AND ts=%lld",
-                 (long long)b, (long long)(t0 + 6 * 60000));
-        CHECK_EQ_INT(scalar(db, q), 30);
-        /* idempotent: rolling up the same span again adds nothing */
-        CHECK_EQ_INT(store_rollup(s, t0 + 7 * 60000 + 30000), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 14);
-        /* the rest, later */
-        CHECK_EQ_INT(store_rollup(s, t0 + 11 * 60000), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 20);
-
-        /* retention in batches: cut off the first 5 minutes of raw samples
-         * (600 rows) with batches of 250: 250, 250, 100, 0 */
-        unsigned deleted = 0, total = 0, calls = 0;
-        do {
-                CHECK_EQ_INT(store_retention(s, t0 + 5 * 60000, 0, 250, &deleted), 0);
-                total += deleted;
-                calls++;
-        } while (deleted == 250 && calls < 10);
-        CHECK_EQ_INT(total, 600);
-        CHECK_EQ_INT(calls, 3);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 600);
-        snprintf(q, sizeof q, "SELECT min(ts) FROM samples");
-        CHECK_EQ_INT(scalar(db, q), t0 + 5 * 60000);
-        /* rollups outlive the raw samples, until their own cutoff */
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 20);
-        CHECK_EQ_INT(store_retention(s, 0, t0 + 2 * 60000, 5000, &deleted), 0);
-        CHECK_EQ_INT(deleted, 4);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 16);
-        store_close(s);
-}
-
-/* A writer killed mid-transaction: committed ticks survive, the open one
- * is rolled back, the file is intact. */
-/* The rollup sums each run's minute in C: its rows must equal SQL's own
- * GROUP BY (count, avg and max over values that are not NULL, NULL where
- * none), with runs interleaved, unknown values, rates bound as integers. */
-static void test_rollup_equals_sql(void) {
-        struct store *s = open_db("rollup.db");
-        if (!s)
-                return;
-        sqlite3 *db = store_writer(s);
-        const int64_t t0 = 1700000040000;
-        CHECK_EQ_INT(store_begin(s), 0);
-        int64_t runs[3] = { add_run(s, 101), add_run(s, 102), add_run(s, 103) };
-        for (int i = 0; i < 150; i++)
-                for (int k = 0; k < 3; k++) {
-                        if (k == 2 && i % 7 == 3)
-                                continue; /* a run with gaps */
-                        struct sample m = { .ts_ms = t0 + i * 1000,
-                                            .has_cpu_pct = i % 5 != 0,
-                                            .cpu_pct = (i % 4) * 0.25 + k, /* whole numbers, and not */
-                                            .cpu_time_ns = (uint64_t)(i * 1000 + k),
-                                            .has_rss = true,
-                                            .rss_bytes = (uint64_t)(4096 * (i % 9 + k)),
-                                            .rss_anon_bytes = (uint64_t)(8192 * (i % 3)),
-                                            .threads = (uint32_t)(1 + i % 4),
-                                            .processes = 1,
-                                            .has_io = k != 1,
-                                            .has_io_rate = k != 1 && i > 0,
-                                            .read_bytes = (uint64_t)i * 512,
-                                            .write_bytes = (uint64_t)(150 - i) * 512,
-                                            .read_bytes_per_s = (i % 2) * 512.0,
-                                            .write_bytes_per_s = 0.5 * i,
-                                            .has_net = k == 0,
-                                            .netns_rx_bytes = (uint64_t)i,
-                                            .netns_tx_bytes = (uint64_t)(2 * i),
-                                            .has_gpu_mem = k == 2,
-                                            .has_gpu_util = k == 2 && i % 2,
-                                            .gpu_mem_bytes = (uint64_t)(1 << 20) * (uint64_t)(i % 6),
-                                            .gpu_util_pct = 12.5 * (i % 8),
-                                            .has_energy = k == 0 && i >= 70,
-                                            .energy_j = 0.75 * i };
-                        CHECK_EQ_INT(store_insert_sample(s, runs[k], &m), 0);
-                }
-        CHECK_EQ_INT(store_commit(s), 0);
-        CHECK_EQ_INT(store_rollup(s, t0 + 150000), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 6);
-        static const char sql_rollup[] =
-                "SELECT (ts / 60000) * 60000, run_id, count(*), avg(cpu_pct), max(cpu_pct), max(cpu_time_ns), "
-                "avg(rss_bytes), max(rss_bytes), max(rss_anon_bytes), max(threads), max(read_bytes), "
-                "max(write_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
-                "max(netns_tx_bytes), max(gpu_mem_bytes), avg(gpu_util_pct), max(energy_j) FROM samples "
-                "WHERE ts < 1700000160000 GROUP BY 1, run_id";
-        char q[1024];
-        snprintf(q, sizeof q, "SELECT count(*) FROM (SELECT * FROM samples_1m EXCEPT %s)", sql_rollup);
-        CHECK_EQ_INT(scalar(db, q), 0);
-        snprintf(q, sizeof q, "SELECT count(*) FROM (%s EXCEPT SELECT * FROM samples_1m)", sql_rollup);
-        CHECK_EQ_INT(scalar(db, q), 0);
-        /* the unknown stay unknown */
-        snprintf(q, sizeof q, "SELECT count(*) FROM samples_1m WHERE run_id = %lld AND read_bytes IS NULL",
-                 (long long)runs[1]);
-        CHECK_EQ_INT(scalar(db, q), 2);
-        store_close(s);
-}
-
 static void test_unclean_stop(void) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/crash.db", tmpdir);
@@ -499,7 +368,7 @@ static void test_baseline(void) {
         store_close(s);
 }
 
-/* Op slices: stored with their histograms, merged per minute by the rollup
+/* Op slices: stored with their histograms, merged per minute by the compaction
  * (counts add, histograms merge), dropped by retention with the samples. */
 static void test_op_slices(void) {
         struct store *s = open_db("ops.db");
@@ -529,7 +398,9 @@ static void test_op_slices(void) {
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 240);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices WHERE hist IS NULL"), 120);
 
-        CHECK_EQ_INT(store_rollup(s, t0 + 2 * 60000), 0);
+        bool more = false;
+        CHECK_EQ_INT(store_compact(s, t0 + 2 * 60000, &more), 0);
+        CHECK(!more);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
         CHECK_EQ_INT(scalar(db, "SELECT timings FROM op_slices_1m WHERE op='infer' ORDER BY ts LIMIT 1"), 600);
         CHECK_EQ_INT(scalar(db, "SELECT CAST(count AS INTEGER) FROM op_slices_1m WHERE op='req' ORDER BY ts LIMIT 1"),
@@ -549,7 +420,8 @@ static void test_op_slices(void) {
 
         /* retention takes the raw slices and gauges older than the cutoff */
         unsigned deleted;
-        CHECK_EQ_INT(store_retention(s, t0 + 60000, 0, 5000, &deleted), 0);
+        store_set_retention(s, 0, 3650 * USEC_PER_DAY);
+        CHECK_EQ_INT(store_retention(s, t0 + 60000, 5000, &deleted), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 120);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM gauges"), 0);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
@@ -557,7 +429,7 @@ static void test_op_slices(void) {
 }
 
 /* Samples written in a transaction go in batches (87 rows: 64 + 16 + 4 +
- * 3 one by one): each row keeps its own values and per-device JSON
+ * 3 one by one): each row keeps its own values and per-device use
  * (copied: the caller's buffer is reused), a whole-number rate reads back
  * as the same REAL as a fractional one, a partial batch is written at the
  * commit, and a rollback writes none. */
@@ -640,8 +512,6 @@ int main(int argc, char **argv) {
         test_migrate_from_v1(fixtures);
         test_migrate_json_to_rows();
         test_newer_schema_refused();
-        test_retention_and_rollup();
-        test_rollup_equals_sql();
         test_unclean_stop();
         test_catch_up_totals();
         test_op_slices();

@@ -24,7 +24,7 @@ struct observation {
         const char *op, *category;
         double value;
         char known_category[65];
-                /* categories are 1-64 bytes */ /* the run's category of op, where category points to it */
+        /* categories are 1-64 bytes */ /* the run's category of op, where category points to it */
 };
 
 /* Validates the whole body first: a bad item means nothing is taken. */

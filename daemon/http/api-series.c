@@ -99,8 +99,8 @@ void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) 
         bool truncated = false;
         struct sample_gpu *gpu = NULL;
         size_t ngpu = 0;
-        int r = query_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s, &n,
-                              &truncated);
+        int r = querier_samples(api_of(rq)->store, &lim, id, from, until, limit, (int64_t)(step / USEC_PER_MSEC), &s,
+                                &n, &truncated);
         if (r == 0 && step == 0 && n > 0)
                 r = query_sample_gpu(api_of(rq)->store, &lim, id, s[0].ts_ms, s[n - 1].ts_ms, &gpu, &ngpu);
         if (r < 0) {
@@ -191,7 +191,7 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                 struct op_aggs ops = {};
                 json_object *gauges = NULL;
                 int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
-                int r = query_window(api_of(rq)->store, &lim, id, from, until, &w);
+                int r = querier_window(api_of(rq)->store, &lim, id, from, until, &w);
                 if (r == 0)
                         r = run_ops(rq, id, from, until, NULL, &ops, &span_from);
                 if (r == 0)
@@ -324,35 +324,39 @@ static json_object *render_slos(const struct slo *v, size_t n, const struct op_a
 #define MAX_STEPS 2000
 
 /* "steps": the span cut into steps of step_ms from span_from, each with its
- * ops' counts, rates and percentiles (only the ops that had timings). The
- * steps together are the span: their merge is *total, so the span is read
- * once. */
+ * ops' counts, rates and percentiles (only the ops that had timings), read
+ * in one pass of the querier. The steps together are the span: their merge
+ * is *total. */
 static int latency_steps(struct request *rq, int64_t id, int64_t span_from, int64_t until, int64_t step_ms,
                          const char *op, const double *qs, size_t nq, struct op_aggs *total, json_object **ret) {
+        struct api *a = api_of(rq);
+        struct query_limits lim = limits(rq);
+        struct op_aggs *steps = NULL;
+        size_t n = 0;
+        int r = querier_op_steps(a->store, &lim, &a->live, id, span_from, until + 1, step_ms, op, &steps, &n);
         json_object *arr = json_object_new_array();
-        for (int64_t t = span_from; t <= until; t += step_ms) {
-                struct op_aggs ops = {};
-                int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until, ignored;
-                int r = run_ops(rq, id, t, end, op, &ops, &ignored);
-                for (size_t i = 0; r == 0 && i < ops.n; i++)
-                        r = op_aggs_add(total, ops.v[i].op, ops.v[i].category, ops.v[i].count, &ops.v[i].h);
-                if (r < 0) {
-                        op_aggs_done(&ops);
-                        json_object_put(arr);
-                        return r;
-                }
+        for (size_t k = 0; r == 0 && k < n; k++) {
+                const struct op_aggs *ops = &steps[k];
+                int64_t t = span_from + (int64_t)k * step_ms;
+                int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until;
+                for (size_t i = 0; r == 0 && i < ops->n; i++)
+                        r = op_aggs_add(total, ops->v[i].op, ops->v[i].category, ops->v[i].count, &ops->v[i].h);
                 json_object *st = json_object_new_object(), *jops = json_object_new_object();
                 json_add_i64(st, "ts", true, t);
-                for (size_t i = 0; i < ops.n; i++) {
-                        if (ops.v[i].h.count == 0)
+                for (size_t i = 0; i < ops->n; i++) {
+                        if (ops->v[i].h.count == 0)
                                 continue;
-                        json_object *o = render_latency_op(&ops.v[i], qs, nq);
-                        json_add_double(o, "per_s", true, ops.v[i].count / ((double)(end + 1 - t) / 1000.0));
-                        json_object_object_add(jops, ops.v[i].op, o);
+                        json_object *o = render_latency_op(&ops->v[i], qs, nq);
+                        json_add_double(o, "per_s", true, ops->v[i].count / ((double)(end + 1 - t) / 1000.0));
+                        json_object_object_add(jops, ops->v[i].op, o);
                 }
                 json_object_object_add(st, "ops", jops);
                 json_object_array_add(arr, st);
-                op_aggs_done(&ops);
+        }
+        op_steps_free(steps, n);
+        if (r < 0) {
+                json_object_put(arr);
+                return r;
         }
         *ret = arr;
         return 0;
@@ -450,7 +454,7 @@ void h_run_summary(struct request *rq, const char *const *parts, size_t nparts) 
                 return;
         struct query_limits lim = limits(rq);
         struct run_totals t;
-        int r = query_span_totals(api_of(rq)->store, &lim, id, from, until, &t, &base_ts);
+        int r = querier_span_totals(api_of(rq)->store, &lim, id, from, until, &t, &base_ts);
         if (r < 0) {
                 json_object_put(mark);
                 respond_query_error(rq, r);

@@ -32,10 +32,7 @@ int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const c
         struct api *a = api_of(rq);
         struct query_limits lim = limits(rq);
         int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
-        int64_t rollup_before = now_realtime_ms() - (int64_t)(a->config->retention_raw_usec / USEC_PER_MSEC);
-        int r = query_ops(a->store, &lim, id, span_from, until + 1, rollup_before, op, ret);
-        if (r == 0)
-                r = a->manager.ops->live_ops(a->manager.userdata, id, span_from, until + 1, op, ret);
+        int r = querier_ops(a->store, &lim, &a->live, id, span_from, until + 1, op, ret);
         *ret_span_from = span_from;
         return r;
 }
@@ -294,6 +291,7 @@ int api_new(const struct api_options *o, struct api **ret, char *err, size_t err
         if (!a)
                 return -ENOMEM;
         a->manager = o->manager;
+        a->live = (struct live_source){ .ops = o->manager.ops->live_ops, .userdata = o->manager.userdata };
         a->config = o->config;
         a->store = o->store;
         int q = metrics_new(&a->metrics);

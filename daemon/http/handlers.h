@@ -6,10 +6,12 @@
 #include "config.h"
 #include "http/request.h"
 #include "manager-ops.h"
+#include "store/querier.h"
 #include "store/query.h"
 
 struct api {
         struct manager_link manager;
+        struct live_source live; /* the manager's live op slices, for the querier */
         const struct config *config;
         struct store *store;
         struct metrics *metrics; /* GET /metrics: op totals kept between scrapes */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "http/metrics.h"
+#include "store/querier.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -378,17 +379,15 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
         const struct run_live *r = &v->r;
         const struct manager_ops *ops = m->manager->ops;
         void *ud = m->manager->userdata;
+        const struct live_source live = { .ops = ops->live_ops, .userdata = ud };
         struct query_limits lim = { .timeout_usec = m->config->http_query_timeout_usec,
                                     .max_rows = m->config->http_max_rows };
-        int64_t rollup_before = now_ms - (int64_t)(m->config->retention_raw_usec / USEC_PER_MSEC);
         int64_t open_from = ops_slice_of(now_ms);
         int q;
 
         if (l->folded_until_ms < open_from) {
                 struct op_aggs closed = {};
-                q = query_ops(m->store, &lim, r->info.id, l->folded_until_ms, open_from, rollup_before, NULL, &closed);
-                if (q == 0)
-                        q = ops->live_ops(ud, r->info.id, l->folded_until_ms, open_from, NULL, &closed);
+                q = querier_ops(m->store, &lim, &live, r->info.id, l->folded_until_ms, open_from, NULL, &closed);
                 if (q == 0)
                         q = metrics_ledger_fold(l, &closed, open_from);
                 op_aggs_done(&closed);
@@ -416,9 +415,7 @@ static int run_view_ops(struct run_view *v, const struct scrape *m, int64_t now_
         if (!timings)
                 return 0; /* no timing ever: nothing in any window either */
         int64_t from = ops_slice_of(now_ms - QUANTILE_WINDOW_MS);
-        q = query_ops(m->store, &lim, r->info.id, from, open_from, rollup_before, NULL, &v->window);
-        if (q == 0)
-                q = ops->live_ops(ud, r->info.id, from, INT64_MAX, NULL, &v->window);
+        q = querier_ops(m->store, &lim, &live, r->info.id, from, INT64_MAX, NULL, &v->window);
         if (q == -ENOMEM)
                 return q;
         if (q < 0) {

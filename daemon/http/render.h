@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 
 #include "manager-ops.h"
+#include "store/querier.h"
 #include "store/query.h"
 #include "collect/sample.h"
 #include "slo.h"

@@ -10,78 +10,8 @@
 #include "analyze/leakwatch.h"
 #include "collect/accel/gpu.h"
 #include "store/param.h"
-
-struct budget {
-        usec_t deadline;
-};
-
-static int progress(void *userdata) {
-        struct budget *b = userdata;
-        return now_usec(CLOCK_MONOTONIC) > b->deadline; /* nonzero interrupts */
-}
-
-/* Installs the time budget on the reader for the duration of one query. */
-static sqlite3 *reader_begin(struct store *s, const struct query_limits *l, struct budget *b) {
-        sqlite3 *db = store_reader(s);
-        b->deadline = now_usec(CLOCK_MONOTONIC) + l->timeout_usec;
-        sqlite3_progress_handler(db, 1000, progress, b);
-        return db;
-}
-
-static void reader_end(struct store *s) {
-        sqlite3_progress_handler(store_reader(s), 0, NULL, NULL);
-}
-
-static int step_error(sqlite3 *db, int rc) {
-        if (rc == SQLITE_INTERRUPT)
-                return -ETIMEDOUT;
-        log_warning("query failed: %s", sqlite3_errmsg(db));
-        return -EIO;
-}
-
-/* Prepares sql on the reader: 0 or -EIO. */
-static int prepare(struct store *s, sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
-        return store_reader_prepare(s, sql, ret) == SQLITE_OK ? 0 : step_error(db, SQLITE_ERROR);
-}
-
-/* Steps st once: 1 with a row, 0 without, or -ETIMEDOUT / -EIO. */
-static int step_one(sqlite3 *db, sqlite3_stmt *st) {
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW)
-                return 1;
-        return rc == SQLITE_DONE ? 0 : step_error(db, rc);
-}
-
-/* Reads row i of st; 0, or a negative errno that stops the reading. */
-typedef int (*row_fn)(sqlite3_stmt *st, size_t i, void *userdata);
-
-/* The one row reader: steps st to its end under the reader's time budget,
- * calling row() on each row. max_rows > 0: a row beyond them stops the
- * reading and sets *ret_truncated (when not NULL). *ret_n: the rows row()
- * took, also on error (for the caller to free). Returns 0, row()'s error,
- * -ETIMEDOUT or -EIO. */
-static int read_rows(sqlite3 *db, sqlite3_stmt *st, size_t max_rows, row_fn row, void *userdata, size_t *ret_n,
-                     bool *ret_truncated) {
-        size_t n = 0;
-        int rc, r = 0;
-        if (ret_truncated)
-                *ret_truncated = false;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (max_rows > 0 && n == max_rows) {
-                        if (ret_truncated)
-                                *ret_truncated = true;
-                        break;
-                }
-                r = row(st, n, userdata);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        *ret_n = n;
-        if (r < 0)
-                return r;
-        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : step_error(db, rc);
-}
+#include "store/raw.h"
+#include "store/reader.h"
 
 /* The rows of an array query: elements of `size` bytes; fill() reads a row into one. What an
  * element holds is freed with it: the strings at the offsets in `strings` (0: none), and what done()
@@ -127,7 +57,7 @@ static int query_array(struct store *s, const struct query_limits *l, const char
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct array_rows a = { NULL, t };
         size_t n = 0;
-        int r = prepare(s, db, sql, &st);
+        int r = reader_prepare(s, db, sql, &st);
         if (r == 0) {
                 bind_params(st, params);
                 r = read_rows(db, st, max_rows, array_row, &a, &n, ret_truncated);
@@ -149,7 +79,7 @@ static int query_row(struct store *s, const struct query_limits *l, const char *
         struct budget b;
         sqlite3 *db = reader_begin(s, l, &b);
         _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, sql, &st);
+        int r = reader_prepare(s, db, sql, &st);
         if (r == 0) {
                 bind_params(st, params);
                 r = step_one(db, st);
@@ -190,10 +120,10 @@ int query_run_leak(struct store *s, const struct query_limits *l, int64_t id, st
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         struct leak_report rep = {};
         bool any = false;
-        int r = prepare(s, db,
-                        "SELECT metric, suspected, evaluated, ended, slope_bytes_per_s, growth_bytes, window_s, "
-                        "confidence, since_ts, suspected_ts, evaluated_ts, reason FROM run_leak WHERE run_id=?",
-                        &st);
+        int r = reader_prepare(s, db,
+                               "SELECT metric, suspected, evaluated, ended, slope_bytes_per_s, growth_bytes, window_s, "
+                               "confidence, since_ts, suspected_ts, evaluated_ts, reason FROM run_leak WHERE run_id=?",
+                               &st);
         if (r == 0)
                 bind_params(st, PARAMS(p_int(id)));
         while (r == 0 && (r = step_one(db, st)) == 1) {
@@ -299,14 +229,17 @@ int query_jobs(struct store *s, const struct query_limits *l, struct job_info **
                            ret_truncated);
 }
 
-static int sample_at_row(sqlite3_stmt *st, void *userdata) {
-        store_row_to_sample(st, 0, userdata);
-        return 0;
+static int first_sample(const struct sample *m, void *userdata) {
+        *(struct sample *)userdata = *m;
+        return 1;
 }
 
 int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret) {
-        return query_row(s, l, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?",
-                         PARAMS(p_int(ts), p_int(run_id)), sample_at_row, ret);
+        struct budget b;
+        sqlite3 *db = reader_begin(s, l, &b);
+        int r = raw_samples(s, db, run_id, ts, ts, false, first_sample, ret);
+        reader_end(s);
+        return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
 
 void sample_gpus_free(struct sample_gpu *v, size_t n) {
@@ -381,19 +314,19 @@ int query_sample_gpu(struct store *s, const struct query_limits *l, int64_t run_
         _cleanup_reset_ sqlite3_stmt *st = NULL, *pt = NULL;
         struct sample_gpu *v = NULL;
         size_t n = 0;
-        int r = prepare(s, db,
-                        "SELECT ts, device, driver, estimated, clients, mem_bytes, util_pct FROM sample_gpu "
-                        "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device",
-                        &st);
+        int r = reader_prepare(s, db,
+                               "SELECT ts, device, driver, estimated, clients, mem_bytes, util_pct FROM sample_gpu "
+                               "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device",
+                               &st);
         if (r == 0)
                 bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
         while (r == 0 && (r = step_one(db, st)) == 1)
                 r = sample_gpu_use_row(st, &v, &n);
         if (r == 0 && n > 0)
-                r = prepare(s, db,
-                            "SELECT ts, device, kind, name, value FROM sample_gpu_parts "
-                            "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device, kind, name",
-                            &pt);
+                r = reader_prepare(s, db,
+                                   "SELECT ts, device, kind, name, value FROM sample_gpu_parts "
+                                   "WHERE ts>=?2 AND ts<=?3 AND run_id=?1 ORDER BY ts, device, kind, name",
+                                   &pt);
         if (r == 0 && n > 0)
                 bind_params(pt, PARAMS(p_int(run_id), p_int(from), p_int(until)));
         while (r == 0 && n > 0 && (r = step_one(db, pt)) == 1) {
@@ -408,246 +341,6 @@ int query_sample_gpu(struct store *s, const struct query_limits *l, int64_t run_
         *ret = v;
         *ret_n = n;
         return 0;
-}
-
-/* Downsampling keeps the columns in STORE_SAMPLE_COLUMNS order so one row
- * reader serves both: rates and gauges averaged, counters at their last
- * (= largest) value. */
-#define SAMPLE_STEP_COLUMNS                                                                                  \
-        "(ts / ?1) * ?1 AS bucket, avg(cpu_pct), max(cpu_time_ns), max(user_time_ns), max(system_time_ns), " \
-        "CAST(avg(rss_bytes) AS INTEGER), CAST(avg(rss_anon_bytes) AS INTEGER), max(peak_rss_bytes), "       \
-        "max(threads), max(processes), max(read_bytes), max(write_bytes), max(rchar_bytes), "                \
-        "max(wchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "             \
-        "max(netns_tx_bytes), avg(netns_rx_bytes_per_s), avg(netns_tx_bytes_per_s), max(gpu_mem_bytes), "    \
-        "avg(gpu_util_pct), max(energy_j)"
-
-static int sample_row(sqlite3_stmt *st, size_t i, void *userdata) {
-        struct sample **v = userdata;
-        if (!GREEDY_REALLOC(*v, i + 1))
-                return -ENOMEM;
-        store_row_to_sample(st, 0, &(*v)[i]);
-        return 0;
-}
-
-int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        struct sample *v = NULL;
-        size_t n = 0;
-        if (limit == 0 || limit > l->max_rows)
-                limit = l->max_rows;
-        const char *sql = step_ms > 0 ? "SELECT " SAMPLE_STEP_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
-                                        "ts<=?4 GROUP BY bucket ORDER BY bucket LIMIT ?5"
-                                      : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=?2 AND ts>=?3 AND "
-                                        "ts<=?4 ORDER BY ts LIMIT ?5";
-        int r = prepare(s, db, sql, &st);
-        if (r == 0) {
-                bind_params(st, PARAMS(step_ms > 0 ? p_int(step_ms) : p_null(), p_int(run_id), p_int(from),
-                                       p_int(until), p_int((int64_t)limit + 1)));
-                r = read_rows(db, st, limit, sample_row, &v, &n, ret_truncated);
-        }
-        reader_end(s);
-        if (r < 0) {
-                free(v);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
-}
-
-void window_rates_from(const struct sample *a, const struct sample *z, struct window_rates *w) {
-        double dt = (double)(z->ts_ms - a->ts_ms) / 1000.0;
-        w->from_ms = a->ts_ms;
-        w->until_ms = z->ts_ms;
-        w->has_cpu = w->has_io = w->has_net = false;
-        if (dt <= 0)
-                return;
-        w->has_cpu = true;
-        w->cpu_pct = (double)sat_sub_u64(z->cpu_time_ns, a->cpu_time_ns) / 1e9 / dt * 100.0;
-        if (a->has_io && z->has_io) {
-                w->has_io = true;
-                w->read_bytes_per_s = (double)sat_sub_u64(z->read_bytes, a->read_bytes) / dt;
-                w->write_bytes_per_s = (double)sat_sub_u64(z->write_bytes, a->write_bytes) / dt;
-        }
-        if (a->has_net && z->has_net) {
-                w->has_net = true;
-                w->netns_rx_bytes_per_s = (double)sat_sub_u64(z->netns_rx_bytes, a->netns_rx_bytes) / dt;
-                w->netns_tx_bytes_per_s = (double)sat_sub_u64(z->netns_tx_bytes, a->netns_tx_bytes) / dt;
-        }
-}
-
-static int edge_sample(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool last,
-                       struct sample *ret) {
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        const char *sql = last ? "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
-                                 "ORDER BY ts DESC LIMIT 1"
-                               : "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts>=? AND ts<=? "
-                                 "ORDER BY ts ASC LIMIT 1";
-        int r = prepare(s, db, sql, &st);
-        if (r < 0)
-                return r;
-        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
-        r = step_one(db, st);
-        if (r <= 0)
-                return r == 0 ? -ENOENT : r;
-        store_row_to_sample(st, 0, ret);
-        return 0;
-}
-
-int query_window(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                 struct window_rates *ret) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        struct window_rates w = { .from_ms = from, .until_ms = until };
-        struct sample a, z;
-        int r = edge_sample(s, db, run_id, from, until, false, &a);
-        if (r == 0)
-                r = edge_sample(s, db, run_id, from, until, true, &z);
-        if (r == 0) {
-                window_rates_from(&a, &z, &w);
-                _cleanup_reset_ sqlite3_stmt *st = NULL;
-                if (store_reader_prepare(
-                            s, "SELECT count(*), avg(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
-                            &st) == SQLITE_OK) {
-                        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
-                        r = step_one(db, st);
-                        if (r == 1) {
-                                w.samples = (uint64_t)sqlite3_column_int64(st, 0);
-                                if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
-                                        w.has_gpu = true;
-                                        w.gpu_util_pct = sqlite3_column_double(st, 1);
-                                }
-                                r = 0;
-                        } else if (r == 0)
-                                r = step_error(db, SQLITE_DONE);
-                }
-        } else if (r == -ENOENT)
-                r = 0; /* no samples in the window: every rate unknown */
-        reader_end(s);
-        if (r == 0)
-                *ret = w;
-        return r;
-}
-
-/* What changed between two cumulative samples: the counters of z less
- * those of a (a may be z itself). */
-static void totals_between(const struct sample *a, const struct sample *z, struct run_totals *t) {
-        t->last_ts_ms = z->ts_ms;
-        t->cpu_time_ns = sat_sub_u64(z->cpu_time_ns, a->cpu_time_ns);
-        t->user_time_ns = sat_sub_u64(z->user_time_ns, a->user_time_ns);
-        t->system_time_ns = sat_sub_u64(z->system_time_ns, a->system_time_ns);
-        t->has_rss = z->has_rss;
-        t->final_rss_bytes = z->rss_bytes;
-        t->has_io = a->has_io && z->has_io;
-        t->read_bytes = sat_sub_u64(z->read_bytes, a->read_bytes);
-        t->write_bytes = sat_sub_u64(z->write_bytes, a->write_bytes);
-        t->has_net = a->has_net && z->has_net;
-        t->netns_rx_bytes = sat_sub_u64(z->netns_rx_bytes, a->netns_rx_bytes);
-        t->netns_tx_bytes = sat_sub_u64(z->netns_tx_bytes, a->netns_tx_bytes);
-        t->has_energy = a->has_energy && z->has_energy && z->energy_j >= a->energy_j;
-        t->energy_j = t->has_energy ? z->energy_j - a->energy_j : 0;
-}
-
-int query_span_totals(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                      struct run_totals *ret, int64_t *ret_base_ts) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        struct run_totals t = {};
-        struct sample a, z;
-        int r = edge_sample(s, db, run_id, from, until, true, &z);
-        if (r == 0) {
-                /* the counters at the span's start: the last sample at or
-                 * before it, else the first inside it */
-                r = edge_sample(s, db, run_id, INT64_MIN, from, true, &a);
-                if (r == -ENOENT)
-                        r = edge_sample(s, db, run_id, from, until, false, &a);
-        }
-        if (r == 0) {
-                totals_between(&a, &z, &t);
-                _cleanup_reset_ sqlite3_stmt *st = NULL;
-                r = prepare(s, db,
-                            "SELECT count(*), max(rss_bytes), max(threads), max(gpu_mem_bytes), count(gpu_util_pct), "
-                            "sum(gpu_util_pct) FROM samples WHERE run_id=? AND ts>=? AND ts<=?",
-                            &st);
-                if (r == 0) {
-                        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
-                        r = step_one(db, st);
-                }
-                if (r == 1) {
-                        t.samples = (uint64_t)sqlite3_column_int64(st, 0);
-                        /* the sampled maximum: VmHWM would count peaks before the span */
-                        t.peak_rss_bytes = (uint64_t)sqlite3_column_int64(st, 1);
-                        t.threads_max = (uint32_t)sqlite3_column_int64(st, 2);
-                        t.has_gpu_mem = sqlite3_column_type(st, 3) != SQLITE_NULL;
-                        t.peak_gpu_mem_bytes = (uint64_t)sqlite3_column_int64(st, 3);
-                        t.gpu_util_samples = (uint64_t)sqlite3_column_int64(st, 4);
-                        t.gpu_util_sum_pct = sqlite3_column_double(st, 5);
-                        r = 0;
-                } else if (r == 0)
-                        r = step_error(db, SQLITE_DONE);
-        } else if (r == -ENOENT)
-                r = 0; /* no samples in the span */
-        reader_end(s);
-        if (r == 0) {
-                *ret = t;
-                *ret_base_ts = t.samples > 0 ? a.ts_ms : 0;
-        }
-        return r;
-}
-
-/* Per op slice row: into the aggregates. */
-struct slice_rows {
-        struct op_aggs *a;
-        struct hist h;
-};
-
-static int slice_row(sqlite3_stmt *st, size_t i, void *userdata) {
-        struct slice_rows *x = userdata;
-        const char *op = (const char *)sqlite3_column_text(st, 0);
-        const char *cat = (const char *)sqlite3_column_text(st, 1);
-        const void *blob = sqlite3_column_blob(st, 3);
-        int blen = sqlite3_column_bytes(st, 3);
-        /* a blob that does not decode is skipped, not fatal: the count
-         * still stands */
-        bool has_h = blob && hist_decode(&x->h, blob, (size_t)blen) == 0;
-        return op ? op_aggs_add(x->a, op, cat, sqlite3_column_double(st, 2), has_h ? &x->h : NULL) : 0;
-}
-
-static int merge_slices(struct store *s, sqlite3 *db, const char *table, int64_t run_id, int64_t from, int64_t until,
-                        const char *op_filter, struct op_aggs *a) {
-        static const char raw[] = "SELECT op, category, count, hist FROM op_slices WHERE ts >= ?1 AND ts < ?2 "
-                                  "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
-        static const char rollup[] = "SELECT op, category, count, hist FROM op_slices_1m WHERE ts >= ?1 AND ts < ?2 "
-                                     "AND run_id = ?3 AND (?4 IS NULL OR op = ?4)";
-        _cleanup_reset_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, db, streq(table, "op_slices") ? raw : rollup, &st);
-        if (r < 0)
-                return r;
-        bind_params(st, PARAMS(p_int(from), p_int(until), p_int(run_id), p_text(op_filter)));
-        struct slice_rows x = { .a = a };
-        size_t n;
-        hist_init(&x.h);
-        r = read_rows(db, st, 0, slice_row, &x, &n, NULL);
-        hist_done(&x.h);
-        return r;
-}
-
-int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-              int64_t rollup_before, const char *op_filter, struct op_aggs *a) {
-        struct budget b;
-        sqlite3 *db = reader_begin(s, l, &b);
-        int r = 0;
-        /* minutes wholly before the raw retention come from the rollups */
-        int64_t split = rollup_before - rollup_before % 60000;
-        if (from < split)
-                r = merge_slices(s, db, "op_slices_1m", run_id, from, split < until ? split : until, op_filter, a);
-        if (r == 0 && until > split)
-                r = merge_slices(s, db, "op_slices", run_id, from > split ? from : split, until, op_filter, a);
-        reader_end(s);
-        return r;
 }
 
 static int fill_mark(sqlite3_stmt *st, void *elem) {

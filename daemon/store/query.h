@@ -11,11 +11,6 @@
 #include "util.h"
 #include "store/store.h"
 
-struct query_limits {
-        usec_t timeout_usec;
-        unsigned max_rows;
-};
-
 /* The run and (ret->leak, NULL if none) its stored verdicts. -ENOENT: no
  * such run; -ETIMEDOUT: over the time budget; -EIO. */
 int query_run(struct store *s, const struct query_limits *l, int64_t id, struct run_info *ret);
@@ -51,11 +46,6 @@ int query_jobs(struct store *s, const struct query_limits *l, struct job_info **
 /* The sample of run_id at exactly ts (the latest of a finished run). */
 int query_sample_at(struct store *s, const struct query_limits *l, int64_t run_id, int64_t ts, struct sample *ret);
 
-/* Samples in [from, until], oldest first, at most limit; step_ms > 0 merges
- * each step into one point (averages of rates and gauges, last counters). */
-int query_samples(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                  unsigned limit, int64_t step_ms, struct sample **ret, size_t *ret_n, bool *ret_truncated);
-
 /* The use of each device the run held at one sample (only samples that
  * held one have an entry), oldest first, devices by name. */
 struct gpu_use;
@@ -67,40 +57,6 @@ struct sample_gpu {
 void sample_gpus_free(struct sample_gpu *v, size_t n);
 int query_sample_gpu(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
                      struct sample_gpu **ret, size_t *ret_n);
-
-/* Rates over [from, until] from the first and last samples inside it. */
-struct window_rates {
-        int64_t from_ms, until_ms;
-        uint64_t samples;
-        bool has_cpu;
-        double cpu_pct;
-        bool has_io;
-        double read_bytes_per_s, write_bytes_per_s;
-        bool has_net;
-        double netns_rx_bytes_per_s, netns_tx_bytes_per_s;
-        bool has_gpu;
-        double gpu_util_pct;
-};
-int query_window(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                 struct window_rates *ret);
-
-/* The totals of run_id over [from, until], as for a whole run but from its
- * samples: counters (CPU, I/O, network, energy) as the change from the last
- * sample at or before `from` (else the first in the span) to the last in
- * the span, peaks as the sampled maxima in the span. *ret_base_ts: the
- * sample the counters start from; 0 (and totals of 0 samples) when the span
- * has no sample. */
-int query_span_totals(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-                      struct run_totals *ret, int64_t *ret_base_ts);
-
-/* Pure: rates between two cumulative samples (exposed for tests). */
-void window_rates_from(const struct sample *first, const struct sample *last, struct window_rates *w);
-
-/* Merges the stored op slices of run_id with ts in [from, until) into *a
- * (per op). Slices older than rollup_before come from the 1-minute
- * rollups (raw slices are gone by then), newer ones from the raw slices. */
-int query_ops(struct store *s, const struct query_limits *l, int64_t run_id, int64_t from, int64_t until,
-              int64_t rollup_before, const char *op_filter, struct op_aggs *a);
 
 struct mark {
         int64_t ts_ms;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "collect/accel/gpu.h"
+#include "analyze/histogram.h"
 #include "analyze/leak.h"
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
@@ -25,7 +26,7 @@ extern const size_t sql_migrations_count;
  * runs: 15 x 64 + 40) goes in 16 and 4 rows, then one by one. */
 static const size_t batch_rows[] = { SAMPLE_BATCH, 16, 4, 1 };
 /* ts, the sample's columns, run_id */
-#define SAMPLE_PARAMS 24
+#define SAMPLE_PARAMS 25
 
 struct store {
         sqlite3 *w, *r;
@@ -38,6 +39,7 @@ struct store {
         size_t n_pending;
         bool in_txn;
         uint64_t write_errors;
+        int64_t retention_raw_ms, retention_rollup_ms;
         struct {
                 const char *sql;
                 sqlite3_stmt *st;
@@ -140,11 +142,59 @@ static int prepare_sample_insert(sqlite3 *db, size_t n, sqlite3_stmt **st) {
         return prepare(db, sql, st);
 }
 
+/* hist_merge(blob): the merge of histograms (analyze/histogram.c's
+ * encoding) as an aggregate SQL function on the reader, so that the
+ * querier merges a tier's rows per step and op in one GROUP BY. */
+
+struct merge_ctx {
+        bool init;
+        struct hist h, x;
+};
+
+static void merge_step(sqlite3_context *c, int argc, sqlite3_value **argv) {
+        struct merge_ctx *m = sqlite3_aggregate_context(c, sizeof *m);
+        if (!m)
+                return;
+        if (!m->init) {
+                hist_init(&m->h);
+                hist_init(&m->x);
+                m->init = true;
+        }
+        const void *blob = sqlite3_value_blob(argv[0]);
+        if (blob && hist_decode(&m->x, blob, (size_t)sqlite3_value_bytes(argv[0])) == 0 && hist_merge(&m->h, &m->x) < 0)
+                sqlite3_result_error_nomem(c);
+}
+
+static void merge_final(sqlite3_context *c) {
+        struct merge_ctx *m = sqlite3_aggregate_context(c, 0);
+        uint8_t *blob = NULL;
+        size_t len = 0;
+        if (!m || !m->init) {
+                sqlite3_result_null(c);
+                return;
+        }
+        if (m->h.count == 0)
+                sqlite3_result_null(c);
+        else if (hist_encode(&m->h, &blob, &len) < 0)
+                sqlite3_result_error_nomem(c);
+        else
+                sqlite3_result_blob64(c, blob, len, free);
+        hist_done(&m->h);
+        hist_done(&m->x);
+}
+
+static int register_hist_merge(sqlite3 *db) {
+        int rc = sqlite3_create_function_v2(db, "hist_merge", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, NULL,
+                                            merge_step, merge_final, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int store_open(const char *path, bool sync_full, struct store **ret, char *errbuf, size_t errlen) {
         sqlite_global_setup();
         struct store *s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
+        store_set_retention(s, 7 * USEC_PER_DAY, 90 * USEC_PER_DAY);
         char e[256];
         int r;
 
@@ -186,6 +236,11 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         }
         sqlite3_busy_timeout(s->r, 5000);
         exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
+        if (register_hist_merge(s->r) < 0) {
+                snprintf(errbuf, errlen, "cannot set up the reader of %s: %s", path, sqlite3_errmsg(s->r));
+                r = -EIO;
+                goto fail;
+        }
 
         for (size_t i = 0; i < ELEMENTSOF(batch_rows); i++)
                 if ((r = prepare_sample_insert(s->w, batch_rows[i], &s->insert_samples[i])) < 0)
@@ -240,6 +295,19 @@ void store_close(struct store *s) {
                 sqlite3_close_v2(s->w);
         }
         free(s);
+}
+
+void store_set_retention(struct store *s, usec_t raw, usec_t rollup) {
+        s->retention_raw_ms = (int64_t)(raw / USEC_PER_MSEC);
+        s->retention_rollup_ms = (int64_t)(rollup / USEC_PER_MSEC);
+}
+
+int64_t store_retention_raw_ms(const struct store *s) {
+        return s->retention_raw_ms;
+}
+
+int64_t store_retention_rollup_ms(const struct store *s) {
+        return s->retention_rollup_ms;
 }
 
 sqlite3 *store_writer(struct store *s) {
@@ -361,6 +429,7 @@ static const struct sample_group {
         { COL_U64, FIELD(has_gpu_mem), { FIELD(gpu_mem_bytes) } },
         { COL_DOUBLE, FIELD(has_gpu_util), { FIELD(gpu_util_pct) } },
         { COL_DOUBLE, FIELD(has_energy), { FIELD(energy_j) } },
+        { COL_U64, ALWAYS, { FIELD(interval_us) } },
 };
 #undef ALWAYS
 #undef FIELD
@@ -525,165 +594,6 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
                                   p_text(v->reason)));
 }
 
-static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(db, "SELECT value FROM meta WHERE key=?", &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_text(key)));
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return -EIO;
-        *ret = sqlite3_column_int64(st, 0);
-        return 0;
-}
-
-static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_text(key), p_int(v)));
-        return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
-}
-
-#define MINUTE_MS 60000
-/* One call rolls up at most this much, so a daemon that was down for days
- * catches up over several ticks instead of stalling one. */
-#define ROLLUP_MAX_SPAN_MS (60 * MINUTE_MS)
-
-/* Writes one (minute, run)'s merged ops unless r is already an error, and
- * empties the group; returns the first error. */
-static int write_op_rollups(struct store *s, int64_t minute, int64_t run_id, struct op_aggs *group, int r) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (r == 0 && prepare_once(s->w,
-                                   "INSERT OR REPLACE INTO op_slices_1m (ts, run_id, op, category, count, timings, "
-                                   "hist) VALUES (?,?,?,?,?,?,?)",
-                                   &st) < 0)
-                r = -EIO;
-        for (size_t i = 0; i < group->n && r == 0; i++) {
-                const struct op_agg *g = &group->v[i];
-                r = insert_op_row(s, st, minute, run_id, g->op, g->category, g->count, &g->h);
-        }
-        op_aggs_done(group);
-        return r;
-}
-
-/* Histograms merge in C, not SQL: group the slices of each (minute, run,
- * op) and write their merge. */
-static int rollup_op_slices(struct store *s, int64_t from, int64_t until) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w,
-                         "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
-                         "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
-                         &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_int(from), p_int(until)));
-        struct op_aggs group = {};
-        int64_t g_minute = 0, g_run = 0;
-        int rc, r = 0;
-        struct hist h;
-        hist_init(&h);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                int64_t minute = sqlite3_column_int64(st, 0), run = sqlite3_column_int64(st, 1);
-                const char *op = (const char *)sqlite3_column_text(st, 2);
-                const char *cat = (const char *)sqlite3_column_text(st, 3);
-                if (group.n > 0 && (minute != g_minute || run != g_run))
-                        r = write_op_rollups(s, g_minute, g_run, &group, r);
-                g_minute = minute;
-                g_run = run;
-                const void *blob = sqlite3_column_blob(st, 5);
-                int blen = sqlite3_column_bytes(st, 5);
-                bool has_h = blob && hist_decode(&h, blob, (size_t)blen) == 0;
-                if (r == 0 && op)
-                        r = op_aggs_add(&group, op, cat, sqlite3_column_double(st, 4), has_h ? &h : NULL);
-        }
-        r = write_op_rollups(s, g_minute, g_run, &group, r);
-        hist_done(&h);
-        if (rc != SQLITE_DONE)
-                return -EIO;
-        return r;
-}
-
-int store_rollup(struct store *s, int64_t upto_ms) {
-        flush_samples(s); /* the samples of this transaction, read back */
-        int64_t from, until = upto_ms / MINUTE_MS * MINUTE_MS;
-        if (meta_get_i64(s->w, "rollup_until", &from) < 0) {
-                _cleanup_stmt_ sqlite3_stmt *st = NULL;
-                if (sqlite3_prepare_v2(s->w, "SELECT min(ts) FROM samples", -1, &st, NULL) != SQLITE_OK ||
-                    sqlite3_step(st) != SQLITE_ROW)
-                        return -EIO;
-                if (sqlite3_column_type(st, 0) == SQLITE_NULL)
-                        return 0; /* nothing sampled yet */
-                from = sqlite3_column_int64(st, 0) / MINUTE_MS * MINUTE_MS;
-        }
-        if (from >= until)
-                return 0;
-        if (until - from > ROLLUP_MAX_SPAN_MS)
-                until = from + ROLLUP_MAX_SPAN_MS;
-
-        if (store_begin(s) < 0)
-                return -EIO;
-        if (store_rollup_samples(s->w, from, until) < 0 || rollup_op_slices(s, from, until) < 0 ||
-            meta_set_i64(s->w, "rollup_until", until) < 0) {
-                log_warning("rollup failed: %s", sqlite3_errmsg(s->w));
-                s->write_errors++;
-                store_rollback(s);
-                return -EIO;
-        }
-        return store_commit(s);
-}
-
-static int delete_batch(struct store *s, const char *table, const char *key, int64_t cutoff, unsigned batch,
-                        unsigned *ret) {
-        char sql[256];
-        snprintf(sql, sizeof sql,
-                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)", table,
-                 key, key, table);
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, sql, &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_int(cutoff), p_int(batch)));
-        if (store_begin(s) < 0)
-                return -EIO;
-        if (sqlite3_step(st) != SQLITE_DONE) {
-                s->write_errors++;
-                store_rollback(s);
-                return log_warning_errno(EIO, "retention on %s failed: %s", table, sqlite3_errmsg(s->w));
-        }
-        *ret = (unsigned)sqlite3_changes(s->w);
-        return store_commit(s);
-}
-
-int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
-                    unsigned *ret_deleted) {
-        static const struct {
-                const char *table, *key; /* the primary key is (ts, key, ...) */
-                bool raw;
-        } tables[] = {
-                { "samples", "run_id", true },
-                { "op_slices", "run_id", true },
-                { "gauges", "run_id", true },
-                { "device_samples", "device", true },
-                { "sample_gpu", "run_id", true },
-                { "sample_gpu_parts", "run_id", true },
-                { "device_gt_samples", "device", true },
-                { "samples_1m", "run_id", false },
-                { "op_slices_1m", "run_id", false },
-        };
-        unsigned total = 0;
-        for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
-                unsigned n = 0;
-                int r = delete_batch(s, tables[i].table, tables[i].key,
-                                     tables[i].raw ? raw_cutoff_ms : rollup_cutoff_ms, batch - total, &n);
-                if (r < 0)
-                        return r;
-                total += n;
-        }
-        *ret_deleted = total;
-        return 0;
-}
-
 int store_checkpoint(struct store *s, bool truncate) {
         int rc = sqlite3_wal_checkpoint_v2(
                 s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
@@ -780,22 +690,6 @@ int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {
         return 0;
 }
 
-int store_catch_up_totals(struct store *s, struct run_info *ri) {
-        flush_samples(s); /* the samples of this transaction, read back */
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts > ? AND run_id = ? ORDER BY ts",
-                         &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_int(ri->totals.last_ts_ms), p_int(ri->id)));
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct sample m;
-                store_row_to_sample(st, 0, &m);
-                run_totals_add(&ri->totals, &m);
-        }
-        return rc == SQLITE_DONE ? 0 : -EIO;
-}
-
 int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
         size_t i;
         for (i = 0; i < ELEMENTSOF(s->reader_cache) && s->reader_cache[i].sql; i++)
@@ -818,17 +712,6 @@ int store_reader_prepare(struct store *s, const char *sql, sqlite3_stmt **ret) {
         return SQLITE_OK;
 }
 
-int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret) {
-        flush_samples(s); /* the samples of this transaction, read back */
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare_once(s->w, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE ts=? AND run_id=?", &st) < 0)
-                return -EIO;
-        bind_params(st, PARAMS(p_int(ts_ms), p_int(run_id)));
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
-                return -ENOENT;
-        if (rc != SQLITE_ROW)
-                return -EIO;
-        store_row_to_sample(st, 0, ret);
-        return 0;
+int store_flush(struct store *s) {
+        return s->n_pending > 0 ? flush_samples(s) : 0;
 }

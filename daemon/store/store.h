@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "collect/sample.h"
+#include "util.h"
 
 struct store;
 
@@ -32,6 +33,9 @@ sqlite3 *store_writer(struct store *s);
 sqlite3 *store_reader(struct store *s);
 
 /* One transaction per tick: BEGIN IMMEDIATE ... COMMIT; ROLLBACK on error. */
+/* Writes the samples the transaction batches now (before reading them
+ * back on the writer). */
+int store_flush(struct store *s);
 int store_begin(struct store *s);
 int store_commit(struct store *s);
 void store_rollback(struct store *s);
@@ -51,22 +55,23 @@ struct leak_verdict;
 int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool suspected, const char *metric,
                             const struct leak_verdict *v);
 
-/* Rolls completed minutes [from the last rolled-up minute, upto_ms) into
- * samples_1m. Idempotent. */
-int store_rollup(struct store *s, int64_t upto_ms);
-/* The samples of [from, until) into samples_1m, one row per run and minute
- * (rollup.c; inside the caller's transaction). */
-int store_rollup_samples(sqlite3 *db, int64_t from, int64_t until);
-
-/* Deletes at most `batch` rows older than the cutoffs, each batch its own
- * transaction. *ret_deleted tells whether more remain (== batch). */
-int store_retention(struct store *s, int64_t raw_cutoff_ms, int64_t rollup_cutoff_ms, unsigned batch,
-                    unsigned *ret_deleted);
+/* How long data is kept: raw samples, op slices and gauges for raw, the
+ * minute and hour tiers for rollup (the [retention] keys; 7 and 90 days
+ * until set). The compaction, the retention and the querier go by them. */
+void store_set_retention(struct store *s, usec_t raw, usec_t rollup);
+int64_t store_retention_raw_ms(const struct store *s);
+int64_t store_retention_rollup_ms(const struct store *s);
 
 /* WAL checkpoint (PASSIVE normally, TRUNCATE at exit). */
 int store_checkpoint(struct store *s, bool truncate);
 
 /* ---- reads (reader connection) ------------------------------------------ */
+
+/* What one question may cost: its time on the reader, the rows it returns. */
+struct query_limits {
+        usec_t timeout_usec;
+        unsigned max_rows;
+};
 
 /* A prepared statement on the reader connection, cached by the address of
  * its SQL text (a string constant): preparing costs more than running the
@@ -95,19 +100,12 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
         "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "         \
         "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "     \
         "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, " \
-        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j"
-/* The column after STORE_SAMPLE_COLUMNS where a query adds the per-device
- * JSON ("SELECT " STORE_SAMPLE_COLUMNS ", gpu ..."). */
-#define STORE_SAMPLE_GPU_COLUMN 23
+        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j, interval_us"
 void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
 
 /* Loads every run in state 'running' (daemon start). Caller frees with
  * run_info_done on each and free(). */
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n);
-
-/* Folds the run's samples newer than its stored totals into them (after an
- * unclean stop the totals row lags the samples by a few ticks). */
-int store_catch_up_totals(struct store *s, struct run_info *ri);
 
 /* A run's baseline (see struct run_baseline), written with the run, its
  * parts as they change, and loaded back when the run is resumed after a
@@ -117,8 +115,6 @@ int store_insert_baseline(struct store *s, int64_t run_id, const struct run_base
 int store_update_run_left(struct store *s, int64_t run_id, const struct proc_counters *left);
 int store_update_run_netns(struct store *s, int64_t run_id, const struct run_baseline *b);
 int store_load_baseline(struct store *s, int64_t run_id, struct run_baseline *ret);
-/* The run's sample taken at ts_ms (writer connection); -ENOENT if none. */
-int store_load_sample(struct store *s, int64_t run_id, int64_t ts_ms, struct sample *ret);
 
 /* A write through a statement prepared for it alone (for the store's
  * files): 0, or -EIO counted as a write error. */

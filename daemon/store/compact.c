@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: MIT */
+/* A pass of compaction, in one transaction:
+ *
+ *   1. each run's head rows of the completed minutes, read a run at a time
+ *      in time order (samples_run), become one block per minute and one
+ *      row of the minute tier; a late row (the wall clock stepped back
+ *      into a minute compacted already) is merged into its block;
+ *   2. those head rows are deleted;
+ *   3. the op slices of the same minutes are merged per run and op into
+ *      the minute tier (the raw slices stay: they are the 1-second tier);
+ *
+ * then each hour the minute tier completed is rolled into the hour tier, a
+ * run at a time, an hour a transaction. */
+#include "store/compact.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/histogram.h"
+#include "analyze/ops.h"
+#include "store/block.h"
+#include "store/param.h"
+#include "store/tier.h"
+
+#define MINUTE_MS 60000
+#define HOUR_MS (60 * MINUTE_MS)
+/* A pass compacts at most this much of the head: minutes of 4 000 runs at
+ * 1 s are 240 000 rows each, and the pass must end well before the next
+ * tick is due; a daemon that was down catches up pass by pass. */
+#define COMPACT_MAX_SPAN_MS (5 * MINUTE_MS)
+/* and rolls at most this many hours */
+#define COMPACT_MAX_HOURS 4
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
+        if (sqlite3_prepare_v2(db, sql, -1, ret, NULL) != SQLITE_OK)
+                return log_warning_errno(EIO, "compact: %s (%s)", sqlite3_errmsg(db), sql);
+        return 0;
+}
+
+static int done_step(sqlite3 *db, sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+                return log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+        return 0;
+}
+
+static int meta_get_i64(sqlite3 *db, const char *key, int64_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(db, "SELECT value FROM meta WHERE key=?", &st) < 0)
+                return -EIO;
+        bind_params(st, PARAMS(p_text(key)));
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE || (rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL))
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return -EIO;
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+static int meta_set_i64(sqlite3 *db, const char *key, int64_t v) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &st) < 0)
+                return -EIO;
+        bind_params(st, PARAMS(p_text(key), p_int(v)));
+        return done_step(db, st);
+}
+
+int store_tiers_until(struct store *s, sqlite3 *db, int64_t *ret_minutes, int64_t *ret_hours) {
+        int64_t m = 0, h = 0;
+        int r = meta_get_i64(db, "compact_until", &m);
+        if (r == 0 || r == -ENOENT)
+                r = meta_get_i64(db, "hour_until", &h);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        *ret_minutes = m;
+        *ret_hours = h < m ? h : m;
+        return 0;
+}
+
+/* ---- minutes: the head into blocks and the minute tier ------------------- */
+
+struct compaction {
+        sqlite3 *db;
+        sqlite3_stmt *block_get, *block_put, *tier_put;
+        int64_t from; /* minutes before it were compacted by earlier passes */
+};
+
+static int by_ts(const void *a, const void *b) {
+        int64_t x = ((const struct sample *)a)->ts_ms, y = ((const struct sample *)b)->ts_ms;
+        return (x > y) - (x < y);
+}
+
+/* A minute compacted before gets late rows: its block's samples join
+ * them (a row of the same ts replaces the block's). */
+static int merge_old_block(struct compaction *c, int64_t run_id, int64_t minute, struct sample **v, size_t *n) {
+        bind_params(c->block_get, PARAMS(p_int(run_id), p_int(minute)));
+        int rc = sqlite3_step(c->block_get), r = 0;
+        if (rc == SQLITE_ROW) {
+                struct sample *old = NULL;
+                size_t k = 0;
+                r = block_decode(sqlite3_column_blob(c->block_get, 0), (size_t)sqlite3_column_bytes(c->block_get, 0),
+                                 &old, &k);
+                if (r == 0 && GREEDY_REALLOC(*v, *n + k)) {
+                        for (size_t i = 0; i < k; i++) {
+                                bool dup = false;
+                                for (size_t j = 0; j < *n && !dup; j++)
+                                        dup = (*v)[j].ts_ms == old[i].ts_ms;
+                                if (!dup)
+                                        (*v)[(*n)++] = old[i];
+                        }
+                        qsort(*v, *n, sizeof **v, by_ts);
+                } else if (r == 0)
+                        r = -ENOMEM;
+                free(old);
+        } else if (rc != SQLITE_DONE)
+                r = -EIO;
+        sqlite3_reset(c->block_get);
+        return r == -EBADMSG ? 0 : r; /* a block that does not decode is replaced */
+}
+
+/* One run's minute: its block and its row of the minute tier. */
+static int put_minute(struct compaction *c, int64_t run_id, int64_t minute, struct sample **v, size_t *n) {
+        int r = minute < c->from ? merge_old_block(c, run_id, minute, v, n) : 0;
+        if (r < 0)
+                return r;
+        size_t first = *n > BLOCK_MAX_SAMPLES ? *n - BLOCK_MAX_SAMPLES : 0; /* cannot be, at 100 ms */
+        _cleanup_free_ uint8_t *blob = NULL;
+        size_t len = 0;
+        r = block_encode(*v + first, *n - first, &blob, &len);
+        if (r < 0)
+                return r;
+        bind_params(c->block_put,
+                    PARAMS(p_int(run_id), p_int(minute), p_int((int64_t)(*n - first)), p_blob(blob, len)));
+        r = done_step(c->db, c->block_put);
+        struct sample_agg a = {};
+        for (size_t i = first; i < *n; i++)
+                sample_agg_add(&a, &(*v)[i]);
+        struct param p[2 + TIER_N_COLUMNS + 1];
+        p[0] = p_int(run_id);
+        p[1] = p_int(minute);
+        sample_agg_params(&a, p + 2);
+        p[2 + TIER_N_COLUMNS] = (struct param){ .type = PARAM_END };
+        bind_params(c->tier_put, p);
+        if (r == 0)
+                r = done_step(c->db, c->tier_put);
+        *n = 0;
+        return r;
+}
+
+/* The head rows of run_id before until, a minute at a time. */
+static int compact_run(struct compaction *c, sqlite3_stmt *rows, int64_t run_id, int64_t until) {
+        _cleanup_free_ struct sample *v = NULL;
+        size_t n = 0;
+        int64_t minute = INT64_MIN;
+        int rc, r = 0;
+        bind_params(rows, PARAMS(p_int(run_id), p_int(until)));
+        while (r == 0 && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
+                struct sample m;
+                store_row_to_sample(rows, 0, &m);
+                int64_t mm = m.ts_ms >= 0 ? m.ts_ms / MINUTE_MS * MINUTE_MS : m.ts_ms;
+                if (n > 0 && mm != minute)
+                        r = put_minute(c, run_id, minute, &v, &n);
+                minute = mm;
+                if (r == 0 && !GREEDY_REALLOC(v, n + 1))
+                        r = -ENOMEM;
+                if (r == 0)
+                        v[n++] = m;
+        }
+        if (r == 0 && rc != SQLITE_DONE)
+                r = -EIO;
+        if (r == 0 && n > 0)
+                r = put_minute(c, run_id, minute, &v, &n);
+        sqlite3_reset(rows);
+        return r;
+}
+
+static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
+        _cleanup_stmt_ sqlite3_stmt *runs = NULL, *rows = NULL, *del = NULL;
+        struct compaction c = { .db = db, .from = from };
+        int r = prepare(db, "SELECT DISTINCT run_id FROM samples WHERE ts < ?", &runs);
+        if (r == 0)
+                r = prepare(db, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts<? ORDER BY ts",
+                            &rows);
+        if (r == 0)
+                r = prepare(db, "SELECT data FROM sample_blocks WHERE run_id=? AND ts=?", &c.block_get);
+        if (r == 0)
+                r = prepare(db, "INSERT OR REPLACE INTO sample_blocks (run_id, ts, n, data) VALUES (?,?,?,?)",
+                            &c.block_put);
+        if (r == 0)
+                r = prepare(db,
+                            "INSERT OR REPLACE INTO samples_1m (run_id, ts, " TIER_COLUMNS
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            &c.tier_put);
+        if (r == 0)
+                r = prepare(db, "DELETE FROM samples WHERE ts < ?", &del);
+        if (r == 0)
+                bind_params(runs, PARAMS(p_int(until)));
+        int rc = SQLITE_DONE;
+        while (r == 0 && (rc = sqlite3_step(runs)) == SQLITE_ROW)
+                r = compact_run(&c, rows, sqlite3_column_int64(runs, 0), until);
+        if (r == 0 && rc != SQLITE_DONE)
+                r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+        if (r == 0) {
+                bind_params(del, PARAMS(p_int(until)));
+                r = done_step(db, del);
+        }
+        sqlite3_finalize(c.block_get);
+        sqlite3_finalize(c.block_put);
+        sqlite3_finalize(c.tier_put);
+        return r;
+}
+
+/* ---- op slices: merged per run and op into a tier ------------------------ */
+
+/* One tier row of merged op data through st. */
+static int put_op_row(sqlite3 *db, sqlite3_stmt *st, int64_t run_id, int64_t ts, const struct op_agg *g) {
+        _cleanup_free_ uint8_t *blob = NULL;
+        size_t len = 0;
+        if (g->h.count > 0 && hist_encode(&g->h, &blob, &len) < 0)
+                return -ENOMEM;
+        bind_params(st, PARAMS(p_int(run_id), p_int(ts), p_text(g->op), p_text(g->category), p_double(true, g->count),
+                               p_int((int64_t)g->h.count), p_blob(blob, len)));
+        return done_step(db, st);
+}
+
+/* Rows of (bucket, run_id, op, category, count, hist), grouped by bucket
+ * and run (their order), merged per op into the tier table `into`. */
+static int merge_op_rows(sqlite3 *db, sqlite3_stmt *sel, const char *into) {
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "INSERT OR REPLACE INTO %s (run_id, ts, op, category, count, timings, hist) VALUES (?,?,?,?,?,?,?)",
+                 into);
+        _cleanup_stmt_ sqlite3_stmt *ins = NULL;
+        if (prepare(db, sql, &ins) < 0)
+                return -EIO;
+        struct op_aggs group = {};
+        int64_t g_bucket = 0, g_run = 0;
+        int rc, r = 0;
+        struct hist h;
+        hist_init(&h);
+        while (r == 0 && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
+                int64_t bucket = sqlite3_column_int64(sel, 0), run = sqlite3_column_int64(sel, 1);
+                const char *op = (const char *)sqlite3_column_text(sel, 2);
+                const char *cat = (const char *)sqlite3_column_text(sel, 3);
+                if (group.n > 0 && (bucket != g_bucket || run != g_run)) {
+                        for (size_t i = 0; i < group.n && r == 0; i++)
+                                r = put_op_row(db, ins, g_run, g_bucket, &group.v[i]);
+                        op_aggs_done(&group);
+                }
+                g_bucket = bucket;
+                g_run = run;
+                const void *blob = sqlite3_column_blob(sel, 5);
+                bool has_h = blob && hist_decode(&h, blob, (size_t)sqlite3_column_bytes(sel, 5)) == 0;
+                if (r == 0 && op)
+                        r = op_aggs_add(&group, op, cat, sqlite3_column_double(sel, 4), has_h ? &h : NULL);
+        }
+        for (size_t i = 0; i < group.n && r == 0; i++)
+                r = put_op_row(db, ins, g_run, g_bucket, &group.v[i]);
+        op_aggs_done(&group);
+        hist_done(&h);
+        if (r == 0 && rc != SQLITE_DONE)
+                r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+        return r;
+}
+
+static int compact_ops(sqlite3 *db, int64_t from, int64_t until) {
+        _cleanup_stmt_ sqlite3_stmt *sel = NULL;
+        if (prepare(db,
+                    "SELECT (ts / 60000) * 60000 AS minute, run_id, op, category, count, hist FROM op_slices "
+                    "WHERE ts >= ? AND ts < ? ORDER BY minute, run_id, op",
+                    &sel) < 0)
+                return -EIO;
+        bind_params(sel, PARAMS(p_int(from), p_int(until)));
+        return merge_op_rows(db, sel, "op_slices_1m");
+}
+
+/* Where the first pass starts: the oldest minute of the head or of the raw
+ * op slices, or -ENOENT when both are empty. */
+static int first_minute(sqlite3 *db, int64_t *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(db, "SELECT min(m) FROM (SELECT min(ts) AS m FROM samples UNION ALL SELECT min(ts) FROM op_slices)",
+                    &st) < 0 ||
+            sqlite3_step(st) != SQLITE_ROW)
+                return -EIO;
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+                return -ENOENT;
+        *ret = sqlite3_column_int64(st, 0) / MINUTE_MS * MINUTE_MS;
+        return 0;
+}
+
+static bool has_late_rows(sqlite3 *db, int64_t before) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(db, "SELECT 1 FROM samples WHERE ts < ? LIMIT 1", &st) < 0)
+                return false;
+        bind_params(st, PARAMS(p_int(before)));
+        return sqlite3_step(st) == SQLITE_ROW;
+}
+
+static int compact_minutes(struct store *s, int64_t now_ms, bool *ret_more) {
+        sqlite3 *db = store_writer(s);
+        int64_t from, until = now_ms / MINUTE_MS * MINUTE_MS;
+        int r = meta_get_i64(db, "compact_until", &from);
+        if (r == -ENOENT)
+                r = first_minute(db, &from);
+        if (r == -ENOENT)
+                return 0; /* nothing stored yet */
+        if (r < 0)
+                return r;
+        if (from >= until) {
+                /* nothing new; rows the wall clock stepped back into compacted
+                 * minutes still join their blocks */
+                if (!has_late_rows(db, from))
+                        return 0;
+                until = from;
+        }
+        if (until - from > COMPACT_MAX_SPAN_MS) {
+                until = from + COMPACT_MAX_SPAN_MS;
+                *ret_more = true;
+        }
+        if (store_begin(s) < 0)
+                return -EIO;
+        r = compact_samples(db, from, until);
+        if (r == 0)
+                r = compact_ops(db, from, until);
+        if (r == 0)
+                r = meta_set_i64(db, "compact_until", until);
+        /* the hour tier starts where the minute tier does */
+        int64_t h;
+        if (r == 0 && meta_get_i64(db, "hour_until", &h) == -ENOENT)
+                r = meta_set_i64(db, "hour_until", from / HOUR_MS * HOUR_MS);
+        if (r < 0) {
+                store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
+}
+
+/* ---- hours: the minute tier into the hour tier ---------------------------- */
+
+static int roll_hour_samples(sqlite3 *db, int64_t hour) {
+        _cleanup_stmt_ sqlite3_stmt *runs = NULL, *sum = NULL, *ins = NULL;
+        int r = prepare(db, "SELECT DISTINCT run_id FROM samples_1m WHERE ts >= ?1 AND ts < ?1 + 3600000", &runs);
+        if (r == 0)
+                r = prepare(db,
+                            "SELECT " TIER_MERGE_COLUMNS
+                            " FROM samples_1m WHERE run_id = ?1 AND ts >= ?2 AND ts < ?2 + 3600000",
+                            &sum);
+        if (r == 0)
+                r = prepare(db,
+                            "INSERT OR REPLACE INTO samples_1h (run_id, ts, " TIER_COLUMNS
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            &ins);
+        if (r < 0)
+                return r;
+        bind_params(runs, PARAMS(p_int(hour)));
+        int rc;
+        while (r == 0 && (rc = sqlite3_step(runs)) == SQLITE_ROW) {
+                int64_t run_id = sqlite3_column_int64(runs, 0);
+                bind_params(sum, PARAMS(p_int(run_id), p_int(hour)));
+                if (sqlite3_step(sum) != SQLITE_ROW) {
+                        r = -EIO;
+                        break;
+                }
+                struct sample_agg a;
+                sample_agg_row(sum, 0, &a);
+                sqlite3_reset(sum);
+                struct param p[2 + TIER_N_COLUMNS + 1];
+                p[0] = p_int(run_id);
+                p[1] = p_int(hour);
+                sample_agg_params(&a, p + 2);
+                p[2 + TIER_N_COLUMNS] = (struct param){ .type = PARAM_END };
+                bind_params(ins, p);
+                r = done_step(db, ins);
+        }
+        if (r == 0 && rc != SQLITE_DONE)
+                r = -EIO;
+        return r;
+}
+
+static int roll_hour_ops(sqlite3 *db, int64_t hour) {
+        _cleanup_stmt_ sqlite3_stmt *sel = NULL;
+        /* the minute tier is keyed by run: a run's hour is one range */
+        if (prepare(db,
+                    "SELECT ?1, run_id, op, category, count, hist FROM op_slices_1m WHERE run_id IN "
+                    "(SELECT DISTINCT run_id FROM op_slices_1m WHERE ts >= ?1 AND ts < ?1 + 3600000) "
+                    "AND ts >= ?1 AND ts < ?1 + 3600000 ORDER BY run_id, ts",
+                    &sel) < 0)
+                return -EIO;
+        bind_params(sel, PARAMS(p_int(hour)));
+        return merge_op_rows(db, sel, "op_slices_1h");
+}
+
+static int compact_hours(struct store *s, bool *ret_more) {
+        sqlite3 *db = store_writer(s);
+        int64_t minutes, hour;
+        if (meta_get_i64(db, "compact_until", &minutes) < 0 || meta_get_i64(db, "hour_until", &hour) < 0)
+                return 0;
+        int64_t until = minutes / HOUR_MS * HOUR_MS;
+        for (int k = 0; hour < until; k++, hour += HOUR_MS) {
+                if (k == COMPACT_MAX_HOURS) {
+                        *ret_more = true;
+                        break;
+                }
+                if (store_begin(s) < 0)
+                        return -EIO;
+                int r = roll_hour_samples(db, hour);
+                if (r == 0)
+                        r = roll_hour_ops(db, hour);
+                if (r == 0)
+                        r = meta_set_i64(db, "hour_until", hour + HOUR_MS);
+                if (r < 0) {
+                        store_rollback(s);
+                        return r;
+                }
+                if (store_commit(s) < 0)
+                        return -EIO;
+        }
+        return 0;
+}
+
+int store_compact(struct store *s, int64_t now_ms, bool *ret_more) {
+        *ret_more = false;
+        int r = compact_minutes(s, now_ms, ret_more);
+        if (r == 0)
+                r = compact_hours(s, ret_more);
+        if (r < 0)
+                log_warning_errno(r, "compaction failed: %m");
+        return r;
+}
+
+/* ---- retention -------------------------------------------------------------- */
+
+static int delete_batch(struct store *s, const char *table, const char *key, int64_t cutoff, unsigned batch,
+                        unsigned *ret) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM %s WHERE (ts, %s) IN (SELECT ts, %s FROM %s WHERE ts < ? ORDER BY ts LIMIT ?)", table,
+                 key, key, table);
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(store_writer(s), sql, &st) < 0)
+                return -EIO;
+        bind_params(st, PARAMS(p_int(cutoff), p_int(batch)));
+        if (store_begin(s) < 0)
+                return -EIO;
+        if (sqlite3_step(st) != SQLITE_DONE) {
+                store_rollback(s);
+                return log_warning_errno(EIO, "retention on %s failed: %s", table, sqlite3_errmsg(store_writer(s)));
+        }
+        *ret = (unsigned)sqlite3_changes(store_writer(s));
+        return store_commit(s);
+}
+
+int store_retention(struct store *s, int64_t now_ms, unsigned batch, unsigned *ret_deleted) {
+        static const struct {
+                const char *table, *key; /* rows are deleted by (ts, key) */
+                bool raw;
+        } tables[] = {
+                { "samples", "run_id", true },          { "sample_blocks", "run_id", true },
+                { "op_slices", "run_id", true },        { "gauges", "run_id", true },
+                { "device_samples", "device", true },   { "sample_gpu", "run_id", true },
+                { "sample_gpu_parts", "run_id", true }, { "device_gt_samples", "device", true },
+                { "samples_1m", "run_id", false },      { "samples_1h", "run_id", false },
+                { "op_slices_1m", "run_id", false },    { "op_slices_1h", "run_id", false },
+        };
+        int64_t raw_cut = now_ms - store_retention_raw_ms(s), roll_cut = now_ms - store_retention_rollup_ms(s);
+        unsigned total = 0;
+        for (size_t i = 0; i < ELEMENTSOF(tables) && total < batch; i++) {
+                unsigned n = 0;
+                int r = delete_batch(s, tables[i].table, tables[i].key, tables[i].raw ? raw_cut : roll_cut,
+                                     batch - total, &n);
+                if (r < 0)
+                        return r;
+                total += n;
+        }
+        *ret_deleted = total;
+        return 0;
+}

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/* The store's read path by tier (store/compact.c, store/querier.c): the
+ * compaction packs the head into blocks and rolls the minute and hour
+ * tiers; every answer the querier composes from the tiers equals the one
+ * SQL computes from the raw rows of a plain table beside them (the old
+ * read path's own GROUP BY), and the op data of any span is exact. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/histogram.h"
+#include "analyze/ops.h"
+#include "sample-series.h"
+#include "store/compact.h"
+#include "store/param.h"
+#include "store/querier.h"
+#include "store/raw.h"
+#include "store/store.h"
+#include "tap.h"
+#include "util.h"
+
+static char tmpdir[] = "/tmp/test-querier-XXXXXX";
+
+/* 2027-01-15T08:00:00Z, a whole hour */
+#define T0 INT64_C(1800000000000)
+#define MIN 60000
+#define HOUR (60 * MIN)
+
+static const struct query_limits lim = { .timeout_usec = 10 * USEC_PER_SEC, .max_rows = 100000 };
+
+static int64_t scalar(sqlite3 *db, const char *sql) {
+        sqlite3_stmt *st = NULL;
+        int64_t v = -1;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
+static struct store *open_db(const char *name) {
+        char path[512], err[256];
+        struct store *s = NULL;
+        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        if (s) /* all of it is recent, for these tests */
+                store_set_retention(s, 3650 * USEC_PER_DAY, 3650 * USEC_PER_DAY);
+        return s;
+}
+
+static int64_t add_run(struct store *s, int pid) {
+        struct run_info ri = {
+                .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING, .registered_ts_ms = T0
+        };
+        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
+        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
+        return ri.id;
+}
+
+static void compact_all(struct store *s, int64_t now) {
+        bool more = true;
+        for (int pass = 0; more && pass < 100; pass++)
+                CHECK_EQ_INT(store_compact(s, now, &more), 0);
+        CHECK(!more);
+}
+
+static bool same_sample(const struct sample *a, const struct sample *b) {
+        return a->ts_ms == b->ts_ms && a->interval_us == b->interval_us && a->cpu_time_ns == b->cpu_time_ns &&
+               a->has_cpu_pct == b->has_cpu_pct && memcmp(&a->cpu_pct, &b->cpu_pct, sizeof a->cpu_pct) == 0 &&
+               a->rss_bytes == b->rss_bytes && a->read_bytes == b->read_bytes &&
+               memcmp(&a->read_bytes_per_s, &b->read_bytes_per_s, sizeof(double)) == 0 &&
+               a->netns_rx_bytes == b->netns_rx_bytes &&
+               memcmp(&a->netns_tx_bytes_per_s, &b->netns_tx_bytes_per_s, sizeof(double)) == 0 &&
+               a->threads == b->threads && a->has_io_rate == b->has_io_rate;
+}
+
+struct collected {
+        struct sample *v;
+        size_t n;
+};
+
+static int collect(const struct sample *s, void *userdata) {
+        struct collected *c = userdata;
+        if (!GREEDY_REALLOC(c->v, c->n + 1))
+                return -ENOMEM;
+        c->v[c->n++] = *s;
+        return 0;
+}
+
+/* Two runs' 70 minutes, the same samples in "truth" (a plain table of the
+ * head's columns) for SQL to compute from. */
+#define N 4200
+static struct sample va[N], vb[N];
+
+static void fill(struct store *s, int64_t *ret_a, int64_t *ret_b) {
+        uint64_t seed = 11;
+        sample_series(va, N, 300000000, 100 << 20, true, &seed);
+        sample_series(vb, N, 0, 10 << 20, false, &seed);
+        sqlite3 *db = store_writer(s);
+        CHECK(sqlite3_exec(db, "CREATE TABLE truth AS SELECT * FROM samples WHERE 0", NULL, NULL, NULL) == SQLITE_OK);
+        CHECK_EQ_INT(store_begin(s), 0);
+        *ret_a = add_run(s, 100);
+        *ret_b = add_run(s, 200);
+        for (size_t i = 0; i < N; i++) {
+                CHECK_EQ_INT(store_insert_sample(s, *ret_a, &va[i]), 0);
+                CHECK_EQ_INT(store_insert_sample(s, *ret_b, &vb[i]), 0);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        CHECK(sqlite3_exec(db, "INSERT INTO truth SELECT * FROM samples", NULL, NULL, NULL) == SQLITE_OK);
+}
+
+static void test_compaction(void) {
+        struct store *s = open_db("compact.db");
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        int64_t a, b;
+        fill(s, &a, &b);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 2 * N);
+
+        compact_all(s, T0 + 70 * MIN + 5000);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+        CHECK_EQ_INT(scalar(db, "SELECT sum(n) FROM sample_blocks"), 2 * N);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1h"), 2);
+        char q[256];
+        snprintf(q, sizeof q, "SELECT samples FROM samples_1h WHERE run_id = %lld AND ts = %lld", (long long)a,
+                 (long long)T0);
+        CHECK_EQ_INT(scalar(db, q), 3600);
+
+        /* every sample comes back from the blocks as it went in */
+        struct collected c = {};
+        CHECK_EQ_INT(raw_samples(s, store_reader(s), a, T0, T0 + 2 * HOUR, false, collect, &c), 0);
+        CHECK_EQ_INT(c.n, N);
+        size_t bad = 0;
+        for (size_t i = 0; i < c.n && i < N; i++)
+                bad += !same_sample(&c.v[i], &va[i]);
+        CHECK_EQ_INT(bad, 0);
+        c.n = 0;
+        CHECK_EQ_INT(raw_samples(s, store_reader(s), b, T0 + 90500, T0 + 95000, true, collect, &c), 0);
+        CHECK(c.n == 5 && c.v[0].ts_ms > c.v[4].ts_ms);
+        free(c.v);
+
+        /* again: nothing changes */
+        compact_all(s, T0 + 70 * MIN + 5000);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+
+        /* a late row (the clock stepped back) joins its minute's block */
+        struct sample late = vb[300];
+        late.ts_ms += 500;
+        CHECK_EQ_INT(store_begin(s), 0);
+        CHECK_EQ_INT(store_insert_sample(s, b, &late), 0);
+        CHECK_EQ_INT(store_commit(s), 0);
+        compact_all(s, T0 + 70 * MIN + 5000);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
+        snprintf(q, sizeof q, "SELECT n FROM sample_blocks WHERE run_id = %lld AND ts = %lld", (long long)b,
+                 (long long)(T0 + 5 * MIN));
+        CHECK_EQ_INT(scalar(db, q), 61);
+        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id = %lld AND ts = %lld", (long long)b,
+                 (long long)(T0 + 5 * MIN));
+        CHECK_EQ_INT(scalar(db, q), 61);
+
+        /* retention: raw data older than its cut goes, the tiers stay */
+        store_set_retention(s, 30 * USEC_PER_MINUTE, 3650 * USEC_PER_DAY);
+        unsigned deleted = 0, total = 0;
+        do {
+                CHECK_EQ_INT(store_retention(s, T0 + 70 * MIN, 50, &deleted), 0);
+                total += deleted;
+        } while (deleted == 50);
+        CHECK_EQ_INT(total, 80);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 60);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        store_close(s);
+}
+
+/* ---- answers against SQL over the raw rows ------------------------------------------ */
+
+/* What the old read path computed over raw rows for a step: rates and
+ * gauges averaged, counters at their largest. */
+static const char truth_steps[] =
+        "SELECT (ts / ?1) * ?1 AS bucket, count(*), avg(cpu_pct), max(cpu_time_ns), max(user_time_ns), "
+        "CAST(avg(rss_bytes) AS INTEGER), CAST(avg(rss_anon_bytes) AS INTEGER), max(peak_rss_bytes), max(threads), "
+        "max(read_bytes), max(rchar_bytes), avg(read_bytes_per_s), avg(write_bytes_per_s), max(netns_rx_bytes), "
+        "avg(netns_tx_bytes_per_s) FROM truth WHERE run_id = ?2 AND ts >= ?3 AND ts <= ?4 GROUP BY bucket ORDER BY "
+        "bucket";
+
+static bool near(double x, double y) {
+        return fabs(x - y) <= 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)));
+}
+
+/* querier_samples with a step against truth_steps: *ret_points compared. */
+static void check_steps(struct store *s, int64_t run, int64_t from, int64_t until, int64_t step) {
+        struct sample *v = NULL;
+        size_t n = 0;
+        bool trunc = true;
+        CHECK_EQ_INT(querier_samples(s, &lim, run, from, until, 0, step, &v, &n, &trunc), 0);
+        CHECK(!trunc);
+        sqlite3_stmt *st = NULL;
+        CHECK(sqlite3_prepare_v2(store_writer(s), truth_steps, -1, &st, NULL) == SQLITE_OK);
+        bind_params(st, PARAMS(p_int(step), p_int(run), p_int(from), p_int(until)));
+        size_t k = 0, bad = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                if (k >= n) {
+                        bad++;
+                        break;
+                }
+                const struct sample *p = &v[k++];
+                bool ok = p->ts_ms == sqlite3_column_int64(st, 0) && near(p->cpu_pct, sqlite3_column_double(st, 2)) &&
+                          p->cpu_time_ns == (uint64_t)sqlite3_column_int64(st, 3) &&
+                          p->user_time_ns == (uint64_t)sqlite3_column_int64(st, 4) &&
+                          p->rss_bytes == (uint64_t)sqlite3_column_int64(st, 5) &&
+                          p->rss_anon_bytes == (uint64_t)sqlite3_column_int64(st, 6) &&
+                          p->peak_rss_bytes == (uint64_t)sqlite3_column_int64(st, 7) &&
+                          p->threads == (uint32_t)sqlite3_column_int64(st, 8) &&
+                          p->read_bytes == (uint64_t)sqlite3_column_int64(st, 9) &&
+                          p->rchar_bytes == (uint64_t)sqlite3_column_int64(st, 10) &&
+                          near(p->read_bytes_per_s, sqlite3_column_double(st, 11)) &&
+                          near(p->write_bytes_per_s, sqlite3_column_double(st, 12)) &&
+                          p->netns_rx_bytes == (uint64_t)sqlite3_column_int64(st, 13) &&
+                          near(p->netns_tx_bytes_per_s, sqlite3_column_double(st, 14));
+                if (!ok && bad++ == 0)
+                        printf("# step %lld: point %zu at %lld differs\n", (long long)step, k - 1, (long long)p->ts_ms);
+        }
+        sqlite3_finalize(st);
+        CHECK_EQ_INT(k, n);
+        CHECK_EQ_INT(bad, 0);
+        free(v);
+}
+
+static void test_answers_equal_sql(void) {
+        struct store *s = open_db("answers.db");
+        if (!s)
+                return;
+        int64_t a, b;
+        fill(s, &a, &b);
+        compact_all(s, T0 + 70 * MIN + 5000);
+        /* a span that starts and ends inside minutes: raw edges, minutes, the hour */
+        int64_t from = T0 + 90 * 1000 + 500, until = T0 + 65 * MIN + 17000;
+        static const int64_t steps[] = { 10000, 60000, 600000, 3600000, 7200000 };
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                check_steps(s, a, from, until, steps[i]);
+                check_steps(s, b, from, until, steps[i]);
+        }
+        check_steps(s, a, T0, T0 + 70 * MIN, 3600000); /* whole hours */
+
+        /* a span's totals: counters from its edges, peaks and counts over it */
+        struct run_totals t;
+        int64_t base = 0;
+        CHECK_EQ_INT(querier_span_totals(s, &lim, a, from, until, &t, &base), 0);
+        char q[512];
+        snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
+                 (long long)a, (long long)from, (long long)until);
+        CHECK_EQ_INT(t.samples, scalar(store_writer(s), q));
+        snprintf(q, sizeof q, "SELECT max(rss_bytes) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
+                 (long long)a, (long long)from, (long long)until);
+        CHECK_EQ_INT(t.peak_rss_bytes, scalar(store_writer(s), q));
+        snprintf(
+                q, sizeof q,
+                "SELECT (SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %3$lld ORDER BY ts DESC LIMIT 1) - "
+                "(SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %2$lld ORDER BY ts DESC LIMIT 1)",
+                (long long)a, (long long)from, (long long)until);
+        CHECK_EQ_INT(t.cpu_time_ns, scalar(store_writer(s), q));
+
+        struct window_rates w;
+        CHECK_EQ_INT(querier_window(s, &lim, b, from, until, &w), 0);
+        snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
+                 (long long)b, (long long)from, (long long)until);
+        CHECK_EQ_INT(w.samples, scalar(store_writer(s), q));
+        CHECK(w.has_cpu && w.cpu_pct == 0);
+        store_close(s);
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+/* The second k's timing, in ms. */
+static double timing(int k) {
+        return 1.0 + k % 50 + (k % 7) * 0.125;
+}
+
+/* The live data a run holds in memory: here, one timing of "step" at
+ * live_ts (the manager answers this for real). */
+static int64_t live_ts;
+static int live_ops(void *userdata, int64_t run_id, int64_t from, int64_t until, const char *op_filter,
+                    struct op_aggs *a) {
+        if (live_ts < from || live_ts >= until || (op_filter && !streq(op_filter, "step")))
+                return 0;
+        struct hist h;
+        hist_init(&h);
+        hist_add(&h, 999.0, 1);
+        int r = op_aggs_add(a, "step", "train", 1, &h);
+        hist_done(&h);
+        return r;
+}
+
+static const struct op_agg *find(const struct op_aggs *a, const char *op) {
+        for (size_t i = 0; i < a->n; i++)
+                if (streq(a->v[i].op, op))
+                        return &a->v[i];
+        return NULL;
+}
+
+/* The op data of [from, until) as a histogram built from the timings
+ * themselves, against the querier's. */
+static void check_ops_span(struct store *s, const struct live_source *live, int64_t run, int64_t from, int64_t until) {
+        struct hist want;
+        hist_init(&want);
+        for (int k = 0; k < 70 * 60; k++) {
+                int64_t ts = T0 + (int64_t)k * 1000;
+                if (ts >= from && ts < until)
+                        hist_add(&want, timing(k), 1);
+        }
+        if (live_ts >= from && live_ts < until)
+                hist_add(&want, 999.0, 1);
+        struct op_aggs got = {};
+        CHECK_EQ_INT(querier_ops(s, &lim, live, run, from, until, NULL, &got), 0);
+        const struct op_agg *st = find(&got, "step"), *dw = find(&got, "data");
+        CHECK(st != NULL);
+        if (st) {
+                CHECK_EQ_INT(st->h.count, want.count);
+                CHECK(st->count == (double)want.count);
+                CHECK(hist_quantile(&st->h, 0.5) == hist_quantile(&want, 0.5));
+                CHECK(hist_quantile(&st->h, 0.99) == hist_quantile(&want, 0.99));
+                CHECK(st->h.min == want.min && st->h.max == want.max);
+        }
+        uint64_t want_data = want.count - (live_ts >= from && live_ts < until);
+        CHECK(dw && dw->count == 2.0 * (double)want_data);
+        op_aggs_done(&got);
+        hist_done(&want);
+}
+
+static void test_ops(void) {
+        struct store *s = open_db("ops.db");
+        if (!s)
+                return;
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 300);
+        for (int k = 0; k < 70 * 60; k++) {
+                struct op_slice sl = { .op = "step", .category = "train", .ts = T0 + (int64_t)k * 1000, .count = 1 };
+                hist_init(&sl.h);
+                hist_add(&sl.h, timing(k), 1);
+                CHECK_EQ_INT(store_insert_op_slice(s, id, &sl), 0);
+                hist_done(&sl.h);
+                struct op_slice c = { .op = "data", .ts = sl.ts, .count = 2 };
+                hist_init(&c.h);
+                CHECK_EQ_INT(store_insert_op_slice(s, id, &c), 0);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        compact_all(s, T0 + 70 * MIN + 1000);
+        sqlite3 *db = store_writer(s);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 140);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1h"), 2);
+
+        const struct live_source live = { .ops = live_ops };
+        live_ts = T0 + 69 * MIN + 30500; /* the open slice of a tick to come */
+        check_ops_span(s, &live, id, T0, T0 + 70 * MIN);
+        check_ops_span(s, &live, id, T0 + 17000, T0 + 69 * MIN + 31000); /* raw, minutes, the hour, minutes, raw */
+        check_ops_span(s, NULL, id, T0 + 61 * MIN + 5000, T0 + 61 * MIN + 9000);
+        check_ops_span(s, NULL, id, T0 + 59 * MIN, T0 + 61 * MIN);
+
+        /* steps: each the sum of its own seconds */
+        static const int64_t steps[] = { 1000, 60000, 600000, 3600000 };
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                int64_t from = T0 + 3 * MIN, until = T0 + 69 * MIN + 59000 + 1;
+                struct op_aggs *v = NULL;
+                size_t n = 0;
+                CHECK_EQ_INT(querier_op_steps(s, &lim, NULL, id, from, until, steps[i], NULL, &v, &n), 0);
+                CHECK_EQ_INT(n, (size_t)((until - 1 - from) / steps[i]) + 1);
+                uint64_t total = 0, bad = 0;
+                for (size_t k = 0; k < n; k++) {
+                        const struct op_agg *st = find(&v[k], "step");
+                        int64_t t = from + (int64_t)k * steps[i], end = t + steps[i] < until ? t + steps[i] : until;
+                        uint64_t want = (uint64_t)((end - t + 999) / 1000);
+                        total += st ? st->h.count : 0;
+                        bad += (st ? st->h.count : 0) != want;
+                }
+                CHECK_EQ_INT(total, 67 * 60);
+                CHECK_EQ_INT(bad, 0);
+                op_steps_free(v, n);
+        }
+        store_close(s);
+}
+
+int main(void) {
+        log_set_max_level(LOG_WARNING);
+        if (!mkdtemp(tmpdir)) {
+                perror("mkdtemp");
+                return 1;
+        }
+        test_compaction();
+        test_answers_equal_sql();
+        test_ops();
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+                perror("rm");
+        TEST_DONE();
+}
