@@ -72,6 +72,16 @@ static const struct config_key keys[] = {
         { "http", "tls_cert", KEY_STRING, OFF(http_tls_cert), "", 0, 0, NULL },
         { "http", "tls_key", KEY_STRING, OFF(http_tls_key), "", 0, 0, NULL },
         { "http", "javascript_dir", KEY_STRING, OFF(http_javascript_dir), "/usr/share/javascript", 0, 0, NULL },
+        /* What a real job's series take: tags of a few hundred bytes (job id,
+         * rank, unit, a 64-hex container id), 5 to 30 ops, a few gauges; a
+         * node with 64 such ranks writes some 15 000 series. The limits are
+         * well above that and well below what fills memory: one user at all
+         * of them makes an answer of some 25 MB. */
+        { "metrics", "label_bytes_per_run", KEY_UINT, OFF(metrics_label_bytes_per_run), "1024", 64, 65536, NULL },
+        { "metrics", "ops_per_run", KEY_UINT, OFF(metrics_ops_per_run), "64", 1, 256, NULL },
+        { "metrics", "gauges_per_run", KEY_UINT, OFF(metrics_gauges_per_run), "64", 0, 256, NULL },
+        { "metrics", "series_per_uid", KEY_UINT, OFF(metrics_series_per_uid), "20000", 100, 10000000, NULL },
+        { "metrics", "pid_label", KEY_STRING, OFF(metrics_pid_label), "yes", 0, 0, "yes|no" },
         /* The leak detector: the rows write into struct leak_params, whose
          * defaults leak_params_default() sets and etc/mlmond.conf explains.
          * The ranges here are wide; leak_params_valid() has the exact ones. */

@@ -53,6 +53,11 @@ struct config {
         char *http_tls_cert;   /* PEM files, both or neither; "": plain HTTP */
         char *http_tls_key;
         char *http_javascript_dir; /* Debian's JavaScript libraries (the page's charts) */
+        /* GET /metrics: what one run and one user's runs may make it cost */
+        unsigned metrics_label_bytes_per_run; /* tag labels' names and values */
+        unsigned metrics_ops_per_run, metrics_gauges_per_run;
+        unsigned metrics_series_per_uid;
+        char *metrics_pid_label; /* "yes": per-run series carry pid="PID"; "no": they do not */
         /* What config_load_secrets() read from those files (NULL: unset).
          * Not keys: config_done() wipes them, config_copy() copies them. */
         char *http_token;

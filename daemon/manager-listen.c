@@ -122,7 +122,7 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
         const struct run *r = manager_find_run(userdata, id);
         if (!r)
                 return -ENOENT;
-        struct run_live l = { .info = r->info };
+        struct run_live l = { .info = r->info, .n_ops = r->ops.n_open };
         l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = NULL;
         l.info.leak = NULL;
         int q = (what & RUN_LIVE_INFO) ? run_info_copy(&r->info, &l.info) : 0;

@@ -59,6 +59,7 @@ enum {
         HEALTH_DB_WRITES_FAILING = 1 << 0,      /* a write failed recently */
         HEALTH_LISTENER_NOT_ACCEPTING = 1 << 1, /* connections wait unaccepted */
         HEALTH_SAMPLER_LATE = 1 << 2,           /* an overrun recently, or no tick for 2 intervals */
+        HEALTH_METRICS_LIMITED = 1 << 3,        /* GET /metrics left series out over its limits recently */
 };
 
 /* The daemon's own figures, copied for one answer (/v1/health,
@@ -100,6 +101,8 @@ enum {
 };
 struct run_live {
         struct run_info info; /* always its numbers (totals, leak_detected, ...); its strings with RUN_LIVE_INFO */
+        size_t n_ops;         /* always: the ops its table holds (every op seen since it was registered or
+                               * mlmond started) */
         bool has_last;
         struct sample last;
         struct gpu_use *uses; /* the latest sample's per-device use */

@@ -16,14 +16,14 @@
 #include "util.h"
 
 static void check_escape(const char *in, const char *want, int line) {
-        struct metrics_buf b = {};
+        struct metrics_out b = {};
         metrics_put_label_value(&b, in);
         const char *got = b.data ? b.data : "";
         if (b.oom || strcmp(got, want) != 0) {
                 fprintf(stderr, "line %d: escape gave '%s', expected '%s'\n", line, got, want);
                 tap_failures++;
         }
-        metrics_buf_done(&b);
+        metrics_out_done(&b);
 }
 #define ESCAPE(in, want) check_escape(in, want, __LINE__)
 
@@ -51,12 +51,12 @@ static void test_escape(void) {
         char big[10001];
         memset(big, '"', sizeof big - 1);
         big[sizeof big - 1] = 0;
-        struct metrics_buf b = {};
+        struct metrics_out b = {};
         metrics_put_label_value(&b, big);
         CHECK(!b.oom);
         CHECK_EQ_INT(b.len, 20000);
         CHECK(b.data && strncmp(b.data, "\\\"\\\"", 4) == 0 && b.data[b.len] == 0);
-        metrics_buf_done(&b);
+        metrics_out_done(&b);
 }
 
 static void check_value(double v, const char *want, int line) {
@@ -231,50 +231,65 @@ static void test_negotiate(void) {
                                 "encoding=delimited;q=zz") == METRICS_TEXT);
 }
 
-/* One family with one native histogram, decoded back with protoc-c's
- * unpacker: the buckets become spans of non-empty buckets and deltas. */
+/* One family with one native histogram through the protobuf encoder,
+ * decoded back with protoc-c's unpacker: labels are the model's pairs (no
+ * escaping: the text format's is not the protobuf's), the buckets become
+ * spans of non-empty buckets and deltas. */
 static void test_native(void) {
         uint64_t counts[] = { 2, 0, 0, 1, 3, 0 };
         struct hist h = { .count = 7, .zero_count = 1, .sum = 0, .lo = -3, .n = 6, .counts = counts };
-        struct metrics_proto *p = NULL;
-        char *out = NULL;
-        size_t len = 0;
-        CHECK(metrics_proto_new(&p) == 0);
-        metrics_proto_family(p, "x_seconds", METRICS_PROTO_HISTOGRAM, "help");
-        metrics_proto_native(p, "run=\"1\",name=\"a\\\\b\\\"c\\nd\"", "op=\"step\"", &h, 2.5);
-        CHECK(metrics_proto_finish(p, &out, &len) == 0);
-        metrics_proto_free(p);
+        struct metrics_out out = {};
+        struct metrics_encoder *e = NULL;
+        const struct metric_family f = { "x_seconds", METRIC_LATENCY, "help", "native help" };
+        const struct metric_label run[] = { { "run", "1" }, { "name", "a\\b\"c\nd" } }, op = { "op", "step" };
+        CHECK(metrics_proto_encoder(&out, &e) == 0);
+        if (!e)
+                return;
+        e->begin(e, &f);
+        e->series(
+                e, &f,
+                &(struct metric_series){
+                        .labels = run, .n_labels = 2, .extra = &op, .n_extra = 1, .h = &h, .sum_s = 2.5, .count = 7 });
+        e->end(e, &f);
+        e->free(e);
         /* one message: its length (one varint byte here), then the message */
-        CHECK(len > 1 && (size_t)(uint8_t)out[0] == len - 1);
-        Io__Prometheus__Client__MetricFamily *f = io__prometheus__client__metric_family__unpack(
-                NULL, len - 1, (const uint8_t *)out + 1);
-        CHECK(f && streq(f->name, "x_seconds") && f->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM);
-        if (f && f->n_metric == 1) {
-                const Io__Prometheus__Client__Metric *m = f->metric[0];
-                const Io__Prometheus__Client__Histogram *x = m->histogram;
-                CHECK_EQ_INT(m->n_label, 3);
-                CHECK(m->n_label == 3 && streq(m->label[1]->name, "name") && streq(m->label[1]->value, "a\\b\"c\nd"));
-                CHECK(m->n_label == 3 && streq(m->label[2]->name, "op") && streq(m->label[2]->value, "step"));
-                CHECK(x && x->schema == 7 && x->zero_threshold == 1e-9 && x->zero_count == 1);
-                CHECK(x && x->sample_count == 7 && x->sample_sum == 2.5);
-                CHECK(x && x->n_positive_span == 2 && x->n_positive_delta == 3);
-                if (x && x->n_positive_span == 2 && x->n_positive_delta == 3) {
+        CHECK(!out.oom && out.len > 1 && (size_t)(uint8_t)out.data[0] == out.len - 1);
+        Io__Prometheus__Client__MetricFamily *m = io__prometheus__client__metric_family__unpack(
+                NULL, out.len - 1, (const uint8_t *)out.data + 1);
+        CHECK(m && streq(m->name, "x_seconds") && streq(m->help, "native help") &&
+              m->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM);
+        if (m && m->n_metric == 1) {
+                const Io__Prometheus__Client__Metric *x = m->metric[0];
+                const Io__Prometheus__Client__Histogram *hh = x->histogram;
+                CHECK_EQ_INT(x->n_label, 3);
+                CHECK(x->n_label == 3 && streq(x->label[1]->name, "name") && streq(x->label[1]->value, "a\\b\"c\nd"));
+                CHECK(x->n_label == 3 && streq(x->label[2]->name, "op") && streq(x->label[2]->value, "step"));
+                CHECK(hh && hh->schema == 7 && hh->zero_threshold == 1e-9 && hh->zero_count == 1);
+                CHECK(hh && hh->sample_count == 7 && hh->sample_sum == 2.5);
+                CHECK(hh && hh->n_positive_span == 2 && hh->n_positive_delta == 3);
+                if (hh && hh->n_positive_span == 2 && hh->n_positive_delta == 3) {
                         /* buckets -3 (2), then 0 and 1 (1, 3) */
-                        CHECK(x->positive_span[0]->offset == -3 && x->positive_span[0]->length == 1);
-                        CHECK(x->positive_span[1]->offset == 2 && x->positive_span[1]->length == 2);
-                        CHECK(x->positive_delta[0] == 2 && x->positive_delta[1] == -1 && x->positive_delta[2] == 2);
+                        CHECK(hh->positive_span[0]->offset == -3 && hh->positive_span[0]->length == 1);
+                        CHECK(hh->positive_span[1]->offset == 2 && hh->positive_span[1]->length == 2);
+                        CHECK(hh->positive_delta[0] == 2 && hh->positive_delta[1] == -1 && hh->positive_delta[2] == 2);
                 }
         } else
                 CHECK(!"one metric");
-        io__prometheus__client__metric_family__free_unpacked(f, NULL);
-        free(out);
+        io__prometheus__client__metric_family__free_unpacked(m, NULL);
+        metrics_out_done(&out);
 
-        /* a label text that is not the text format's is refused, not guessed */
-        CHECK(metrics_proto_new(&p) == 0);
-        metrics_proto_family(p, "y", METRICS_PROTO_GAUGE, "help");
-        metrics_proto_sample(p, "run=1", NULL, 1);
-        CHECK(metrics_proto_finish(p, &out, &len) == -EINVAL);
-        metrics_proto_free(p);
+        /* the same model in the text format: the label escaped there alone */
+        CHECK(metrics_text_encoder(&out, &e) == 0);
+        if (!e)
+                return;
+        const struct metric_family g = { "y", METRIC_GAUGE, "help", NULL };
+        e->begin(e, &g);
+        e->series(e, &g, &(struct metric_series){ .labels = run, .n_labels = 2, .value = 0.25 });
+        e->end(e, &g);
+        e->free(e);
+        CHECK(out.data &&
+              streq(out.data, "# HELP y help\n# TYPE y gauge\ny{run=\"1\",name=\"a\\\\b\\\"c\\nd\"} 0.25\n"));
+        metrics_out_done(&out);
 }
 
 int main(void) {

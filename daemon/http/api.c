@@ -81,6 +81,8 @@ bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *r
 
 static void api_stats(struct api *a, struct manager_stats *ret) {
         a->manager.ops->stats(a->manager.userdata, ret);
+        if (metrics_recently_limited(a->metrics))
+                ret->health |= HEALTH_METRICS_LIMITED;
 }
 
 /* GET of a document rendered from the daemon's own figures alone. */
@@ -233,6 +235,14 @@ json_object *run_full(struct request *rq, const struct run_info *ri) {
         return o;
 }
 
+static ssize_t scrape_read(void *ctx, char *buf, size_t max) {
+        return metrics_scrape_read(ctx, buf, max);
+}
+
+static void scrape_free(void *ctx) {
+        metrics_scrape_free(ctx);
+}
+
 static void h_metrics(struct request *rq, const char *const *parts, size_t nparts) {
         struct api *a = api_of(rq);
         struct manager_stats st;
@@ -240,10 +250,14 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
                 return;
         api_stats(a, &st);
         enum metrics_format format = metrics_negotiate(rq->accept);
-        if (metrics_render(a->metrics, &a->manager, &st, a->store, a->config, format, &rq->text, &rq->text_len) < 0) {
+        struct metrics_scrape *x = NULL;
+        if (metrics_scrape_new(a->metrics, &a->manager, &st, a->store, a->config, format, &x) < 0) {
                 respond_error(rq, 503, "unavailable", "out of memory");
                 return;
         }
+        rq->stream_read = scrape_read;
+        rq->stream_free = scrape_free;
+        rq->stream_ctx = x;
         rq->content_type = format == METRICS_PROTO ? METRICS_PROTO_CONTENT_TYPE : METRICS_CONTENT_TYPE;
         rq->status = 200;
 }

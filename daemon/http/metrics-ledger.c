@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The op totals GET /metrics exports, kept between scrapes (metrics.h). */
-#include "http/metrics.h"
+/* The op totals GET /metrics exports, kept between scrapes. */
+#include "http/metrics-ledger.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,18 +15,25 @@ static struct metrics_op_total *ledger_find(struct metrics_op_ledger *l, const c
         return NULL;
 }
 
-static struct metrics_op_total *ledger_get(struct metrics_op_ledger *l, const char *op) {
+/* op's totals, new if need be: -ENOSPC past max_ops (the op is not
+ * exported), -ENOMEM. */
+static int ledger_get(struct metrics_op_ledger *l, const char *op, struct metrics_op_total **ret) {
         struct metrics_op_total *t = ledger_find(l, op);
-        if (t)
-                return t;
+        if (t) {
+                *ret = t;
+                return 0;
+        }
+        if (l->max_ops && l->n >= l->max_ops)
+                return -ENOSPC;
         if (!GREEDY_REALLOC(l->v, l->n + 1))
-                return NULL;
+                return -ENOMEM;
         t = &l->v[l->n];
         *t = (struct metrics_op_total){ .op = strdup(op) };
         if (!t->op)
-                return NULL;
+                return -ENOMEM;
         l->n++;
-        return t;
+        *ret = t;
+        return 0;
 }
 
 const struct op_agg *metrics_aggs_find(const struct op_aggs *a, const char *op) {
@@ -54,8 +61,12 @@ int metrics_ledger_fold(struct metrics_op_ledger *l, const struct op_aggs *close
         if (!merged)
                 return -ENOMEM;
         for (size_t i = 0; i < closed->n; i++) {
-                const struct metrics_op_total *t = ledger_get(l, closed->v[i].op);
-                int q = t ? hist_sum_of(&merged[i], &t->closed_h, &closed->v[i].h) : -ENOMEM;
+                struct metrics_op_total *t = NULL;
+                int q = ledger_get(l, closed->v[i].op, &t);
+                if (q == -ENOSPC) /* past max_ops: not exported at all */
+                        continue;
+                if (q == 0)
+                        q = hist_sum_of(&merged[i], &t->closed_h, &closed->v[i].h);
                 if (q == -ERANGE) /* a sum past any double: the buckets stay as they were */
                         q = hist_sum_of(&merged[i], &t->closed_h, NULL);
                 if (q < 0) {
@@ -67,6 +78,8 @@ int metrics_ledger_fold(struct metrics_op_ledger *l, const struct op_aggs *close
         for (size_t i = 0; i < closed->n; i++) {
                 const struct op_agg *a = &closed->v[i];
                 struct metrics_op_total *t = ledger_find(l, a->op);
+                if (!t)
+                        continue;
                 hist_done(&t->closed_h);
                 t->closed_h = merged[i];
                 t->closed_count += a->count;
@@ -83,9 +96,11 @@ static int op_total_cmp(const void *a, const void *b) {
 }
 
 int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *open) {
-        for (size_t i = 0; open && i < open->n; i++)
-                if (!ledger_get(l, open->v[i].op))
+        for (size_t i = 0; open && i < open->n; i++) {
+                struct metrics_op_total *t;
+                if (ledger_get(l, open->v[i].op, &t) == -ENOMEM)
                         return -ENOMEM;
+        }
         for (size_t i = 0; i < l->n; i++) {
                 struct metrics_op_total *t = &l->v[i];
                 const struct op_agg *a = metrics_aggs_find(open, t->op);
@@ -116,6 +131,18 @@ int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *ope
         return 0;
 }
 
+struct metrics_op_ledger *metrics_ledger_ref(struct metrics_op_ledger *l) {
+        l->refs++;
+        return l;
+}
+
+void metrics_ledger_unref(struct metrics_op_ledger *l) {
+        if (l && --l->refs == 0) {
+                metrics_ledger_done(l);
+                free(l);
+        }
+}
+
 void metrics_ledger_done(struct metrics_op_ledger *l) {
         for (size_t i = 0; i < l->n; i++) {
                 free(l->v[i].op);
@@ -123,5 +150,6 @@ void metrics_ledger_done(struct metrics_op_ledger *l) {
                 hist_done(&l->v[i].out_h);
         }
         free(l->v);
-        *l = (struct metrics_op_ledger){};
+        l->v = NULL;
+        l->n = 0;
 }

@@ -58,6 +58,10 @@ static void media_range(const char *s, size_t n, double *ret_q, bool *ret_proto,
                 size_t klen = (size_t)(eq - p), vlen = len - klen - 1;
                 trim(&k, &klen);
                 trim(&v, &vlen);
+                /* a parameter's value may be a quoted string (RFC 9110, 5.6.6):
+                 * proto="io.prometheus.client.MetricFamily" is the same token */
+                if (vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"')
+                        v++, vlen -= 2;
                 if (token_eq(k, klen, "q")) {
                         char num[16] = "";
                         memcpy(num, v, vlen < sizeof num - 1 ? vlen : sizeof num - 1);
@@ -93,7 +97,7 @@ enum metrics_format metrics_negotiate(const char *accept) {
         return q_proto > q_text ? METRICS_PROTO : METRICS_TEXT;
 }
 
-/* ---- building ---------------------------------------------------------------- */
+/* ---- the encoder ---------------------------------------------------------------- */
 
 /* One series and everything its message points to. */
 struct series {
@@ -101,201 +105,48 @@ struct series {
         Io__Prometheus__Client__Gauge gauge;
         Io__Prometheus__Client__Counter counter;
         Io__Prometheus__Client__Histogram hist;
-        char *text;        /* the label names and values, unescaped in place */
-        LabelPair *pairs;  /* m.label points at these */
+        LabelPair *pairs; /* m.label points at these; their strings are the model's */
+        LabelPair **pair_ptrs;
         BucketSpan *spans; /* hist.positive_span points at these */
         BucketSpan **span_ptrs;
         int64_t *deltas;
 };
 
-struct metrics_proto {
+struct proto_encoder {
+        struct metrics_encoder e; /* first */
         Family fam;
-        bool open;
-        char *out;
-        size_t len;
-        bool oom, bad;
 };
 
 static void series_free(struct series *s) {
         if (!s)
                 return;
-        free(s->text);
-        free(s->m.label);
         free(s->pairs);
+        free(s->pair_ptrs);
         free(s->spans);
         free(s->span_ptrs);
         free(s->deltas);
         free(s);
 }
 
-int metrics_proto_new(struct metrics_proto **ret) {
-        struct metrics_proto *p = calloc(1, sizeof *p);
-        if (!p)
-                return -ENOMEM;
-        *ret = p;
-        return 0;
-}
-
-static void family_clear(struct metrics_proto *p) {
+static void family_clear(struct proto_encoder *p) {
         for (size_t i = 0; i < p->fam.n_metric; i++)
                 series_free((struct series *)p->fam.metric[i]);
         p->fam.n_metric = 0;
-        p->open = false;
 }
 
-void metrics_proto_free(struct metrics_proto *p) {
-        if (!p)
-                return;
-        family_clear(p);
-        free(p->fam.metric);
-        free(p->out);
-        free(p);
-}
-
-static bool out_reserve(struct metrics_proto *p, size_t extra) {
-        if (!p->oom && !GREEDY_REALLOC(p->out, p->len + extra))
-                p->oom = true;
-        return !p->oom;
-}
-
-/* Writes the open family: its length as a varint, then the message. */
-static void family_flush(struct metrics_proto *p) {
-        if (!p->open)
-                return;
-        size_t size = io__prometheus__client__metric_family__get_packed_size(&p->fam);
-        if (out_reserve(p, size + 10)) {
-                size_t v = size;
-                do {
-                        p->out[p->len++] = (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-                        v >>= 7;
-                } while (v);
-                p->len += io__prometheus__client__metric_family__pack(&p->fam, (uint8_t *)p->out + p->len);
-        }
-        family_clear(p);
-}
-
-void metrics_proto_family(struct metrics_proto *p, const char *name, enum metrics_proto_type type, const char *help) {
-        static const Io__Prometheus__Client__MetricType types[] = {
-                [METRICS_PROTO_GAUGE] = IO__PROMETHEUS__CLIENT__METRIC_TYPE__GAUGE,
-                [METRICS_PROTO_COUNTER] = IO__PROMETHEUS__CLIENT__METRIC_TYPE__COUNTER,
-                [METRICS_PROTO_HISTOGRAM] = IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM,
-        };
-        family_flush(p);
+static void proto_begin(struct metrics_encoder *e, const struct metric_family *f) {
+        struct proto_encoder *p = (struct proto_encoder *)e;
         Io__Prometheus__Client__Metric **metric = p->fam.metric;
+        family_clear(p);
         io__prometheus__client__metric_family__init(&p->fam);
         p->fam.metric = metric;
-        /* the family's strings are the caller's constants, alive until the flush */
-        p->fam.name = (char *)name;
-        p->fam.help = (char *)help;
+        /* the family's strings are the producer's constants, alive until its end */
+        p->fam.name = (char *)f->name;
+        p->fam.help = (char *)(f->type == METRIC_LATENCY && f->help_native ? f->help_native : f->help);
         p->fam.has_type = true;
-        p->fam.type = types[type];
-        p->open = true;
-}
-
-/* Reads `k="v",...` (escaped as the text format wants: \\, \" and \n) in
- * place: names and values end up NUL-terminated in s->text. */
-static int parse_labels(struct series *s) {
-        size_t max = 0;
-        for (const char *c = s->text; *c; c++)
-                max += *c == '"';
-        max /= 2;
-        s->pairs = calloc(max ? max : 1, sizeof *s->pairs);
-        s->m.label = calloc(max ? max : 1, sizeof *s->m.label);
-        if (!s->pairs || !s->m.label)
-                return -ENOMEM;
-        char *r = s->text, *w = s->text;
-        while (*r) {
-                if (s->m.n_label == max)
-                        return -EINVAL;
-                LabelPair *lp = &s->pairs[s->m.n_label];
-                io__prometheus__client__label_pair__init(lp);
-                lp->name = w;
-                while (*r && *r != '=')
-                        *w++ = *r++;
-                if (r[0] != '=' || r[1] != '"')
-                        return -EINVAL;
-                *w++ = 0;
-                r += 2;
-                lp->value = w;
-                while (*r && *r != '"') {
-                        if (*r == '\\') {
-                                r++;
-                                if (*r != '\\' && *r != '"' && *r != 'n')
-                                        return -EINVAL;
-                                *w++ = *r == 'n' ? '\n' : *r;
-                                r++;
-                        } else
-                                *w++ = *r++;
-                }
-                if (*r != '"')
-                        return -EINVAL;
-                *w++ = 0;
-                r++;
-                s->m.label[s->m.n_label++] = lp;
-                if (*r == ',')
-                        r++;
-                else if (*r)
-                        return -EINVAL;
-        }
-        return 0;
-}
-
-/* A new series of the open family, its labels read from labels + extra. */
-static struct series *series_add(struct metrics_proto *p, const char *labels, const char *extra) {
-        if (p->oom || p->bad)
-                return NULL;
-        if (!p->open) {
-                p->bad = true;
-                return NULL;
-        }
-        if (!GREEDY_REALLOC(p->fam.metric, p->fam.n_metric + 1)) {
-                p->oom = true;
-                return NULL;
-        }
-        struct series *s = calloc(1, sizeof *s);
-        size_t la = labels ? strlen(labels) : 0, le = extra ? strlen(extra) : 0;
-        if (s)
-                s->text = malloc(la + le + 2);
-        if (!s || !s->text) {
-                series_free(s);
-                p->oom = true;
-                return NULL;
-        }
-        io__prometheus__client__metric__init(&s->m);
-        memcpy(s->text, labels ? labels : "", la);
-        size_t at = la;
-        if (la && le)
-                s->text[at++] = ',';
-        memcpy(s->text + at, extra ? extra : "", le);
-        s->text[at + le] = 0;
-        int r = parse_labels(s);
-        if (r < 0) {
-                series_free(s);
-                if (r == -ENOMEM)
-                        p->oom = true;
-                else
-                        p->bad = true;
-                return NULL;
-        }
-        p->fam.metric[p->fam.n_metric++] = &s->m;
-        return s;
-}
-
-void metrics_proto_sample(struct metrics_proto *p, const char *labels, const char *extra, double v) {
-        struct series *s = series_add(p, labels, extra);
-        if (!s)
-                return;
-        if (p->fam.type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__COUNTER) {
-                io__prometheus__client__counter__init(&s->counter);
-                s->counter.has_value = true;
-                s->counter.value = v;
-                s->m.counter = &s->counter;
-        } else {
-                io__prometheus__client__gauge__init(&s->gauge);
-                s->gauge.has_value = true;
-                s->gauge.value = v;
-                s->m.gauge = &s->gauge;
-        }
+        p->fam.type = f->type == METRIC_COUNTER   ? IO__PROMETHEUS__CLIENT__METRIC_TYPE__COUNTER
+                      : f->type == METRIC_LATENCY ? IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM
+                                                  : IO__PROMETHEUS__CLIENT__METRIC_TYPE__GAUGE;
 }
 
 /* The positive buckets as spans of consecutive non-empty buckets (offset:
@@ -337,34 +188,100 @@ static int native_buckets(struct series *s, const struct hist *h) {
         return 0;
 }
 
-void metrics_proto_native(struct metrics_proto *p, const char *labels, const char *extra, const struct hist *h,
-                          double sum_s) {
-        struct series *s = series_add(p, labels, extra);
-        if (!s)
-                return;
-        Io__Prometheus__Client__Histogram *x = &s->hist;
-        io__prometheus__client__histogram__init(x);
-        x->has_sample_count = x->has_sample_sum = x->has_schema = x->has_zero_threshold = x->has_zero_count = true;
-        x->sample_count = h->count;
-        x->sample_sum = sum_s;
-        x->schema = HIST_SCHEMA;
-        x->zero_threshold = HIST_ZERO_THRESHOLD_S;
-        x->zero_count = h->zero_count;
-        s->m.histogram = x;
-        if (native_buckets(s, h) < 0)
-                p->oom = true;
+static int series_labels(struct series *s, const struct metric_series *m) {
+        size_t n = m->n_labels + m->n_extra;
+        s->pairs = calloc(n ? n : 1, sizeof *s->pairs);
+        s->pair_ptrs = calloc(n ? n : 1, sizeof *s->pair_ptrs);
+        if (!s->pairs || !s->pair_ptrs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const struct metric_label *l = i < m->n_labels ? &m->labels[i] : &m->extra[i - m->n_labels];
+                io__prometheus__client__label_pair__init(&s->pairs[i]);
+                s->pairs[i].name = (char *)l->name;
+                s->pairs[i].value = (char *)(l->value ? l->value : "");
+                s->pair_ptrs[i] = &s->pairs[i];
+        }
+        s->m.n_label = n;
+        s->m.label = s->pair_ptrs;
+        return 0;
 }
 
-int metrics_proto_finish(struct metrics_proto *p, char **ret, size_t *ret_len) {
-        family_flush(p);
-        if (p->oom)
+static void proto_series(struct metrics_encoder *e, const struct metric_family *f, const struct metric_series *m) {
+        struct proto_encoder *p = (struct proto_encoder *)e;
+        struct series *s = calloc(1, sizeof *s);
+        if (!s || !GREEDY_REALLOC(p->fam.metric, p->fam.n_metric + 1)) {
+                series_free(s);
+                e->out->oom = true;
+                return;
+        }
+        io__prometheus__client__metric__init(&s->m);
+        p->fam.metric[p->fam.n_metric++] = &s->m;
+        if (series_labels(s, m) < 0) {
+                e->out->oom = true;
+                return;
+        }
+        if (f->type == METRIC_LATENCY) {
+                Io__Prometheus__Client__Histogram *x = &s->hist;
+                io__prometheus__client__histogram__init(x);
+                x->has_sample_count = x->has_sample_sum = x->has_schema = x->has_zero_threshold = true;
+                x->has_zero_count = true;
+                x->sample_count = m->count;
+                x->sample_sum = m->sum_s;
+                x->schema = HIST_SCHEMA;
+                x->zero_threshold = HIST_ZERO_THRESHOLD_S;
+                x->zero_count = m->h ? m->h->zero_count : 0;
+                s->m.histogram = x;
+                if (m->h && native_buckets(s, m->h) < 0)
+                        e->out->oom = true;
+        } else if (f->type == METRIC_COUNTER) {
+                io__prometheus__client__counter__init(&s->counter);
+                s->counter.has_value = true;
+                s->counter.value = m->value;
+                s->m.counter = &s->counter;
+        } else {
+                io__prometheus__client__gauge__init(&s->gauge);
+                s->gauge.has_value = true;
+                s->gauge.value = m->value;
+                s->m.gauge = &s->gauge;
+        }
+}
+
+/* Writes the family: its length as a varint, then the message. */
+static void proto_end(struct metrics_encoder *e, const struct metric_family *f) {
+        struct proto_encoder *p = (struct proto_encoder *)e;
+        struct metrics_out *o = e->out;
+        if (p->fam.n_metric == 0)
+                return; /* a family without series is not written */
+        size_t size = io__prometheus__client__metric_family__get_packed_size(&p->fam);
+        uint8_t len[10];
+        size_t k = 0;
+        for (size_t v = size;; v >>= 7) {
+                len[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                if (v <= 0x7f)
+                        break;
+        }
+        metrics_out_put(o, (const char *)len, k);
+        if (metrics_out_reserve(o, size)) {
+                o->len += io__prometheus__client__metric_family__pack(&p->fam, (uint8_t *)o->data + o->len);
+                o->data[o->len] = 0;
+        }
+        family_clear(p);
+}
+
+static void proto_free(struct metrics_encoder *e) {
+        struct proto_encoder *p = (struct proto_encoder *)e;
+        family_clear(p);
+        free(p->fam.metric);
+        free(p);
+}
+
+int metrics_proto_encoder(struct metrics_out *out, struct metrics_encoder **ret) {
+        struct proto_encoder *p = calloc(1, sizeof *p);
+        if (!p)
                 return -ENOMEM;
-        if (p->bad)
-                return -EINVAL;
-        if (!out_reserve(p, 1))
-                return -ENOMEM;
-        *ret = TAKE_PTR(p->out);
-        *ret_len = p->len;
-        p->len = 0;
+        p->e = (struct metrics_encoder){
+                .begin = proto_begin, .series = proto_series, .end = proto_end, .free = proto_free, .out = out
+        };
+        *ret = &p->e;
         return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "http/render.h"
+#include "http/metrics-host.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -293,22 +294,13 @@ json_object *render_slo(const struct slo *o, const struct hist *h) {
         return j;
 }
 
-static bool self_rss(uint64_t *ret) {
-        char buf[128];
-        _cleanup_close_ int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-        unsigned long long size, res;
-        if (fd < 0 || pread_text(fd, buf, sizeof buf) < 0 || sscanf(buf, "%llu %llu", &size, &res) != 2)
-                return false;
-        *ret = res * (uint64_t)sysconf(_SC_PAGESIZE);
-        return true;
-}
-
 json_object *render_health(const struct manager_stats *m) {
         json_object *o = json_object_new_object();
         uint64_t rss = 0;
-        bool has_rss = self_rss(&rss);
-        static const char *const reasons[] = { "database writes failing", "a listener is not accepting",
-                                               "sampler late" };
+        bool has_rss = metrics_self_rss(&rss);
+        static const char *const reasons[] = { "database writes failing", "a listener is not accepting", "sampler late",
+                                               "GET /metrics left series out over its limits "
+                                               "(mlmond_metrics_left_out_total)" };
         json_object *why = json_object_new_array();
         for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
                 if (m->health & (1u << i))

@@ -412,6 +412,9 @@ void request_done(struct request *rq) {
         free(rq->target);
         free(rq->decoded);
         rq->text = rq->body = rq->target = rq->decoded = NULL;
+        if (rq->stream_ctx && rq->stream_free)
+                rq->stream_free(rq->stream_ctx);
+        rq->stream_ctx = NULL;
 }
 
 enum auth_result request_check_bearer(const char *authorization, const char *token, size_t token_len) {

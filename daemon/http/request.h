@@ -51,9 +51,17 @@ struct request {
         unsigned status;
         json_object *json;
         const char *allow;
-        char *text; /* instead of json: a body of content_type (GET /metrics) */
+        char *text; /* instead of json: a body of content_type (a file of the web page) */
         size_t text_len;
         const char *content_type;
+        /* instead of json or text: a body of content_type written as it is
+         * read (GET /metrics). stream_read gives its next at most max bytes
+         * (0 at its end, < 0 on an error that cuts the answer short);
+         * stream_free frees stream_ctx, which the response owns once it is
+         * queued (request_done() frees one that was not). */
+        ssize_t (*stream_read)(void *ctx, char *buf, size_t max);
+        void (*stream_free)(void *ctx);
+        void *stream_ctx;
         /* a file of the web page: its quoted ETag; it is sent with
          * "Cache-Control: no-cache", answered 304 for a matching
          * If-None-Match, and kept out of the answer cache */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "http/server.h"
+#include "http/cache.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -45,27 +46,6 @@ struct listener {
         usec_t waiting_since; /* connections seen waiting unaccepted since (0: none) */
 };
 
-/* GET answers cached per URL until the data changes (the manager's data
- * generation moves with every sample, observation, registration, mark) or
- * for at most CACHE_MAX_AGE_USEC, whichever comes first: a dashboard or a
- * load test asking the same question 10 000 times a second gets one
- * computation per change. The age cap bounds how far a window "ending now"
- * can lag the clock when nothing new arrives. */
-#define CACHE_ENTRIES 64
-
-#define CACHE_MAX_AGE_USEC (250 * USEC_PER_MSEC)
-
-#define CACHE_MAX_BODY (1024 * 1024)
-
-struct cache_entry {
-        char *key; /* request_cache_key(): the decoded segments and arguments */
-        char *body;
-        size_t body_len;
-        const char *content_type; /* NULL: JSON (sent with a newline added) */
-        uint64_t generation;
-        usec_t stored;
-};
-
 struct server {
         sd_event *event;
         const struct config *config;
@@ -79,8 +59,7 @@ struct server {
         /* the PEMs the TCP listener serves HTTPS with (copies of the
          * config's, which a reload replaces); NULL: plain HTTP */
         char *tls_cert, *tls_key;
-        struct cache_entry cache[CACHE_ENTRIES];
-        unsigned cache_next;
+        struct answer_cache cache;
 };
 
 /* One more header of an answer: Allow (405), WWW-Authenticate (401). */
@@ -164,6 +143,55 @@ static enum MHD_Result send_file(struct MHD_Connection *c, struct request *rq) {
         return r;
 }
 
+/* A body written as it is read (rq->stream_read): what a response reads
+ * through libmicrohttpd's callback. A tick that came due runs first, so a
+ * long answer delays the sampler by one piece at most. */
+struct stream {
+        const struct server *server;
+        ssize_t (*read)(void *ctx, char *buf, size_t max);
+        void (*free)(void *ctx);
+        void *ctx;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        struct stream *x = cls;
+        if (x->server->yield)
+                x->server->yield(x->server->userdata);
+        ssize_t n = x->read(x->ctx, buf, max);
+        return n > 0    ? n
+               : n == 0 ? (ssize_t)MHD_CONTENT_READER_END_OF_STREAM
+                        : (ssize_t)MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls) {
+        struct stream *x = cls;
+        x->free(x->ctx);
+        free(x);
+}
+
+/* Pieces of this size: a socket's send buffer takes about as much. */
+#define STREAM_BLOCK_BYTES (64 * 1024)
+
+static enum MHD_Result send_stream(struct MHD_Connection *c, const struct server *s, struct request *rq) {
+        struct stream *x = malloc(sizeof *x);
+        if (!x)
+                return MHD_NO;
+        *x = (struct stream){ s, rq->stream_read, rq->stream_free, rq->stream_ctx };
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK_BYTES, stream_read,
+                                                                      x, stream_free);
+        if (!resp) {
+                free(x);
+                return MHD_NO;
+        }
+        rq->stream_ctx = NULL; /* the response owns it */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->content_type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        add_security_headers(resp);
+        enum MHD_Result r = MHD_queue_response(c, rq->status ? rq->status : 200, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static void dispatch(const struct server *s, struct request *rq) {
         /* HEAD is GET without the body (libmicrohttpd drops it) */
         const char *method = streq(rq->method, "HEAD") ? "GET" : rq->method;
@@ -180,53 +208,6 @@ static void dispatch(const struct server *s, struct request *rq) {
                 return;
         }
         respond_error(rq, 404, "not_found", "no such endpoint");
-}
-
-static const struct cache_entry *cache_lookup(struct server *a, const char *key) {
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        for (size_t i = 0; i < CACHE_ENTRIES; i++) {
-                const struct cache_entry *e = &a->cache[i];
-                if (e->key && e->generation == a->generation(a->userdata) && now - e->stored < CACHE_MAX_AGE_USEC &&
-                    streq(e->key, key))
-                        return e;
-        }
-        return NULL;
-}
-
-static void cache_entry_done(struct cache_entry *e) {
-        free(e->key);
-        free(e->body);
-        *e = (struct cache_entry){};
-}
-
-/* generation: the data's when the answer began (a tick may run while it
- * is built: then it is stale at once). */
-static void cache_store(struct server *a, char *key, const char *body, size_t len, const char *content_type,
-                        uint64_t generation) {
-        if (len > CACHE_MAX_BODY) {
-                free(key);
-                return;
-        }
-        /* the same key again, else round robin */
-        struct cache_entry *e = NULL;
-        for (size_t i = 0; i < CACHE_ENTRIES && !e; i++)
-                if (a->cache[i].key && streq(a->cache[i].key, key))
-                        e = &a->cache[i];
-        if (!e)
-                e = &a->cache[a->cache_next++ % CACHE_ENTRIES];
-        cache_entry_done(e);
-        e->body = malloc(len + 1);
-        if (!e->body) {
-                free(key);
-                return;
-        }
-        memcpy(e->body, body, len);
-        e->body[len] = 0;
-        e->key = key;
-        e->body_len = len;
-        e->content_type = content_type;
-        e->generation = generation;
-        e->stored = now_usec(CLOCK_MONOTONIC);
 }
 
 /* ---- connections: head deadlines and fair slots ------------------------- */
@@ -524,7 +505,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         _cleanup_free_ char *key = NULL;
         if (streq(method, "GET") || streq(method, "HEAD")) {
                 key = request_cache_key(rq);
-                const struct cache_entry *e = key ? cache_lookup(l->server, key) : NULL;
+                const struct cache_entry *e = key ? cache_lookup(&l->server->cache, key,
+                                                                 l->server->generation(l->server->userdata))
+                                                  : NULL;
                 if (e && e->content_type) {
                         char *copy = malloc(e->body_len + 1);
                         if (!copy)
@@ -537,16 +520,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         dispatch(l->server, rq);
         unsigned status = rq->status ? rq->status : 500;
+        if (rq->stream_ctx && !rq->json)
+                return send_stream(conn, l->server, rq);
         if (rq->text && !rq->json && rq->etag[0] && status == 200)
                 return send_file(conn, rq);
         if (rq->text && !rq->json) {
                 if (key && status == 200)
-                        cache_store(l->server, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type, generation);
+                        cache_store(&l->server->cache, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type,
+                                    generation);
                 return send_owned(conn, status, rq->content_type, TAKE_PTR(rq->text), rq->text_len, NULL);
         }
         if (key && status == 200 && rq->json) {
                 const char *text = json_to_string(rq->json);
-                cache_store(l->server, TAKE_PTR(key), text, strlen(text), NULL, generation);
+                cache_store(&l->server->cache, TAKE_PTR(key), text, strlen(text), NULL, generation);
         }
         return send_response(conn, status, rq->json, ALLOW(rq->allow));
 }
@@ -826,8 +812,7 @@ static void listener_stop(struct listener *l) {
 void server_free(struct server *a) {
         if (!a)
                 return;
-        for (size_t i = 0; i < CACHE_ENTRIES; i++)
-                cache_entry_done(&a->cache[i]);
+        cache_done(&a->cache);
         listener_stop(&a->tcp);
         listener_stop(&a->unx);
         safe_close(a->tcp_fd); /* not handed to libmicrohttpd (listen = none) */
