@@ -3,6 +3,7 @@
 
 #include "analyze/leak.h"
 #include "http-client.h"
+#include "http/request.h"
 #include "json-util.h"
 #include "ingest/statsd.h"
 
@@ -72,6 +73,7 @@ static const struct config_key keys[] = {
         { "http", "tls_cert", KEY_STRING, OFF(http_tls_cert), "", 0, 0, NULL },
         { "http", "tls_key", KEY_STRING, OFF(http_tls_key), "", 0, 0, NULL },
         { "http", "javascript_dir", KEY_STRING, OFF(http_javascript_dir), "/usr/share/javascript", 0, 0, NULL },
+        { "http", "cors_origins", KEY_STRING, OFF(http_cors_origins), "", 0, 0, NULL },
         /* The leak detector: the rows write into struct leak_params, whose
          * defaults leak_params_default() sets and etc/mlmond.conf explains.
          * The ranges here are wide; leak_params_valid() has the exact ones. */
@@ -527,6 +529,9 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 snprintf(errbuf, errlen, "tls_cert and tls_key: give both or neither");
                 return -EINVAL;
         }
+        int r = request_origins_check(c->http_cors_origins, errbuf, errlen);
+        if (r < 0)
+                return r;
         /* the token would cross the network in clear text */
         if (!disabled(c->http_token_file) && !tls && !disabled(c->listen) && !http_host_is_loopback(listen_host)) {
                 snprintf(errbuf, errlen,

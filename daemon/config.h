@@ -53,6 +53,7 @@ struct config {
         char *http_tls_cert;   /* PEM files, both or neither; "": plain HTTP */
         char *http_tls_key;
         char *http_javascript_dir; /* Debian's JavaScript libraries (the page's charts) */
+        char *http_cors_origins;   /* origins whose pages may read GET answers over TCP; "": none */
         /* What config_load_secrets() read from those files (NULL: unset).
          * Not keys: config_done() wipes them, config_copy() copies them. */
         char *http_token;
