@@ -115,7 +115,7 @@ static void add_cors_headers(struct MHD_Response *resp, const struct request *rq
 }
 
 static bool is_json(const char *content_type) {
-        return streq(content_type, "application/json");
+        return content_type && streq(content_type, "application/json");
 }
 
 /* Queues body (malloc'ed, len bytes; taken over in every case). A GET's
