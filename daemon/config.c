@@ -3,6 +3,7 @@
 
 #include "analyze/leak.h"
 #include "http-client.h"
+#include "http/request.h"
 #include "json-util.h"
 #include "ingest/statsd.h"
 
@@ -72,11 +73,12 @@ static const struct config_key keys[] = {
         { "http", "tls_cert", KEY_STRING, OFF(http_tls_cert), "", 0, 0, NULL },
         { "http", "tls_key", KEY_STRING, OFF(http_tls_key), "", 0, 0, NULL },
         { "http", "javascript_dir", KEY_STRING, OFF(http_javascript_dir), "/usr/share/javascript", 0, 0, NULL },
+        { "http", "cors_origins", KEY_STRING, OFF(http_cors_origins), "", 0, 0, NULL },
         /* What a real job's series take: tags of a few hundred bytes (job id,
          * rank, unit, a 64-hex container id), 5 to 30 ops, a few gauges; a
          * node with 64 such ranks writes some 15 000 series. The limits are
          * well above that and well below what fills memory: one user at all
-         * of them makes an answer of some 25 MB. */
+         * of them makes an answer of some 30 MB. */
         { "metrics", "label_bytes_per_run", KEY_UINT, OFF(metrics_label_bytes_per_run), "1024", 64, 65536, NULL },
         { "metrics", "ops_per_run", KEY_UINT, OFF(metrics_ops_per_run), "64", 1, 256, NULL },
         { "metrics", "gauges_per_run", KEY_UINT, OFF(metrics_gauges_per_run), "64", 0, 256, NULL },
@@ -537,6 +539,9 @@ int config_validate(const struct config *c, char *errbuf, size_t errlen) {
                 snprintf(errbuf, errlen, "tls_cert and tls_key: give both or neither");
                 return -EINVAL;
         }
+        int r = request_origins_check(c->http_cors_origins, errbuf, errlen);
+        if (r < 0)
+                return r;
         /* the token would cross the network in clear text */
         if (!disabled(c->http_token_file) && !tls && !disabled(c->listen) && !http_host_is_loopback(listen_host)) {
                 snprintf(errbuf, errlen,

@@ -58,6 +58,7 @@ struct config {
         unsigned metrics_ops_per_run, metrics_gauges_per_run;
         unsigned metrics_series_per_uid;
         char *metrics_pid_label; /* "yes": per-run series carry pid="PID"; "no": they do not */
+        char *http_cors_origins; /* origins whose pages may read GET answers over TCP; "": none */
         /* What config_load_secrets() read from those files (NULL: unset).
          * Not keys: config_done() wipes them, config_copy() copies them. */
         char *http_token;

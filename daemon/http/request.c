@@ -403,6 +403,81 @@ char *request_cache_key(const struct request *rq) {
         return strndup(buf, used);
 }
 
+void request_etag(const char *body, size_t len, char ret[static REQUEST_ETAG_MAX]) {
+        /* FNV-1a over 8-byte words: FNV's offset basis, and the 64-bit
+         * golden ratio as the multiplier, which carries each word's bits
+         * upwards; the fold brings the high bits down again. Each step is
+         * a bijection of the state, so two answers of the same length that
+         * differ in one word never share a tag. Megabytes take well under
+         * a millisecond. */
+        uint64_t h = UINT64_C(0xcbf29ce484222325) ^ len, w;
+        size_t i = 0;
+        for (; i + 8 <= len; i += 8) {
+                memcpy(&w, body + i, 8);
+                h = (h ^ w) * UINT64_C(0x9e3779b97f4a7c15);
+                h ^= h >> 32;
+        }
+        if (i < len) {
+                w = 0;
+                memcpy(&w, body + i, len - i);
+                h = (h ^ w) * UINT64_C(0x9e3779b97f4a7c15);
+                h ^= h >> 32;
+        }
+        snprintf(ret, REQUEST_ETAG_MAX, "\"%016llx\"", (unsigned long long)h);
+}
+
+bool request_etag_matches(const char *if_none_match, const char *etag) {
+        size_t len = strlen(etag);
+        for (const char *p = if_none_match; p && *p;) {
+                p += strspn(p, " \t,");
+                if (*p == '*')
+                        return true;
+                if (strncmp(p, "W/", 2) == 0)
+                        p += 2;
+                size_t l = strcspn(p, " \t,");
+                if (l == len && memcmp(p, etag, l) == 0)
+                        return true;
+                p += l;
+        }
+        return false;
+}
+
+/* The next origin of a cors_origins list (separated by spaces or commas):
+ * its start, and its length in *ret_len; NULL at the end. */
+static const char *next_origin(const char **p, size_t *ret_len) {
+        const char *s = *p + strspn(*p, " \t,");
+        size_t l = strcspn(s, " \t,");
+        *p = s + l;
+        *ret_len = l;
+        return l > 0 ? s : NULL;
+}
+
+bool request_origin_allowed(const char *list, const char *origin) {
+        size_t len = strlen(origin), l;
+        for (const char *p = list, *o; p && (o = next_origin(&p, &l));)
+                if (l == len && memcmp(o, origin, l) == 0)
+                        return true;
+        return false;
+}
+
+int request_origins_check(const char *list, char *errbuf, size_t errlen) {
+        size_t l;
+        for (const char *p = list, *o; p && (o = next_origin(&p, &l));) {
+                size_t scheme = strncmp(o, "https://", 8) == 0 ? 8 : strncmp(o, "http://", 7) == 0 ? 7 : 0;
+                bool ok = scheme > 0 && l > scheme && l <= 256;
+                for (size_t i = scheme; ok && i < l; i++)
+                        ok = o[i] > ' ' && o[i] < 0x7f && o[i] != '/' && !(o[i] >= 'A' && o[i] <= 'Z');
+                if (!ok) {
+                        snprintf(errbuf, errlen,
+                                 "cors_origins: '%.*s' is not an origin as browsers send it: "
+                                 "http[s]://host[:port], lowercase, no path",
+                                 (int)(l > 80 ? 80 : l), o);
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
 void request_done(struct request *rq) {
         if (rq->json)
                 json_object_put(rq->json);

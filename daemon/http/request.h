@@ -19,6 +19,8 @@
 /* Windows and ranges longer than ten years cannot be answered from raw
  * samples anyway; cap what a client can ask for. */
 #define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
+/* An ETag with its quotes and the NUL. */
+#define REQUEST_ETAG_MAX 48
 
 struct request {
         void *userdata; /* the server's, for the handlers */
@@ -47,6 +49,13 @@ struct request {
         size_t n_args;
         bool args_overflow, args_duplicate;
         const char *accept; /* the Accept header (NULL: none): GET /metrics's format */
+        bool safe;          /* GET or HEAD */
+        /* A GET or HEAD over TCP while [http] cors_origins is set: the answer
+         * varies with the Origin header (Vary: Origin), and allow_origin is
+         * that header (libmicrohttpd's copy, which lives as long as the
+         * request) when the list holds it. */
+        bool vary_origin;
+        const char *allow_origin;
         /* the response being built */
         unsigned status;
         json_object *json;
@@ -65,7 +74,7 @@ struct request {
         /* a file of the web page: its quoted ETag; it is sent with
          * "Cache-Control: no-cache", answered 304 for a matching
          * If-None-Match, and kept out of the answer cache */
-        char etag[48];
+        char etag[REQUEST_ETAG_MAX];
 };
 
 /* parts: the path's segments. */
@@ -96,6 +105,21 @@ const struct route *route_find(const struct route *routes, size_t n_routes, cons
  * NULL: not to be cached (too long, repeated or too many arguments) or out of
  * memory. */
 char *request_cache_key(const struct request *rq);
+/* The ETag of an answer: a hash of its bytes, quoted, so an answer that
+ * did not change keeps its tag whatever moved meanwhile. */
+void request_etag(const char *body, size_t len, char ret[static REQUEST_ETAG_MAX]);
+/* Whether an If-None-Match header (NULL: none) names etag: "*", or a
+ * list of tags compared weakly (a "W/" prefix ignored). */
+bool request_etag_matches(const char *if_none_match, const char *etag);
+/* Whether origin (an Origin header: "https://dash.example:3000") is in
+ * list ([http] cors_origins: origins separated by spaces or commas), byte
+ * for byte. */
+bool request_origin_allowed(const char *list, const char *origin);
+/* 0 when each origin of list is one as browsers write it in the Origin
+ * header (http or https, a lowercase host, maybe a port, nothing after:
+ * no path, not even a slash), which is the only way it can ever match;
+ * else -EINVAL and why in errbuf. */
+int request_origins_check(const char *list, char *errbuf, size_t errlen);
 /* Frees what the request holds (not rq itself). */
 void request_done(struct request *rq);
 

@@ -81,25 +81,60 @@ static void add_security_headers(struct MHD_Response *resp) {
         MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
-/* Queues body (malloc'ed, len bytes; taken over in every case). */
-static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned status, const char *content_type, char *body,
-                                  size_t len, const struct header *h) {
+/* Vary: Origin on every answer the allow-list applies to, so a cache
+ * never hands one origin's answer to another; the read itself only to an
+ * origin on the list, never with credentials. */
+static void add_cors_headers(struct MHD_Response *resp, const struct request *rq) {
+        if (rq->vary_origin)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+        if (rq->allow_origin) {
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, rq->allow_origin);
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_EXPOSE_HEADERS, MHD_HTTP_HEADER_ETAG);
+        }
+}
+
+static bool is_json(const char *content_type) {
+        return content_type && streq(content_type, "application/json");
+}
+
+/* Queues body (malloc'ed, len bytes; taken over in every case). A GET's
+ * answer that can be revalidated (a file of the web page with its ETag, a
+ * JSON answer with 200, tagged by a hash of its bytes) is sent with
+ * "Cache-Control: no-cache" and its ETag; an If-None-Match that names the
+ * tag gets 304, which libmicrohttpd sends without the body (and with the
+ * Content-Length the 200 would have, as HTTP asks). Any other answer is
+ * not to be stored. */
+static enum MHD_Result send_owned(struct request *rq, unsigned status, const char *content_type, char *body, size_t len,
+                                  const struct header *h) {
+        struct MHD_Connection *c = rq->conn;
+        char etag[REQUEST_ETAG_MAX] = "";
+        if (status == 200 && rq->safe && rq->etag[0])
+                memcpy(etag, rq->etag, sizeof etag);
+        else if (status == 200 && rq->safe && is_json(content_type))
+                request_etag(body, len, etag);
+        bool same = etag[0] &&
+                    request_etag_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH),
+                                         etag);
         struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(body);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (!same)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, etag[0] ? "no-cache" : "no-store");
+        if (etag[0])
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
         add_security_headers(resp);
+        add_cors_headers(resp, rq);
         if (h)
                 MHD_add_response_header(resp, h->name, h->value);
-        enum MHD_Result r = MHD_queue_response(c, status, resp);
+        enum MHD_Result r = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : status, resp);
         MHD_destroy_response(resp);
         return r;
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *text, size_t len,
+static enum MHD_Result send_text(struct request *rq, unsigned status, const char *text, size_t len,
                                  const struct header *h) {
         char *copy = malloc(len + 2);
         if (!copy)
@@ -107,40 +142,18 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
         memcpy(copy, text, len);
         copy[len] = '\n';
         copy[len + 1] = 0;
-        return send_owned(c, status, "application/json", copy, len + 1, h);
+        return send_owned(rq, status, "application/json", copy, len + 1, h);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, unsigned status, json_object *j,
-                                     const struct header *h) {
+static enum MHD_Result send_response(struct request *rq, unsigned status, json_object *j, const struct header *h) {
         const char *text = j ? json_to_string(j) : "{}";
-        return send_text(c, status, text, strlen(text), h);
+        return send_text(rq, status, text, strlen(text), h);
 }
 
-static enum MHD_Result send_error_now(struct MHD_Connection *c, unsigned status, const char *code, const char *msg,
+static enum MHD_Result send_error_now(struct request *rq, unsigned status, const char *code, const char *msg,
                                       const struct header *h) {
         _cleanup_json_ json_object *root = json_error_new(code, msg);
-        return send_response(c, status, root, h);
-}
-
-/* A file of the web page (rq->etag set): revalidated by its ETag, so a
- * browser asks again each time but gets 304 while it has not changed. */
-static enum MHD_Result send_file(struct MHD_Connection *c, struct request *rq) {
-        const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-        bool same = inm && streq(inm, rq->etag);
-        struct MHD_Response *resp = same ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
-                                         : MHD_create_response_from_buffer(rq->text_len, rq->text,
-                                                                           MHD_RESPMEM_MUST_FREE);
-        if (!resp)
-                return MHD_NO;
-        if (!same)
-                rq->text = NULL; /* the response owns it */
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->content_type);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rq->etag);
-        add_security_headers(resp);
-        enum MHD_Result r = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : 200, resp);
-        MHD_destroy_response(resp);
-        return r;
+        return send_response(rq, status, root, h);
 }
 
 /* A body written as it is read (rq->stream_read): what a response reads
@@ -187,6 +200,7 @@ static enum MHD_Result send_stream(struct MHD_Connection *c, const struct server
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rq->content_type);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         add_security_headers(resp);
+        add_cors_headers(resp, rq);
         enum MHD_Result r = MHD_queue_response(c, rq->status ? rq->status : 200, resp);
         MHD_destroy_response(resp);
         return r;
@@ -417,7 +431,7 @@ static bool authorize(const struct listener *l, struct MHD_Connection *conn, str
         }
         if (!c->http_token) {
                 if (!safe)
-                        *ret = send_error_now(conn, 405, "method_not_allowed",
+                        *ret = send_error_now(rq, 405, "method_not_allowed",
                                               "the TCP API is read-only: use the unix socket to change anything",
                                               ALLOW("GET, HEAD"));
                 return safe;
@@ -430,14 +444,14 @@ static bool authorize(const struct listener *l, struct MHD_Connection *conn, str
         case AUTH_MISSING:
                 if (!safe)
                         *ret = send_error_now(
-                                conn, 401, "unauthorized", "over TCP this needs the token: Authorization: Bearer TOKEN",
+                                rq, 401, "unauthorized", "over TCP this needs the token: Authorization: Bearer TOKEN",
                                 &(const struct header){ MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"mlmond\"" });
                 return safe;
         case AUTH_WRONG:
                 break;
         }
         log_debug("http: a request over TCP with a wrong token refused");
-        *ret = send_error_now(conn, 403, "forbidden", "wrong token", NULL);
+        *ret = send_error_now(rq, 403, "forbidden", "wrong token", NULL);
         return false;
 }
 
@@ -455,7 +469,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                  * so a refused body is never read. */
                 conn_head_received(conn);
                 rq->conn = conn;
-                bool safe = streq(method, "GET") || streq(method, "HEAD");
+                bool safe = rq->safe = streq(method, "GET") || streq(method, "HEAD");
+                if (safe && !l->unix_socket && !address_off(c->http_cors_origins)) {
+                        const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+                        rq->vary_origin = true;
+                        if (origin && request_origin_allowed(c->http_cors_origins, origin))
+                                rq->allow_origin = origin;
+                }
                 enum MHD_Result refused;
                 if (!authorize(l, conn, rq, safe, &refused))
                         return refused;
@@ -463,9 +483,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
                 uint64_t len = 0;
                 if (cl && (safe_atou64(cl, &len) < 0 || len > c->http_max_body_bytes))
-                        return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
+                        return send_error_now(rq, 413, "payload_too_large", "the request body is too large", NULL);
                 if (safe && (len > 0 || te))
-                        return send_error_now(conn, 413, "payload_too_large", "GET takes no request body", NULL);
+                        return send_error_now(rq, 413, "payload_too_large", "GET takes no request body", NULL);
                 rq->userdata = l->server->userdata;
                 return MHD_YES;
         }
@@ -491,7 +511,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                 return MHD_YES;
         rq->started = true;
         if (rq->too_large)
-                return send_error_now(conn, 413, "payload_too_large", "the request body is too large", NULL);
+                return send_error_now(rq, 413, "payload_too_large", "the request body is too large", NULL);
 
         /* a tick that came due while other requests were answered runs
          * first, so that the answer has its samples too */
@@ -501,9 +521,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         rq->method = method;
         rq->accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
         if (request_parse_target(rq, rq->target) < 0)
-                return send_response(conn, rq->status, rq->json, NULL);
+                return send_response(rq, rq->status, rq->json, NULL);
         _cleanup_free_ char *key = NULL;
-        if (streq(method, "GET") || streq(method, "HEAD")) {
+        if (rq->safe) {
                 key = request_cache_key(rq);
                 const struct cache_entry *e = key ? cache_lookup(&l->server->cache, key,
                                                                  l->server->generation(l->server->userdata))
@@ -513,28 +533,27 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                         if (!copy)
                                 return MHD_NO;
                         memcpy(copy, e->body, e->body_len);
-                        return send_owned(conn, 200, e->content_type, copy, e->body_len, NULL);
+                        return send_owned(rq, 200, e->content_type, copy, e->body_len, NULL);
                 }
                 if (e)
-                        return send_text(conn, 200, e->body, e->body_len, NULL);
+                        return send_text(rq, 200, e->body, e->body_len, NULL);
         }
         dispatch(l->server, rq);
         unsigned status = rq->status ? rq->status : 500;
         if (rq->stream_ctx && !rq->json)
                 return send_stream(conn, l->server, rq);
-        if (rq->text && !rq->json && rq->etag[0] && status == 200)
-                return send_file(conn, rq);
         if (rq->text && !rq->json) {
-                if (key && status == 200)
+                /* a file of the web page is revalidated by its own ETag */
+                if (key && status == 200 && !rq->etag[0])
                         cache_store(&l->server->cache, TAKE_PTR(key), rq->text, rq->text_len, rq->content_type,
                                     generation);
-                return send_owned(conn, status, rq->content_type, TAKE_PTR(rq->text), rq->text_len, NULL);
+                return send_owned(rq, status, rq->content_type, TAKE_PTR(rq->text), rq->text_len, NULL);
         }
         if (key && status == 200 && rq->json) {
                 const char *text = json_to_string(rq->json);
                 cache_store(&l->server->cache, TAKE_PTR(key), text, strlen(text), NULL, generation);
         }
-        return send_response(conn, status, rq->json, ALLOW(rq->allow));
+        return send_response(rq, status, rq->json, ALLOW(rq->allow));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {

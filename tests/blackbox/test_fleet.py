@@ -2,23 +2,32 @@
 """A fleet: three mlmond instances (three databases, three ports: three
 hosts), each watching one rank of a job that reports its step timings over
 StatsD, one rank 30% slower, and Debian's real Prometheus with native
-histograms on, scraping the three every second. Prometheus merges the
+histograms on, scraping the three every 250 ms. Prometheus merges the
 ranks' native histograms: the job's p99 over the last minute comes back
 from PromQL within 1% of the exact p99 of the timings sent, and the slow
-rank shows per instance.
+rank shows per instance. Then the Grafana dashboard (contrib/grafana): every
+query of every panel, its variables resolved the way Grafana resolves them,
+parses and returns series from that Prometheus (each rank's process holds
+GPU memory through the NVML stand-in, so the GPU panels have data too).
 
 Skipped without prometheus (Debian package prometheus)."""
 
+import json
 import os
+import re
 import shutil
+import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import ROOT, Mlmond, wait_for
 from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_metrics import Prometheus
-from test_statsd import agents, registered  # noqa: F401
+from test_statsd import Agent, registered
+
+GIB = 1 << 30
 
 RANKS = 3
 SLOW_RANK = 2
@@ -60,66 +69,188 @@ def timings(rank, n, seed):
     return [float(f"{v * slow:.3f}") for v in lognormal_ms(n, seed=seed, mu=4.6, sigma=0.25)]
 
 
-def test_fleet_p99_from_native_histograms(make_mlmond, agents):
-    if not shutil.which("prometheus"):
-        pytest.skip("prometheus is not installed (Debian package prometheus)")
-    hosts = [make_mlmond(interval="1s") for _ in range(RANKS)]
-    ranks = []
-    for i, d in enumerate(hosts):
-        a = agents()
-        registered(d, a, name=f"rank{i}", tags={"job_id": JOB, "rank": str(i)})
-        ranks.append(a)
-    prom = NativePrometheus([d.port for d in hosts])
-    try:
+class Fleet:
+    """The hosts, their ranks (one agent each) and the Prometheus scraping
+    them, for the tests of this module; stopped (and the hosts' logs
+    checked) at the end."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="mlmond-bb-", dir="/tmp")
+        os.chmod(self.dir, 0o755)
+        self.hosts, self.ranks, self.prom = [], [], None
+
+    def start(self):
+        standin = os.environ.get("NVML_STANDIN")
+        for i in range(RANKS):
+            a = Agent()
+            self.ranks.append(a)
+            sub = tempfile.mkdtemp(dir=self.dir)
+            os.chmod(sub, 0o755)
+            config = ""
+            if standin:
+                # the stand-in NVML says the rank's process holds GPU memory and keeps the GPU busy
+                os.environ["NVML_STANDIN_PROCS"] = f"{a.pid}:{(i + 1) * GIB}:{40 + 10 * i}"
+                config = f"[gpu]\nnvml_library = {standin}\n"
+            try:
+                self.hosts.append(Mlmond(sub, interval="1s", config_text=config))
+            finally:
+                os.environ.pop("NVML_STANDIN_PROCS", None)
+            registered(self.hosts[-1], a, name=f"rank{i}", tags={"job_id": JOB, "rank": str(i)})
+        self.prom = NativePrometheus([d.port for d in self.hosts])
+
         def all_up():
-            if prom.proc.poll() is not None:
-                pytest.fail(f"prometheus exited {prom.proc.returncode}:\n{prom.logs()}")
-            t = prom.targets()
+            if self.prom.proc.poll() is not None:
+                pytest.fail(f"prometheus exited {self.prom.proc.returncode}:\n{self.prom.logs()}")
+            t = self.prom.targets()
             return len(t) == RANKS and all(x["health"] == "up" for x in t)
         wait_for(all_up, 60, interval=0.2, what="prometheus to scrape the three hosts")
 
-        def counts_are(n):
-            res = prom.query(f'histogram_count(mlmond_run_op_duration_seconds{SEL})')
-            return len(res) == RANKS and all(float(r["value"][1]) == n for r in res)
+    def stop(self):
+        failures = []
+        if self.prom:
+            self.prom.stop()
+        for d in self.hosts:
+            try:
+                d.stop()
+                d.check_stderr()
+            except BaseException as e:  # pytest.fail raises a BaseException
+                failures.append(str(e))
+        for a in self.ranks:
+            a.close()
+        subprocess.run(["rm", "-rf", "--one-file-system", self.dir], check=False)
+        if failures:
+            pytest.fail("\n".join(failures))
 
-        # a few timings first, then a wait, so that each series is older
-        # than the window that rate() looks at: its increase is what follows
-        first = [timings(i, 100, seed=100 + i) for i in range(RANKS)]
-        for i, d in enumerate(hosts):
-            send_timings(ranks[i], d.statsd_path, "step", first[i])
-        wait_for(lambda: counts_are(100), 30, interval=0.2, what="the first timings in prometheus")
-        time.sleep(WINDOW_S + 1)
-        sent = [timings(i, 3000, seed=200 + i) for i in range(RANKS)]
-        for i, d in enumerate(hosts):
-            send_timings(ranks[i], d.statsd_path, "step", sent[i])
-        wait_for(lambda: counts_are(3100), 30, interval=0.2, what="all timings in prometheus")
 
-        window = sorted(v for s in sent for v in s)
-        every = sorted(v for s in first + sent for v in s)
-        got = prom.query(f'histogram_quantile(0.99, sum(rate(mlmond_run_op_duration_seconds{SEL}[{WINDOW_S}s])))')
-        assert len(got) == 1, got
-        p99_window = float(got[0]["value"][1]) * 1000
-        got = prom.query(f'histogram_quantile(0.99, sum(mlmond_run_op_duration_seconds{SEL}))')
-        p99_every = float(got[0]["value"][1]) * 1000
-        want_window, want_every = exact_quantile(window, 99), exact_quantile(every, 99)
-        print(f"fleet p99 over the last {WINDOW_S} s: prometheus {p99_window:.3f} ms, exact {want_window:.3f} ms; "
-              f"since registration: prometheus {p99_every:.3f} ms, exact {want_every:.3f} ms")
-        # the sum of the three histograms holds every timing
-        got = prom.query(f'histogram_count(sum(mlmond_run_op_duration_seconds{SEL}))')
-        assert float(got[0]["value"][1]) == RANKS * 3100
-        got = prom.query(f'histogram_sum(sum(mlmond_run_op_duration_seconds{SEL}))')
-        assert float(got[0]["value"][1]) == pytest.approx(sum(every) / 1000, rel=1e-9)
-
-        # the slow rank, by its rank tag
-        got = prom.query(f'histogram_quantile(0.5, sum by (tag_rank) (rate(mlmond_run_op_duration_seconds{SEL}[{WINDOW_S}s])))')
-        p50 = {r["metric"]["tag_rank"]: float(r["value"][1]) for r in got}
-        assert len(p50) == RANKS, got
-        others = [v for k, v in p50.items() if k != str(SLOW_RANK)]
-        print("p50 by tag_rank (ms):", {k: round(v * 1000, 3) for k, v in sorted(p50.items())})
-        assert p50[str(SLOW_RANK)] > max(others), p50
-
-        assert p99_window == pytest.approx(want_window, rel=P99_REL)
-        assert p99_every == pytest.approx(want_every, rel=P99_REL)
-        assert p50[str(SLOW_RANK)] / max(others) == pytest.approx(SLOWDOWN, rel=0.05)
+@pytest.fixture(scope="module")
+def fleet():
+    if not shutil.which("prometheus"):
+        pytest.skip("prometheus is not installed (Debian package prometheus)")
+    f = Fleet()
+    try:
+        f.start()
+        yield f
     finally:
-        prom.stop()
+        f.stop()
+
+
+def test_fleet_p99_from_native_histograms(fleet):
+    hosts, ranks, prom = fleet.hosts, fleet.ranks, fleet.prom
+
+    def counts_are(n):
+        res = prom.query(f'histogram_count(mlmond_run_op_duration_seconds{SEL})')
+        return len(res) == RANKS and all(float(r["value"][1]) == n for r in res)
+
+    # a few timings first, then a wait, so that each series is older
+    # than the window that rate() looks at: its increase is what follows
+    first = [timings(i, 100, seed=100 + i) for i in range(RANKS)]
+    for i, d in enumerate(hosts):
+        send_timings(ranks[i], d.statsd_path, "step", first[i])
+    wait_for(lambda: counts_are(100), 30, interval=0.2, what="the first timings in prometheus")
+    time.sleep(WINDOW_S + 1)
+    sent = [timings(i, 3000, seed=200 + i) for i in range(RANKS)]
+    for i, d in enumerate(hosts):
+        send_timings(ranks[i], d.statsd_path, "step", sent[i])
+    wait_for(lambda: counts_are(3100), 30, interval=0.2, what="all timings in prometheus")
+
+    window = sorted(v for s in sent for v in s)
+    every = sorted(v for s in first + sent for v in s)
+    got = prom.query(f'histogram_quantile(0.99, sum(rate(mlmond_run_op_duration_seconds{SEL}[{WINDOW_S}s])))')
+    assert len(got) == 1, got
+    p99_window = float(got[0]["value"][1]) * 1000
+    got = prom.query(f'histogram_quantile(0.99, sum(mlmond_run_op_duration_seconds{SEL}))')
+    p99_every = float(got[0]["value"][1]) * 1000
+    want_window, want_every = exact_quantile(window, 99), exact_quantile(every, 99)
+    print(f"fleet p99 over the last {WINDOW_S} s: prometheus {p99_window:.3f} ms, exact {want_window:.3f} ms; "
+          f"since registration: prometheus {p99_every:.3f} ms, exact {want_every:.3f} ms")
+    # the sum of the three histograms holds every timing
+    got = prom.query(f'histogram_count(sum(mlmond_run_op_duration_seconds{SEL}))')
+    assert float(got[0]["value"][1]) == RANKS * 3100
+    got = prom.query(f'histogram_sum(sum(mlmond_run_op_duration_seconds{SEL}))')
+    assert float(got[0]["value"][1]) == pytest.approx(sum(every) / 1000, rel=1e-9)
+
+    # the slow rank, by its rank tag
+    got = prom.query(f'histogram_quantile(0.5, sum by (tag_rank) (rate(mlmond_run_op_duration_seconds{SEL}[{WINDOW_S}s])))')
+    p50 = {r["metric"]["tag_rank"]: float(r["value"][1]) for r in got}
+    assert len(p50) == RANKS, got
+    others = [v for k, v in p50.items() if k != str(SLOW_RANK)]
+    print("p50 by tag_rank (ms):", {k: round(v * 1000, 3) for k, v in sorted(p50.items())})
+    assert p50[str(SLOW_RANK)] > max(others), p50
+
+    assert p99_window == pytest.approx(want_window, rel=P99_REL)
+    assert p99_every == pytest.approx(want_every, rel=P99_REL)
+    assert p50[str(SLOW_RANK)] / max(others) == pytest.approx(SLOWDOWN, rel=0.05)
+
+
+# ---- the Grafana dashboard ------------------------------------------------------
+
+DASHBOARD = os.path.join(ROOT, "contrib", "grafana", "mlmond.json")
+# What Grafana puts for its own variables: $__rate_interval is at least four
+# scrape intervals (here 250 ms).
+GRAFANA_VARS = {"__rate_interval": "5s", "__interval": "1s", "__range": "1m"}
+
+
+def dashboard_panels(d):
+    for p in d["panels"]:
+        yield p
+        yield from p.get("panels", [])  # a collapsed row holds its panels
+
+
+def substitute(text, values):
+    def one(m):
+        name = m.group(1) or m.group(2)
+        assert name in values, f"the dashboard uses ${name}, which is no variable of it"
+        return values[name]
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))", one, text)
+
+
+def label_values(prom, query, values):
+    """What Grafana's label_values(SELECTOR, LABEL) offers, with the
+    variables substituted."""
+    m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query)
+    assert m, f"a variable's query Grafana's Prometheus data source does not know: {query}"
+    out = prom.api("/api/v1/series", **{"match[]": substitute(m.group(1), values)})
+    assert out["status"] == "success", out
+    return sorted({s[m.group(2)] for s in out["data"] if m.group(2) in s})
+
+
+def test_dashboard_queries_return_series(fleet):
+    """Every target of every panel, with the variables at All and at one
+    choice each (this job, its first run, the step op), parses and returns
+    series; so does each variable's own query."""
+    with open(DASHBOARD, encoding="utf-8") as f:
+        dash = json.load(f)
+    for i, d in enumerate(fleet.hosts):
+        send_timings(fleet.ranks[i], d.statsd_path, "step", timings(i, 50, seed=300 + i))
+    # two scrapes with the new timings in the rate interval
+    time.sleep(1.0)
+
+    variables = [v for v in dash["templating"]["list"] if v["type"] == "query"]
+    assert [v["name"] for v in variables] == ["instance", "job", "run", "op"]
+    every = dict(GRAFANA_VARS, **{v["name"]: v.get("allValue") or ".*" for v in variables})
+    chosen = dict(GRAFANA_VARS)
+    for v in variables:
+        query = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+        offered = label_values(fleet.prom, query, chosen)
+        assert offered, f"variable {v['name']}: {query} offers nothing"
+        pick = {"job": JOB, "op": "step"}.get(v["name"], offered[0])
+        assert pick in offered, (v["name"], offered)
+        # as Grafana writes a value into a regular expression in a PromQL string
+        chosen[v["name"]] = re.escape(pick).replace("\\", "\\\\")
+
+    targets = [(p["title"], t) for p in dashboard_panels(dash) for t in p.get("targets", [])]
+    assert len(targets) >= 15, targets
+    end = time.time()
+    empty = []
+    for values in (every, chosen):
+        for title, t in targets:
+            expr = substitute(t["expr"], values)
+            if t.get("instant"):
+                out = fleet.prom.api("/api/v1/query", query=expr, time=end)
+            else:
+                out = fleet.prom.api("/api/v1/query_range", query=expr, start=end - 20, end=end, step=1)
+            assert out["status"] == "success", (title, expr, out)
+            if not out["data"]["result"]:
+                empty.append(f"{title}: {expr}")
+    assert not empty, "queries that return no series:\n" + "\n".join(empty)
+    print(f"{len(targets)} queries of {len(list(dashboard_panels(dash)))} panels, twice: every one returns series")

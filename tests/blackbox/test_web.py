@@ -75,16 +75,17 @@ class Dom(html.parser.HTMLParser):
         return found[0][2]
 
 
-def chromium(url, budget_ms=6000):
+def chromium(url, budget_ms=6000, extra=()):
     """The DOM of url after budget_ms of virtual time, and the console
-    messages chromium logged meanwhile."""
+    messages chromium logged meanwhile; extra: more of chromium's flags."""
     exe = shutil.which("chromium")
     if not exe:
         pytest.skip("chromium is not installed (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
         r = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                            f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+                            f"--virtual-time-budget={budget_ms}", *extra, "--dump-dom", url],
                            capture_output=True, timeout=120)
     err = r.stderr.decode(errors="replace")
     if r.returncode != 0 or not r.stdout.strip():

@@ -28,4 +28,17 @@ def configure(socket=None, statsd_socket=None):
 
 __all__ = ["ApiError", "Error", "PerformanceProfiler", "Run", "Unavailable", "attach", "benchmark", "configure",
            "count", "dropped", "flush", "gauge", "mark", "observe", "run", "timed", "timer"]
-__version__ = "0.1.0"
+
+
+def _version():
+    # the project's version, from the one file that holds it (meson.build
+    # and the package's metadata read it too)
+    import os
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "VERSION"), encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
+__version__ = _version()
