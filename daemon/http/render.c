@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "collect/accel/accel.h"
+#include "collect/procfs.h"
 #include "json-util.h"
 #include "analyze/leakwatch.h"
 #include "version.h"
@@ -124,6 +125,11 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        /* the state of a process that runs; an ended run's is how it ended */
+        json_add_string(o, "proc_state",
+                        ri->state == RUN_RUNNING && latest ? proc_state_name(latest->proc_state) : NULL);
+        json_add_i64(o, "exit_code", ri->has_exit_code, ri->exit_code);
+        json_add_i64(o, "exit_signal", ri->has_exit_signal, ri->exit_signal);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
         if (!latest)
                 json_object_put(latest_gpu);
