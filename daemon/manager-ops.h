@@ -80,6 +80,10 @@ struct manager_stats {
         const struct accel *accel; /* devices and energy; NULL: none */
         double grid_g_per_kwh;     /* [energy] grid_g_per_kwh */
         size_t n_runs;             /* running runs */
+        /* filled by the API, which judges the jobs: jobs now stalled
+         * (analyze/stall.h); has_jobs_stalled false: not counted */
+        bool has_jobs_stalled;
+        unsigned jobs_stalled;
 };
 
 /* A running run as the manager's lookups find it: which it is, and whose. */
@@ -167,6 +171,16 @@ struct manager_ops {
          * stored yet, within [from, until] (names copied; gauge_values_free()). */
         int (*live_gauges)(void *userdata, int64_t id, int64_t from, int64_t until, struct gauge_value **ret,
                            size_t *ret_n);
+        /* Unix ms of the latest timing or count of op that running run id
+         * took (*ret_op_ms), and of any op (*ret_any_ms); 0: none since it
+         * was registered or mlmond started. -ENOENT if it is not running. */
+        int (*op_last)(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms);
+        /* How an ended run's process ended, as its parent saw it (mlmonctl
+         * run's wait(2) status): kept where mlmond saw nothing itself.
+         * -ENOENT no such run, -EBUSY still running, -EPERM not the
+         * caller's, -EIO. */
+        int (*set_exit)(void *userdata, int64_t id, const struct caller *who, int wait_status, char *err,
+                        size_t errlen);
         /* Every running run's processes: -ENOMEM. free() *ret. */
         int (*run_pids)(void *userdata, struct run_pid **ret, size_t *ret_n);
         /* Moves whenever stored or live data changes: a cache key. */

@@ -452,6 +452,45 @@ int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const c
         return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
 }
 
+int manager_set_exit(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int wait_status, char *err,
+                     size_t errlen) {
+        const struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec, .max_rows = 1 };
+        struct run_info ri;
+        if (manager_find_run(m, id)) {
+                snprintf(err, errlen, "run %lld is still running", (long long)id);
+                return -EBUSY;
+        }
+        int q = query_run(m->store, &lim, id, &ri);
+        if (q < 0) {
+                snprintf(err, errlen, q == -ENOENT ? "no run %lld" : "database error", (long long)id);
+                return q == -ENOENT ? -ENOENT : -EIO;
+        }
+        if (!caller_is_root && (!ri.has_uid || ri.uid != caller_uid)) {
+                run_info_done(&ri);
+                snprintf(err, errlen, "run %lld is not yours", (long long)id);
+                return -EPERM;
+        }
+        /* what mlmond read from the zombie itself stands */
+        if (!ri.has_exit_code && !ri.has_exit_signal) {
+                run_info_set_exit(&ri, wait_status);
+                q = store_begin(m->store);
+                if (q == 0 && store_update_run_exit(m->store, id, &ri) == 0)
+                        q = store_commit(m->store);
+                else if (q == 0) {
+                        store_rollback(m->store);
+                        q = -EIO;
+                }
+                if (q == 0)
+                        m->data_generation++;
+        }
+        run_info_done(&ri);
+        if (q < 0) {
+                snprintf(err, errlen, "database error");
+                return -EIO;
+        }
+        return 0;
+}
+
 int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
         struct run *r = manager_find_run(m, id);
         if (!r)

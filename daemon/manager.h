@@ -142,6 +142,10 @@ unsigned manager_health(struct manager *m);
  * totals stored, a mark with the reason if one is given, the run dropped
  * from memory. */
 int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason);
+/* How an ended run's process ended, as its parent's wait(2) saw it, where
+ * mlmond did not see it itself; see manager_ops.set_exit. */
+int manager_set_exit(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int wait_status, char *err,
+                     size_t errlen);
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
