@@ -255,3 +255,32 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
         respond_json(rq, 200, run_with_latest(rq, &ri));
         run_info_done(&ri);
 }
+
+/* mlmonctl run hands over what its wait(2) said of the job: kept where
+ * mlmond did not see the zombie itself. */
+void h_run_end(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_info ri;
+        int status;
+        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
+                return;
+        int64_t id = ri.id;
+        run_info_done(&ri);
+        _cleanup_json_ json_object *body = parse_body(rq);
+        if (!body || !parse_exit_body(rq, body, &status) || !caller_known(rq))
+                return;
+        char err[256] = "";
+        int r = api_of(rq)->manager.ops->set_exit(api_of(rq)->manager.userdata, id,
+                                                  &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid },
+                                                  status, err, sizeof err);
+        if (r < 0) {
+                respond_errno(rq, r, err);
+                return;
+        }
+        struct query_limits lim = limits(rq);
+        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld cannot be read back", (long long)id);
+                return;
+        }
+        respond_json(rq, 200, run_with_latest(rq, &ri));
+        run_info_done(&ri);
+}

@@ -326,6 +326,7 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         json_add_u64(o, "statsd_refused", true, m->statsd_refused);
+        json_add_u64(o, "jobs_stalled", m->has_jobs_stalled, m->jobs_stalled);
         return o;
 }
 
