@@ -182,6 +182,32 @@ static int reap_child(pid_t pid, int *ret_status) {
         return 0;
 }
 
+/* With --ranks the launcher's run says what it is, with the tag
+ * role=launcher (unless one was given): its job then keeps it out of its
+ * ranks. NULL: out of memory. */
+static json_object *launcher_tags(json_object *given) {
+        json_object *t = NULL;
+        if (given ? json_object_deep_copy(given, &t, NULL) < 0 : !(t = json_object_new_object()))
+                return NULL;
+        if (!json_object_object_get_ex(t, "role", NULL))
+                json_object_object_add(t, "role", json_object_new_string("launcher"));
+        return t;
+}
+
+/* How the job ended as wait(2) said it, for mlmond to keep where it did not
+ * read it from the zombie itself (POST /v1/runs/ID/end). Quiet: the job's
+ * own status is what counts. */
+static void hand_over_exit(int64_t id, int status) {
+        char path[64];
+        _cleanup_json_ json_object *body = json_object_new_object(), *answer = NULL;
+        if (!body || !(WIFEXITED(status) || WIFSIGNALED(status)))
+                return;
+        json_object_object_add(body, WIFSIGNALED(status) ? "exit_signal" : "exit_code",
+                               json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)));
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/end", id);
+        (void)api_call_full("POST", path, body, true, &answer, NULL);
+}
+
 /* Waits until the daemon has seen the job end (state no longer "running"),
  * for up to EXIT_WAIT_USEC; returns the last run object it got (NULL if
  * none; the error is printed). */
@@ -343,7 +369,12 @@ int verb_run(struct args *a) {
         forward_pid = pid;
         set_forwarding(true);
 
-        if (register_job(a, pid, &id) < 0) {
+        struct args la = *a;
+        la.tags = a->ranks ? launcher_tags(a->tags) : a->tags;
+        r = a->ranks && !la.tags ? -ENOMEM : register_job(&la, pid, &id);
+        if (la.tags != a->tags)
+                json_object_put(la.tags);
+        if (r < 0) {
                 forward_pid = 0;
                 kill(pid, SIGKILL);
                 while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -369,6 +400,8 @@ int verb_run(struct args *a) {
                 error_line_errno(r, "waiting for %s: %m", cmd[0]);
                 return EXIT_FAILED;
         }
+        if (id > 0)
+                hand_over_exit(id, status);
         /* From here on the exit code is the job's: a closed stderr (`2>&1 |
          * head`) must not turn it into 141. */
         signal(SIGPIPE, SIG_IGN);

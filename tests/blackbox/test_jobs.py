@@ -148,10 +148,17 @@ def test_report_job_and_compare(slow_job, agents, tmp_path):
     assert "Operations over the span, all ranks merged:" in text and "Ranks, step:" in text
     flagged = [line for line in text.splitlines() if line.rstrip().endswith("STRAGGLER")]
     assert len(flagged) == 1, text
-    rank, run, count, p50, p99, vs_job, _ = flagged[0].split()
+    rank, run, count, p50, p99, vs_others, relative, individual, _ = flagged[0].split()
     assert (rank, run, count) == ("2", str(ids[2]), str(PER_RANK))
     p50_ms, p99_ms = (float(v.removesuffix("ms")) for v in (p50, p99))
-    assert 10 * 1.25 * 0.95 < p50_ms < p99_ms < 10 * 1.25 * 1.5 and vs_job.startswith("+")
+    assert 10 * 1.25 * 0.95 < p50_ms < p99_ms < 10 * 1.25 * 1.5
+    # the column is the figure the verdict states: the same percentage
+    doc = job(d, "train-a")
+    assert vs_others == "%+.1f%%" % doc["stragglers"][0]["slower_pct"]
+    # NVIDIA's relative score: the fastest rank's median over its own, flagged below 0.75 with a star
+    assert float(relative.rstrip("*")) == pytest.approx(min(r["p50_ms"] for r in doc["ranks"]["step"]) / p50_ms,
+                                                        abs=0.002)
+    assert relative.endswith("*") == (float(relative.rstrip("*")) < 0.75)
     assert "1 straggler:\n  rank 2 (run %d)" % ids[2] in text
 
     r = d.ctl("report", "--job", "train-a", "--json")
