@@ -480,15 +480,21 @@ static void append_group(char **text, struct job_member **v, size_t k, const cha
                 return;
         fprintf(f, "%s%s%s ", *text ? *text : "", *text ? "; " : "",
                 ranks ? (count > 1 ? "ranks" : "rank") : (count > 1 ? "runs" : "run"));
-        for (size_t i = 0, w = 0; i < k; i++) {
-                char h[64];
-                exit_text(v[i]->ri, h, sizeof h);
-                if (how && !streq(h, how))
-                        continue;
+        /* named in rank order: the members are, so are pointers to them */
+        for (const struct job_member *prev = NULL, *next;; prev = next) {
+                next = NULL;
+                for (size_t i = 0; i < k; i++) {
+                        char h[64];
+                        exit_text(v[i]->ri, h, sizeof h);
+                        if ((!how || streq(h, how)) && v[i] > prev && (!next || v[i] < next))
+                                next = v[i];
+                }
+                if (!next)
+                        break;
                 if (ranks)
-                        fprintf(f, "%s%.40s", w++ ? ", " : "", v[i]->rank);
+                        fprintf(f, "%s%.40s", prev ? ", " : "", next->rank);
                 else
-                        fprintf(f, "%s%lld", w++ ? ", " : "", (long long)v[i]->ri->id);
+                        fprintf(f, "%s%lld", prev ? ", " : "", (long long)next->ri->id);
         }
         fprintf(f, " %s %s", pred, tail);
         if (fclose(f) == 0) {
