@@ -28,6 +28,7 @@ import time
 import pytest
 
 from conftest import MLMONCTL, ROOT, free_port, wait_for
+from test_web import chromium
 
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 TRAIN = os.path.join(ROOT, "tests", "blackbox", "helpers", "ddp_train.py")
@@ -124,6 +125,22 @@ def named(doc):
     return out
 
 
+def page_shows_stall(d, pid):
+    """The job page says the job is stalled, why, and which rank is stopped
+    (where chromium runs)."""
+    try:
+        dom, console = chromium(f"http://127.0.0.1:{d.port}/jobs/ddp-slow")
+    except pytest.skip.Exception as e:
+        print(f"the job page not checked: {e}")
+        return
+    assert console == [], console
+    assert "stalled" in dom.text_of(id="title")
+    stalled = dom.find("section", id="stalled")
+    assert stalled and stalled[0][1].get("hidden") is None and "is stopped" in stalled[0][2], stalled
+    row = [e for e in dom.find("tr") if e[1].get("data-run") and "data-rank-of" not in e[1] and str(pid) in e[2]]
+    assert row and "stopped" in row[0][2], row
+
+
 def test_slow_rank_then_stopped_rank(make_mlmond, tmp_path, jobs):
     d = make_mlmond(config_text=CONFIG)
     job = Job(d, tmp_path, "ddp-slow", 3, {"DDP_SLOW_RANK": "2", "DDP_SLOW_MS": "10"})
@@ -183,6 +200,7 @@ def test_slow_rank_then_stopped_rank(make_mlmond, tmp_path, jobs):
         metrics = d.request("GET", "/metrics").body.decode()
         assert re.search(r'^mlmond_run_process_state\{[^}]*pid="%d"[^}]*state="stopped"\} 1$' % pid, metrics, re.M)
         assert "STALLED" in d.ctl("report", "--job", "ddp-slow").stdout.decode()
+        page_shows_stall(d, pid)
     finally:
         os.kill(pid, signal.SIGCONT)
     doc = wait_for(lambda: (lambda x: x["state"] == "running" and x)(job.doc()), 30, interval=0.25,
