@@ -128,7 +128,7 @@ static void print_stragglers(FILE *f, json_object *doc) {
 static void print_job_head(FILE *f, json_object *doc) {
         json_object *runs = json_get_array(doc, "runs"), *attempts = json_get_array(doc, "attempts");
         size_t nruns = runs ? json_object_array_length(runs) : 0, running = 0;
-        int64_t attempt = 0, since = 0;
+        int64_t attempt = 0;
         for (size_t i = 0; i < nruns; i++) {
                 const char *st = json_get_str(json_object_array_get_idx(runs, i), "state");
                 running += st && streq(st, "running");
@@ -152,11 +152,21 @@ static void print_job_head(FILE *f, json_object *doc) {
                         fprintf(f, "  attempt %" PRId64 ": %s%s%s\n", n, json_get_str(a, "state"), why ? ", " : "",
                                 why ? why : "");
         }
+}
+
+/* "STALLED: no rank has completed a step since ...", and the ranks that
+ * hold the job, each with its reason. */
+static void print_stall(FILE *f, json_object *doc) {
         const char *state = json_get_str(doc, "state");
-        if (state && streq(state, "stalled") && json_get_int(doc, "stalled_since", &since)) {
-                char b[FMT_MAX];
-                fprintf(f, "  STALLED: no rank has completed a step since %s\n", fmt_ts_ms(b, sizeof b, true, since));
-                print_reasons(f, doc, "stalled_ranks", "rank holds it", "ranks hold it");
+        int64_t since;
+        char b[FMT_MAX];
+        if (!state || !streq(state, "stalled") || !json_get_int(doc, "stalled_since", &since))
+                return;
+        fprintf(f, "\nSTALLED: no rank has completed a step since %s\n", fmt_ts_ms(b, sizeof b, true, since));
+        json_object *s = json_get_array(doc, "stalled_ranks");
+        for (size_t i = 0; s && i < json_object_array_length(s); i++) {
+                _cleanup_free_ char *why = text_printable(json_get_str(json_object_array_get_idx(s, i), "reason"));
+                fprintf(f, "  %s\n", why ? why : "?");
         }
 }
 
@@ -180,6 +190,7 @@ static void print_job_report(FILE *f, json_object *doc) {
         _cleanup_free_ char *ended = end ? text_printable(end) : NULL;
         if (ended)
                 print_field(f, "ended:", ended);
+        print_stall(f, doc);
 
         fputc('\n', f);
         if (!json_get_object(doc, "ops") || json_object_object_length(json_get_object(doc, "ops")) == 0) {
