@@ -60,15 +60,21 @@ static int others_median(const struct hist *ranks, size_t n, size_t i, int two_s
         return 0;
 }
 
-int straggler_test(const struct hist *ranks, size_t n, size_t i, double threshold_pct, struct straggler_verdict *ret) {
-        const struct hist *h = &ranks[i];
-        struct straggler_verdict v = {
-                .p50_ms = hist_quantile(h, 0.5),
+/* Rank i's median and m, with the figures of a test unknown. */
+static int verdict_begin(const struct hist *ranks, size_t n, size_t i, int two_side, struct straggler_verdict *v) {
+        *v = (struct straggler_verdict){
+                .p50_ms = hist_quantile(&ranks[i], 0.5),
                 .slower_pct = NAN,
-                .n = h->count,
+                .n = ranks[i].count,
                 .p_value = NAN,
         };
-        int r = others_median(ranks, n, i, +1, &v.others_p50_ms);
+        return others_median(ranks, n, i, two_side, &v->others_p50_ms);
+}
+
+int straggler_test(const struct hist *ranks, size_t n, size_t i, double threshold_pct, struct straggler_verdict *ret) {
+        const struct hist *h = &ranks[i];
+        struct straggler_verdict v;
+        int r = verdict_begin(ranks, n, i, +1, &v);
         if (r < 0)
                 return r;
         if (h->count >= STRAGGLER_MIN_COUNT && v.others_p50_ms > 0) {
@@ -86,13 +92,8 @@ int straggler_test(const struct hist *ranks, size_t n, size_t i, double threshol
 int straggler_test_collective(const struct hist *ranks, size_t n, size_t i, double threshold_pct,
                               struct straggler_verdict *ret) {
         const struct hist *h = &ranks[i];
-        struct straggler_verdict v = {
-                .p50_ms = hist_quantile(h, 0.5),
-                .slower_pct = NAN,
-                .n = h->count,
-                .p_value = NAN,
-        };
-        int r = others_median(ranks, n, i, -1, &v.others_p50_ms);
+        struct straggler_verdict v;
+        int r = verdict_begin(ranks, n, i, -1, &v);
         if (r < 0)
                 return r;
         if (h->count >= STRAGGLER_MIN_COUNT && v.others_p50_ms > 0 && v.p50_ms > 0) {

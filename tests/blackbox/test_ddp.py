@@ -110,9 +110,19 @@ class Job:
 
 
 @pytest.fixture
-def jobs():
+def ddp_job(make_mlmond, tmp_path):
+    """ddp_job(job_id, nproc, env[, restarts]): a daemon and a job on it,
+    returned once each rank has timed STEPS steps; killed at teardown if it
+    still runs."""
     started = []
-    yield started
+
+    def start(job_id, nproc, env, restarts=False):
+        d = make_mlmond(config_text=CONFIG)
+        job = Job(d, tmp_path, job_id, nproc, env, restarts)
+        started.append(job)
+        assert job.wait_ranks(nproc, 0, STEPS)
+        return d, job
+    yield start
     for j in started:
         j.kill()
 
@@ -141,11 +151,8 @@ def page_shows_stall(d, pid):
     assert row and "stopped" in row[0][2], row
 
 
-def test_slow_rank_then_stopped_rank(make_mlmond, tmp_path, jobs):
-    d = make_mlmond(config_text=CONFIG)
-    job = Job(d, tmp_path, "ddp-slow", 3, {"DDP_SLOW_RANK": "2", "DDP_SLOW_MS": "10"})
-    jobs.append(job)
-    assert job.wait_ranks(3, 0, STEPS)
+def test_slow_rank_then_stopped_rank(ddp_job):
+    d, job = ddp_job("ddp-slow", 3, {"DDP_SLOW_RANK": "2", "DDP_SLOW_MS": "10"})
     doc = job.doc()
 
     # rank 2 and only rank 2: slower at its own work, and the one the others
@@ -216,12 +223,9 @@ def test_slow_rank_then_stopped_rank(make_mlmond, tmp_path, jobs):
     assert re.search(r"^ +process: +exited with status 0$", shown, re.M), shown
 
 
-def test_elastic_restart_is_judged_by_attempt(make_mlmond, tmp_path, jobs):
-    d = make_mlmond(config_text=CONFIG)
+def test_elastic_restart_is_judged_by_attempt(ddp_job):
     # every rank equally slow before the all-reduce: no straggler
-    job = Job(d, tmp_path, "ddp-elastic", 3, {"DDP_SLOW_RANK": "all", "DDP_SLOW_MS": "10"}, restarts=True)
-    jobs.append(job)
-    assert job.wait_ranks(3, 0, STEPS)
+    d, job = ddp_job("ddp-elastic", 3, {"DDP_SLOW_RANK": "all", "DDP_SLOW_MS": "10"}, restarts=True)
     doc = job.doc()
     assert doc["attempt"] == 0 and doc["stragglers"] == [] and doc["undecided"] == [], doc["stragglers"]
 
@@ -248,11 +252,8 @@ def test_elastic_restart_is_judged_by_attempt(make_mlmond, tmp_path, jobs):
     job.stop()
 
 
-def test_two_ranks(make_mlmond, tmp_path, jobs):
-    d = make_mlmond(config_text=CONFIG)
-    job = Job(d, tmp_path, "ddp-two", 2, {"DDP_SLOW_RANK": "1", "DDP_SLOW_MS": "10"})
-    jobs.append(job)
-    assert job.wait_ranks(2, 0, STEPS)
+def test_two_ranks(ddp_job):
+    d, job = ddp_job("ddp-two", 2, {"DDP_SLOW_RANK": "1", "DDP_SLOW_MS": "10"})
     # backward holds the all-reduce ([jobs] collective_ops): rank 0 waits for
     # rank 1 there, so rank 1 is the slow one
     doc = job.doc()
