@@ -10,6 +10,7 @@ import sys
 import time
 
 from conftest import MLMONCTL, strict_json
+from test_auth import NOBODY, raw_as
 
 WARNING = b"running the job unmonitored"
 
@@ -227,6 +228,10 @@ def test_how_the_job_ended(mlmond, helpers):
     for body in ({}, {"exit_code": 1, "exit_signal": 9}, {"exit_code": 256}, {"exit_signal": 0}, {"exit_code": "1"},
                  {"exit_code": 1, "why": "x"}):
         assert mlmond.post(f"/v1/runs/{run['id']}/end", body)[0] == 400, body
+    # another user's word on root's run does not count
+    st, body = raw_as(NOBODY, mlmond, "POST", f"/v1/runs/{run['id']}/end", {"exit_code": 0})
+    assert st == 403 and body["error"]["code"] == "forbidden", body
+    assert (mlmond.run(run["id"])["exit_code"], mlmond.run(run["id"])["exit_signal"]) == (None, None)
     st, got = mlmond.post(f"/v1/runs/{run['id']}/end", {"exit_signal": 9})
     assert st == 200 and (got["exit_code"], got["exit_signal"]) == (None, 9), got
     # the first account stands
