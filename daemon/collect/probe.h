@@ -34,6 +34,9 @@ struct member {
         uint64_t netns;          /* network namespace inode */
         uint64_t netns_tick;     /* run tick at which netns was last read */
         struct accel_member acc; /* its GPU/NPU fds */
+        /* its children's CPU (stat's cutime and cstime) at the previous
+         * sample: what grew since is the children it reaped meanwhile */
+        uint64_t prev_cutime_ticks, prev_cstime_ticks;
         /* its stat when last read, and how many samples since reused it */
         bool has_st;
         uint8_t st_reused;

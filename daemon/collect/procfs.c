@@ -72,6 +72,8 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
                 { 12, WORD_U64, &st.majflt },
                 { 14, WORD_U64, &st.utime_ticks },
                 { 15, WORD_U64, &st.stime_ticks },
+                { 16, WORD_U64, &st.cutime_ticks },
+                { 17, WORD_U64, &st.cstime_ticks },
                 { 22, WORD_U64, &st.starttime_ticks },
                 { 23, WORD_U64, &st.vsize_bytes },
                 { 20, WORD_I64, &st.num_threads },

@@ -25,12 +25,13 @@ struct proc_stat {
         char state;
         int ppid;
         uint64_t minflt, majflt;
-        uint64_t utime_ticks, stime_ticks; /* fields 14, 15 */
-        int64_t num_threads;               /* field 20 */
-        uint64_t starttime_ticks;          /* field 22, clock ticks since boot */
-        uint64_t vsize_bytes;              /* field 23 */
-        int64_t rss_pages;                 /* field 24 (approximate, prefer statm) */
-        unsigned flags;                    /* field 9, PF_KTHREAD = 0x00200000 */
+        uint64_t utime_ticks, stime_ticks;   /* fields 14, 15 */
+        uint64_t cutime_ticks, cstime_ticks; /* fields 16, 17: of its children it has waited for */
+        int64_t num_threads;                 /* field 20 */
+        uint64_t starttime_ticks;            /* field 22, clock ticks since boot */
+        uint64_t vsize_bytes;                /* field 23 */
+        int64_t rss_pages;                   /* field 24 (approximate, prefer statm) */
+        unsigned flags;                      /* field 9, PF_KTHREAD = 0x00200000 */
 };
 int proc_parse_stat(const char *text, struct proc_stat *ret);
 #define PROC_PF_KTHREAD 0x00200000u
