@@ -5,9 +5,11 @@
  * status. */
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +23,8 @@
 /* How long to wait for the daemon to see the job's exit (it learns of it
  * through a pidfd, i.e. at once), and how often to ask. */
 #define EXIT_WAIT_USEC (3 * USEC_PER_SEC)
+/* How long the sample after the exec waits for it: execs take milliseconds */
+#define EXEC_WAIT_MS 2000
 #define EXIT_POLL_USEC (50 * USEC_PER_MSEC)
 
 static volatile sig_atomic_t forward_pid;
@@ -111,7 +115,8 @@ _Noreturn static void child_exec(int fd, char **cmd) {
         if (go[0] != 'g')
                 _exit(127);
         go[GO_SIZE - 1] = 0;
-        close(fd);
+        /* fd stays open until the exec closes it (close-on-exec): the
+         * parent's end reads EOF the moment CMD is CMD */
         job_environment(go + 1);
         execvp(cmd[0], cmd);
         int e = errno;
@@ -175,11 +180,49 @@ static int wait_child_exited(pid_t pid) {
         return 0;
 }
 
-static int reap_child(pid_t pid, int *ret_status) {
-        while (waitpid(pid, ret_status, 0) < 0)
+static int reap_child(pid_t pid, int *ret_status, struct rusage *ret_rusage) {
+        while (wait4(pid, ret_status, 0, ret_rusage) < 0)
                 if (errno != EINTR)
                         return -errno;
         return 0;
+}
+
+/* Once the child has exec'ed (its end of fd closes on exec), asks the
+ * daemon for a sample of it at once: a job shorter than the interval is
+ * otherwise sampled only as the stub that waited for the go. Bounded: an
+ * exec that takes longer is sampled by the daemon's own schedule. */
+static void sample_after_exec(int fd, int64_t id) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        char c;
+        if (poll(&p, 1, EXEC_WAIT_MS) <= 0 || recv(fd, &c, 1, MSG_DONTWAIT) != 0)
+                return; /* not exec'ed yet, or something else than EOF */
+        char path[64];
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/samples", id);
+        json_object *answer = NULL;
+        _cleanup_free_ char *err = NULL;
+        capture_errors(&err); /* the job is what matters: a refusal is not worth a line */
+        (void)api_call("POST", path, NULL, &answer, NULL);
+        capture_errors(NULL);
+        json_object_put(answer);
+}
+
+/* Tells the daemon what wait4() saw of the job: its peak RSS and CPU time,
+ * exact even for a job that ended between two samples. */
+static void report_exit(int64_t id, const struct rusage *ru) {
+        _cleanup_json_ json_object *body = json_object_new_object(), *r = json_object_new_object();
+        if (!body || !r)
+                return;
+        json_object_object_add(r, "max_rss_bytes", json_object_new_int64((int64_t)ru->ru_maxrss * 1024));
+        json_object_object_add(r, "user_time_s",
+                               json_object_new_double((double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6));
+        json_object_object_add(r, "system_time_s",
+                               json_object_new_double((double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6));
+        json_object_object_add(body, "rusage", json_object_get(r));
+        char path[64];
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/exit", id);
+        json_object *answer = NULL;
+        (void)api_call("POST", path, body, &answer, NULL);
+        json_object_put(answer);
 }
 
 /* Waits until the daemon has seen the job end (state no longer "running"),
@@ -353,6 +396,8 @@ int verb_run(struct args *a) {
 
         usec_t start = now_usec(CLOCK_MONOTONIC);
         send_go(go_fd, id);
+        if (id > 0)
+                sample_after_exec(go_fd, id);
         go_fd = safe_close(go_fd);
 
         r = a->ranks && id > 0 ? ranks_watch(a, pid, &ranks) : 0;
@@ -363,8 +408,18 @@ int verb_run(struct args *a) {
         /* the daemon takes its last sample of the exited (unreaped) job */
         if (r == 0 && id > 0)
                 run = fetch_final_run(id);
+        struct rusage ru = {};
         if (r == 0)
-                r = reap_child(pid, &status);
+                r = reap_child(pid, &status, &ru);
+        if (r == 0 && run) {
+                /* the summary again, with what wait4() saw */
+                report_exit(id, &ru);
+                json_object *again = fetch_final_run(id);
+                if (again) {
+                        json_object_put(run);
+                        run = again;
+                }
+        }
         if (r < 0) {
                 error_line_errno(r, "waiting for %s: %m", cmd[0]);
                 return EXIT_FAILED;

@@ -83,6 +83,14 @@ static int op_mark(void *userdata, int64_t id, const char *label, int64_t *ret_t
         return manager_mark(userdata, id, label, ret_ts);
 }
 
+static int op_sample_now(void *userdata, int64_t id, const struct caller *who, int64_t *ret_ts) {
+        return manager_sample_now(userdata, id, who->is_root, who->uid, ret_ts);
+}
+
+static int op_exited(void *userdata, int64_t id, const struct caller *who, const struct exit_report *e) {
+        return manager_exited(userdata, id, who->is_root, who->uid, e);
+}
+
 static void op_yield(void *userdata) {
         manager_tick_if_due(userdata);
 }
@@ -246,6 +254,8 @@ static const struct manager_ops manager_ops = {
         .observe = op_observe,
         .op_category = op_op_category,
         .mark = op_mark,
+        .sample_now = op_sample_now,
+        .exited = op_exited,
         .find_run = op_find_run,
         .run_for_pid = op_run_for_pid,
         .running = op_running,

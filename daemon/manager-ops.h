@@ -82,6 +82,14 @@ struct manager_stats {
         size_t n_runs;             /* running runs */
 };
 
+/* How a run's process ended, as its parent saw it (wait4()): the
+ * resource use of the process and of the children it waited for. */
+struct exit_report {
+        bool has_rusage;
+        uint64_t max_rss_bytes;
+        double user_time_s, system_time_s;
+};
+
 /* A running run as the manager's lookups find it: which it is, and whose. */
 struct run_ref {
         int64_t id;
@@ -147,6 +155,15 @@ struct manager_ops {
         int (*op_category)(void *userdata, int64_t id, const char *op, char *buf, size_t size);
         /* A mark on a running run: -EALREADY if it is not running. */
         int (*mark)(void *userdata, int64_t id, const char *label, int64_t *ret_ts);
+        /* A sample of running run id now (its process just exec'ed, say):
+         * -EALREADY if it is not running, -EPERM not the caller's. */
+        int (*sample_now)(void *userdata, int64_t id, const struct caller *who, int64_t *ret_ts);
+        /* What the parent of run id's process saw when it reaped it: the
+         * run ends (if the daemon had not seen it end yet) and its summary
+         * takes the peak RSS and, for a tree, the CPU time where they are
+         * higher than what was sampled. -ENOENT no such run, -EPERM not the
+         * caller's, -EBUSY its process is still alive. */
+        int (*exited)(void *userdata, int64_t id, const struct caller *who, const struct exit_report *e);
         /* A running run by id: -ENOENT if none. */
         int (*find_run)(void *userdata, int64_t id, struct run_ref *ret);
         /* The run of pid itself or of its nearest registered ancestor:

@@ -4,6 +4,7 @@
  * StatsD sender or HTTP caller belongs to, observations and marks. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
 
 #include "manager.h"
@@ -471,5 +472,77 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
                 *ret_ts = ts;
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
         }
+        return q;
+}
+
+static bool may_touch(const struct run_info *ri, bool caller_is_root, uid_t caller_uid) {
+        return caller_is_root || (ri->has_uid && ri->uid == caller_uid);
+}
+
+int manager_sample_now(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int64_t *ret_ts) {
+        struct run *r = manager_find_run(m, id);
+        if (!r)
+                return -EALREADY;
+        if (!may_touch(&r->info, caller_is_root, caller_uid))
+                return -EPERM;
+        int64_t now_ms = now_realtime_ms();
+        struct sample s;
+        collect_ctx_new_tick(&m->collect);
+        int q = probe_sample(&m->collect, r->probe, now_usec(CLOCK_MONOTONIC), now_ms, false, &s);
+        if (q == -ESRCH || q == -EPERM) {
+                manager_end_run(m, r, q == -ESRCH ? RUN_EXITED : RUN_UNREGISTERED, false,
+                                q == -EPERM ? "the process changed credentials" : NULL);
+                return -EALREADY;
+        }
+        if (q < 0)
+                return q;
+        q = store_begin(m->store);
+        if (q < 0)
+                return q;
+        manager_record_sample(m, r, &s, true);
+        q = store_commit(m->store);
+        m->data_generation++;
+        if (q == 0)
+                *ret_ts = now_ms;
+        return q;
+}
+
+int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, const struct exit_report *e) {
+        struct run *r = manager_find_run(m, id);
+        if (r) {
+                if (!may_touch(&r->info, caller_is_root, caller_uid))
+                        return -EPERM;
+                /* reaped, as its parent says: its pidfd tells */
+                if (r->probe->pidfd >= 0 && pidfd_send_signal(r->probe->pidfd, 0, NULL, 0) == 0)
+                        return -EBUSY;
+                int q = manager_end_run(m, r, RUN_EXITED, false, NULL);
+                if (q < 0)
+                        return q;
+        }
+        const struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec, .max_rows = 1 };
+        struct run_info ri;
+        int q = query_run(m->store, &lim, id, &ri);
+        if (q < 0)
+                return q;
+        bool mine = may_touch(&ri, caller_is_root, caller_uid), running = ri.state == RUN_RUNNING;
+        bool children = ri.children;
+        run_info_done(&ri);
+        if (!mine)
+                return -EPERM;
+        if (running)
+                return -EBUSY; /* stored as running, not in memory: a restart is resuming it */
+        if (!e->has_rusage)
+                return 0;
+        q = store_begin(m->store);
+        if (q < 0)
+                return q;
+        /* the CPU of the children it waited for is a tree's only */
+        q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
+                               (uint64_t)(e->system_time_s * 1e9));
+        if (q == 0)
+                q = store_commit(m->store);
+        else
+                store_rollback(m->store);
+        m->data_generation++;
         return q;
 }

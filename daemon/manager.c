@@ -350,6 +350,17 @@ static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) 
         manager_end_run(m, r, RUN_UNREGISTERED, false, reason);
 }
 
+void manager_record_sample(struct manager *m, struct run *r, const struct sample *s, bool persist_totals) {
+        run_totals_add(&r->info.totals, s);
+        manager_leak_step(m, r, s);
+        if (run_take_identity(r) && store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
+                m->tick_errors++;
+        store_run_baseline(m, r);
+        if (manager_store_sample(m, r, s) < 0 ||
+            (persist_totals && store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
+                m->tick_errors++;
+}
+
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
         usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -409,16 +420,7 @@ static int manager_tick(struct manager *m) {
                 }
                 if (!tick_txn(m, &in_txn))
                         continue;
-                run_totals_add(&r->info.totals, &s);
-                manager_leak_step(m, r, &s);
-                if (run_take_identity(r) &&
-                    store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
-                        m->tick_errors++;
-                store_run_baseline(m, r);
-                if (manager_store_sample(m, r, &s) < 0 ||
-                    (r->probe->ticks % TOTALS_PERSIST_TICKS == 0 &&
-                     store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0))
-                        m->tick_errors++;
+                manager_record_sample(m, r, &s, r->probe->ticks % TOTALS_PERSIST_TICKS == 0);
         }
         /* what the applications reported: closed slices and gauges */
         for (size_t i = 0; i < m->n_runs; i++) {

@@ -145,6 +145,15 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
+/* A sample taken: into the run's totals and leak watches, stored with what
+ * changed of the run (inside the caller's transaction); its totals too when
+ * persist_totals. */
+void manager_record_sample(struct manager *m, struct run *r, const struct sample *s, bool persist_totals);
+/* A sample of run id now; see struct manager_ops. */
+int manager_sample_now(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int64_t *ret_ts);
+/* What the parent of run id's process saw when it reaped it; see struct
+ * manager_ops. */
+int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, const struct exit_report *e);
 /* Runs that were running when mlmond stopped, pinned again if the same
  * process instance still runs, else ended as lost. */
 int manager_restore_runs(struct manager *m);

@@ -270,6 +270,8 @@ const struct route api_routes[] = {
         { { "v1", "runs", "*" }, "GET", h_run_get },
         { { "v1", "runs", "*" }, "DELETE", h_run_delete },
         { { "v1", "runs", "*", "samples" }, "GET", h_run_samples },
+        { { "v1", "runs", "*", "samples" }, "POST", h_run_sample_post },
+        { { "v1", "runs", "*", "exit" }, "POST", h_run_exit_post },
         { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
         { { "v1", "runs", "*", "latency" }, "GET", h_run_latency },
         { { "v1", "runs", "*", "summary" }, "GET", h_run_summary },

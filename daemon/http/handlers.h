@@ -65,8 +65,8 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 json_object *run_full(struct request *rq, const struct run_info *ri);
 
 /* The handlers of the route table (api.c), by file. */
-handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                     /* api-runs.c */
-handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get; /* api-series.c */
-handler_fn h_run_observations, h_observations, h_run_marks_post;                           /* api-feed.c */
-handler_fn h_jobs_list, h_job_get;                                                         /* api-jobs.c */
-handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;               /* web.c */
+handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */
+handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get;           /* api-series.c */
+handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_post, h_run_exit_post; /* api-feed.c */
+handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
+handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;                         /* web.c */

@@ -509,6 +509,18 @@ int store_update_run_totals(struct store *s, int64_t id, const struct run_totals
                                   p_int(id)));
 }
 
+int store_apply_rusage(struct store *s, int64_t id, uint64_t max_rss_bytes, bool cpu, uint64_t user_ns,
+                       uint64_t system_ns) {
+        return exec_params(s,
+                           "UPDATE runs SET peak_rss_bytes = max(coalesce(peak_rss_bytes, 0), ?2), "
+                           "cpu_time_ns = CASE WHEN ?3 THEN max(cpu_time_ns, ?4 + ?5) ELSE cpu_time_ns END, "
+                           "user_time_ns = CASE WHEN ?3 THEN max(user_time_ns, ?4) ELSE user_time_ns END, "
+                           "system_time_ns = CASE WHEN ?3 THEN max(system_time_ns, ?5) ELSE system_time_ns END "
+                           "WHERE id = ?1",
+                           PARAMS(p_int(id), p_u64(true, max_rss_bytes), p_int(cpu), p_u64(true, user_ns),
+                                  p_u64(true, system_ns)));
+}
+
 /* The SAMPLE_PARAMS parameters of a sample row into v. */
 static void sample_params(struct param *v, int64_t run_id, const struct sample *m) {
         size_t n = 0;

@@ -44,6 +44,12 @@ int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
+/* A finished run's totals as its process's parent saw them when it reaped
+ * it (wait4()): the peak RSS where higher than the sampled one, and with
+ * cpu its CPU times where higher (the children it waited for count in a
+ * tree only). */
+int store_apply_rusage(struct store *s, int64_t id, uint64_t max_rss_bytes, bool cpu, uint64_t user_ns,
+                       uint64_t system_ns);
 int store_insert_sample(struct store *s, int64_t run_id, const struct sample *smp);
 
 struct op_slice;
