@@ -37,6 +37,54 @@ BAD_STDERR = re.compile(
     r"^<[0-3]>", re.MULTILINE)
 
 
+# ---- skips ---------------------------------------------------------------------------------------
+#
+# A test that cannot run on this machine skips with needs(CAPABILITY, why): its reason then starts
+# with "needs CAPABILITY:", which names what was missing. .ci/capabilities lists the capabilities
+# CI's machine must have: there a skip that names one of them fails CI. Every skip and expected
+# failure of a test file goes to the file $MLMON_SKIP_LOG (meson sets it per test file), one line
+# "NODE ID<TAB>skip|xfail<TAB>REASON" each, for tools/test.sh to report: a meson test that ran a
+# pytest file passes whatever its tests skipped.
+
+SKIP_LOG = os.environ.get("MLMON_SKIP_LOG")
+
+
+def needs(capability, why):
+    """Skips the test: this machine lacks capability (a word of .ci/capabilities)."""
+    pytest.skip(f"needs {capability}: {why}")
+
+
+def _skip_reason(report):
+    lr = report.longrepr
+    text = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+    return " ".join(text.removeprefix("Skipped: ").split())
+
+
+def _log_skip(nodeid, kind, reason):
+    if not SKIP_LOG:
+        return
+    os.makedirs(os.path.dirname(SKIP_LOG), exist_ok=True)
+    with open(SKIP_LOG, "a", encoding="utf-8") as f:
+        f.write(f"{nodeid}\t{kind}\t{reason}\n")
+
+
+def pytest_sessionstart(session):
+    if SKIP_LOG and os.path.exists(SKIP_LOG):
+        os.unlink(SKIP_LOG)
+
+
+def pytest_runtest_logreport(report):
+    if hasattr(report, "wasxfail") and report.skipped:
+        _log_skip(report.nodeid, "xfail", " ".join(report.wasxfail.split()) or "expected to fail")
+    elif report.skipped:
+        _log_skip(report.nodeid, "skip", _skip_reason(report))
+
+
+def pytest_collectreport(report):
+    if report.skipped:  # pytest.importorskip() or a skip at module level
+        _log_skip(report.nodeid, "skip", _skip_reason(report))
+
+
 def helper(name):
     path = os.path.join(HELPERS, "bb-" + name)
     if not os.access(path, os.X_OK):
@@ -502,7 +550,7 @@ def data_dir(tmpdir_0755):
 def make_cert(d, name, san):
     """A self-signed certificate and its key, by openssl; returns (cert, key)."""
     if not shutil.which("openssl"):
-        pytest.skip("openssl is not installed")
+        needs("openssl", "it is not installed (Debian package openssl)")
     cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                         "-nodes", "-days", "1", "-subj", "/CN=" + san.split(",")[0].split(":")[1],

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import as_user, strict_json, wait_for
+from conftest import as_user, needs, strict_json, wait_for
 
 NOBODY = 65534
 
@@ -67,7 +67,7 @@ def nobody_sleep():
 @pytest.fixture(autouse=True)
 def need_root():
     if os.geteuid() != 0:
-        pytest.skip("needs root, to act as two different users")
+        needs("root", "to act as two different users")
 
 
 def test_nonroot_cannot_register_roots_process(mlmond, helpers):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import needs, wait_for
 from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_metrics import Prometheus
 from test_statsd import agents, registered  # noqa: F401
@@ -62,7 +62,7 @@ def timings(rank, n, seed):
 
 def test_fleet_p99_from_native_histograms(make_mlmond, agents):
     if not shutil.which("prometheus"):
-        pytest.skip("prometheus is not installed (Debian package prometheus)")
+        needs("prometheus", "it is not installed (Debian package prometheus)")
     hosts = [make_mlmond(interval="1s") for _ in range(RANKS)]
     ranks = []
     for i, d in enumerate(hosts):

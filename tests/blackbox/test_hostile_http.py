@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import as_user, strict_json, wait_for
+from conftest import as_user, needs, strict_json, wait_for
 
 
 def read_all(s, timeout=5.0):
@@ -205,13 +205,15 @@ ATTACKER = textwrap.dedent("""
 @pytest.fixture
 def other_user():
     """A fresh unprivileged user (useradd), removed afterwards: its uid."""
-    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"):
-        pytest.skip("needs root, useradd and setpriv, to act as another user")
+    if os.geteuid() != 0:
+        needs("root", "to act as another user")
+    if not shutil.which("useradd") or not shutil.which("setpriv"):
+        needs("useradd", "useradd and setpriv, to act as another user")
     name = "mlbb" + uuid.uuid4().hex[:8]
     r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
                        capture_output=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot create a user: {r.stderr.decode().strip()}")
+        needs("useradd", f"cannot create a user: {r.stderr.decode().strip()}")
     try:
         yield int(subprocess.run(["id", "-u", name], capture_output=True, check=True).stdout)
     finally:
