@@ -6,6 +6,7 @@ processes with known resource use (tests/blackbox/helpers, built by meson).
 Binaries come from $MLMOND, $MLMONCTL and $HELPERS (set by meson), else from
 build/ under the repository root."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -478,13 +479,48 @@ def as_user(uid):
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
-@pytest.fixture
-def tmpdir_0755():
+@contextlib.contextmanager
+def _dir_0755():
     """A temporary directory that other users can traverse (for the socket)."""
     d = tempfile.mkdtemp(prefix="mlmond-bb-", dir="/tmp")
     os.chmod(d, 0o755)
-    yield d
-    subprocess.run(["rm", "-rf", "--one-file-system", d], check=False)
+    try:
+        yield d
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", d], check=False)
+
+
+class Daemons:
+    """The daemons started under one directory: make() starts one (of cls=,
+    a subclass of Mlmond, if given), close() stops and checks every one."""
+
+    def __init__(self, parent):
+        self.parent = parent
+        self.started = []
+
+    def make(self, cls=Mlmond, **kw):
+        sub = tempfile.mkdtemp(dir=self.parent)
+        os.chmod(sub, 0o755)
+        d = cls(sub, **kw)
+        self.started.append(d)
+        return d
+
+    def close(self):
+        failures = []
+        for d in self.started:
+            try:
+                d.stop()
+                d.check_stderr()
+            except BaseException as e:  # pytest.fail raises a BaseException
+                failures.append(str(e))
+        if failures:
+            pytest.fail("\n".join(failures))
+
+
+@pytest.fixture
+def tmpdir_0755():
+    with _dir_0755() as d:
+        yield d
 
 
 @pytest.fixture
@@ -492,25 +528,19 @@ def make_mlmond(tmpdir_0755):
     """Factory: make_mlmond(interval=..., config_text=...) starts a daemon
     (of cls=, a subclass of Mlmond, if given); every one started is stopped
     (and checked) at teardown."""
-    started = []
+    daemons = Daemons(tmpdir_0755)
+    yield daemons.make
+    daemons.close()
 
-    def make(cls=Mlmond, **kw):
-        sub = tempfile.mkdtemp(dir=tmpdir_0755)
-        os.chmod(sub, 0o755)
-        d = cls(sub, **kw)
-        started.append(d)
-        return d
 
-    yield make
-    failures = []
-    for d in started:
-        try:
-            d.stop()
-            d.check_stderr()
-        except BaseException as e:  # pytest.fail raises a BaseException
-            failures.append(str(e))
-    if failures:
-        pytest.fail("\n".join(failures))
+@pytest.fixture(scope="module")
+def make_module_mlmond():
+    """make_mlmond for the tests of a whole module: one scene set up once
+    (and a mutant's test that needs one page of it runs alone, quickly)."""
+    with _dir_0755() as d:
+        daemons = Daemons(d)
+        yield daemons.make
+        daemons.close()
 
 
 @pytest.fixture
