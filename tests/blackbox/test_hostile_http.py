@@ -220,6 +220,21 @@ def other_user():
         subprocess.run(["userdel", name], capture_output=True)
 
 
+def accept_queues(d):
+    """(TCP, unix socket): how many connections wait to be accepted on d's
+    listeners, as ss reads them (Recv-Q of a listening socket)."""
+    out = subprocess.run(["ss", "-Hlnxt"], capture_output=True, text=True, check=True).stdout
+    tcp = unix = None
+    for f in (line.split() for line in out.splitlines()):
+        if len(f) >= 5 and f[1] == "LISTEN":
+            if f[4] == f"127.0.0.1:{d.port}":
+                tcp = int(f[2])
+            elif f[4] == d.socket_path:
+                unix = int(f[2])
+    assert tcp is not None and unix is not None, f"ss shows no listener of mlmond:\n{out}"
+    return tcp, unix
+
+
 def test_slow_user_cannot_lock_others_out(make_mlmond, other_user):
     # a long head deadline: what is tested here is the sharing of the slots
     d = make_mlmond(config_text="[http]\nheader_timeout = 30s\nconnection_timeout = 30s\n")
@@ -229,7 +244,8 @@ def test_slow_user_cannot_lock_others_out(make_mlmond, other_user):
     try:
         line = p.stdout.readline().decode().split()
         assert line and line[0] == "ready", line
-        time.sleep(0.3)  # let the daemon take in every connection
+        # the daemon has taken in every connection: none waits to be accepted
+        wait_for(lambda: accept_queues(d) == (0, 0), 20, what="the daemon to accept the attacker's connections")
         for _ in range(3):
             st, body, took = timed_get(d, "/v1/health", unix=True, timeout=5)
             assert st == 200 and took < 1.0, ("unix socket, another user", st, body, took)
