@@ -316,8 +316,6 @@ def cpu_time(text):
     return tuple(float(x) for x in m.groups())
 
 
-@pytest.mark.xfail(strict=True, reason="mlmond loses the CPU that a run's processes use after its last sample "
-                   "(the pipeline's head and gzip, reaped by sh between two samples): the README shows 0.00 s")
 def test_readme_job_cpu_is_what_the_job_used(tour_run):
     """mlmonctl run's summary of the gzip pipeline: its CPU time is the CPU
     the job's processes used, as the shell that ran mlmonctl got it back
