@@ -45,6 +45,12 @@
 #define DEFER_MAX 128
 /* Sockets looked at per process when the index is built. */
 #define INDEX_FDS_PER_PID 65536
+/* A mark (a StatsD event) is a database transaction where a timing is an
+ * addition in memory, and one datagram may hold hundreds: marks are held to
+ * MARKS_PER_SEC, in bursts of as many, across all senders, so that the
+ * sampler stays on time; beyond that a mark is dropped and counted as
+ * unmatched. A job marks a phase, an epoch or a profiled block: far fewer. */
+#define MARKS_PER_SEC 1000
 
 struct listener {
         struct ingest *g;
@@ -86,6 +92,8 @@ struct ingest {
         struct deferred **deferred; /* from unknown ports, until the next rebuild */
         size_t n_deferred;
         sd_event_source *retry;
+        double mark_tokens; /* marks allowed now, up to MARKS_PER_SEC */
+        usec_t mark_refilled;
 };
 
 /* Who sent one datagram: the run its untagged lines go to, and the uid
@@ -258,6 +266,29 @@ static bool sender_may_write(const struct dgram_ctx *c, const struct run *r) {
         return c->has_uid && (c->uid == 0 || (r->info.has_uid && r->info.uid == c->uid));
 }
 
+static bool mark_allowed(struct ingest *g) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        double t = g->mark_tokens + (double)(now - g->mark_refilled) * MARKS_PER_SEC / USEC_PER_SEC;
+        g->mark_refilled = now;
+        g->mark_tokens = t > MARKS_PER_SEC ? MARKS_PER_SEC : t;
+        if (g->mark_tokens < 1)
+                return false;
+        g->mark_tokens -= 1;
+        return true;
+}
+
+/* An event is a mark on the run, labelled with its title, at the moment it
+ * is read: after the lines before it in the datagram, and after the
+ * datagrams before it on the socket. */
+static void take_mark(struct ingest *g, struct run *r, const struct statsd_metric *x) {
+        char label[STATSD_TITLE_MAX + 1];
+        int64_t ts;
+        memcpy(label, x->name, x->name_len);
+        label[x->name_len] = 0;
+        if (!mark_allowed(g) || g->m.ops->mark(g->m.userdata, r->info.id, label, &ts) < 0)
+                g->counters.unmatched++;
+}
+
 static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct dgram_ctx *c = userdata;
         const struct manager_link *m = &c->g->m;
@@ -277,6 +308,10 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
         }
         if (!r) {
                 n->unmatched++;
+                return;
+        }
+        if (x->type == STATSD_EVENT) {
+                take_mark(c->g, r, x);
                 return;
         }
         enum op_kind kind = x->type == STATSD_TIMING    ? OP_TIMING
@@ -491,6 +526,8 @@ int ingest_new(const struct ingest_options *o, struct ingest **ret, char *err, s
         g->event = o->event;
         g->udp_fd = o->udp_fd;
         g->unx.fd = g->udp.fd = -1;
+        g->mark_tokens = MARKS_PER_SEC;
+        g->mark_refilled = now_usec(CLOCK_MONOTONIC);
         g->bufs = malloc((size_t)BATCH * DGRAM_MAX);
         g->proc_root = strdup(o->proc_root);
         if (!g->bufs || !g->proc_root) {

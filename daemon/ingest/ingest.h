@@ -2,7 +2,7 @@
 /* StatsD listeners: a unix datagram socket (the sender is known from
  * SCM_CREDENTIALS) and UDP (tags #run:/#pid:, else the registered process
  * that owns the sending port). Lines go through statsd.c and land in the
- * runs' op tables via the manager. */
+ * runs' op tables via the manager; events become the runs' marks. */
 #pragma once
 
 #include <stddef.h>
