@@ -67,7 +67,10 @@ static int op_mark(void *userdata, int64_t id, const char *label, int64_t *ret_t
 }
 
 static void op_yield(void *userdata) {
-        manager_tick_if_due(userdata);
+        struct manager *m = userdata;
+        /* the lines and marks a client sent before asking are in the answer */
+        ingest_drain(m->ingest);
+        manager_tick_if_due(m);
 }
 
 static struct run *op_find_run(void *userdata, int64_t id) {

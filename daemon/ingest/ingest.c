@@ -412,9 +412,10 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
         parse_lines(&c, buf, mm->msg_len);
 }
 
-static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct listener *l = userdata;
+/* Reads what is queued on a listener, up to BATCHES_PER_WAKEUP batches. */
+static void read_listener(struct listener *l) {
         struct ingest *g = l->g;
+        int fd = l->fd;
         struct mmsghdr mm[BATCH];
         struct iovec iov[BATCH];
         struct sockaddr_storage addr[BATCH];
@@ -441,13 +442,17 @@ static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userd
                 if (n < 0) {
                         if (errno != EAGAIN && errno != EINTR)
                                 log_debug_errno(errno, "statsd: recvmmsg: %m");
-                        return 0;
+                        return;
                 }
                 for (int i = 0; i < n; i++)
                         handle_datagram(g, &mm[i], l->is_unix);
                 if (n < BATCH)
-                        return 0;
+                        return;
         }
+}
+
+static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        read_listener(userdata);
         return 0;
 }
 
@@ -571,6 +576,15 @@ void ingest_free(struct ingest *g) {
 const struct ingest_counters *ingest_counters(const struct ingest *g) {
         static const struct ingest_counters none;
         return g ? &g->counters : &none;
+}
+
+void ingest_drain(struct ingest *g) {
+        if (!g)
+                return;
+        if (g->unx.fd >= 0)
+                read_listener(&g->unx);
+        if (g->udp.fd >= 0)
+                read_listener(&g->udp);
 }
 
 void ingest_forget_ports(struct ingest *g) {
