@@ -5,6 +5,7 @@ seconds); an unknown value is None."""
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -15,6 +16,13 @@ from ._http import ApiError, Error, Unavailable
 from ._statsd import _S
 
 log = logging.getLogger("mlmon")
+
+# A mark's label, as mlmond takes it: 1 to 64 bytes of UTF-8 without
+# control characters.
+MARK_LABEL_MAX_BYTES = 64
+_BAD_LABEL = re.compile("[\x00-\x1f\x7f]")
+# How long `mlmonctl report` may take (it makes a few requests).
+REPORT_TIMEOUT_S = 3 * _http.QUERY_TIMEOUT_S
 
 _current = {"run": None}
 _lock = threading.Lock()
@@ -68,8 +76,10 @@ class Run:
         return self.id
 
     def _get(self, sub="", params=None):
+        _http.check_breaker()  # no waiting for a full queue of a daemon that does not answer
         _S.flush_waiting()  # what this process timed is asked about too
-        return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}))
+        return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}),
+                             timeout=_http.QUERY_TIMEOUT_S)
 
     # ---- queries -----------------------------------------------------------
 
@@ -120,10 +130,12 @@ class Run:
         return self._get("/marks")["marks"]
 
     def mark(self, label):
-        """Puts a phase marker on the run; returns {"run","label","ts"}.
-        Raises (unlike mlmon.mark)."""
+        """Puts a phase marker on the run and waits for mlmond's answer;
+        returns {"run","label","ts"}. Raises (unlike mlmon.mark)."""
+        _http.check_breaker()
         _S.flush_waiting()
-        return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label})
+        return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label},
+                             timeout=_http.QUERY_TIMEOUT_S)
 
     def check_sla(self, op, target_latency_ms=100, percentile=95, window=None, since_mark=None):
         """True when op's percentile latency is within target_latency_ms
@@ -152,6 +164,7 @@ class Run:
         """The `mlmonctl report` text: from mlmonctl when it is on PATH
         (the same table, to the byte), else formatted here from the JSON."""
         run_id = self._id()
+        _http.check_breaker()
         _S.flush_waiting()
         ctl = shutil.which("mlmonctl")
         if ctl:
@@ -162,7 +175,11 @@ class Run:
                 argv += ["--since-mark", since_mark]
             env = dict(os.environ)
             env.pop("MLMON_URL", None)
-            r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+            try:
+                r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=REPORT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _http._breaker.trip(_http.api_socket(), REPORT_TIMEOUT_S)
+                raise Unavailable(f"mlmonctl report {run_id}: no answer within {REPORT_TIMEOUT_S:g} s") from None
             if r.returncode == 0:
                 return r.stdout
             msg = (r.stderr.strip().splitlines() or ["mlmonctl report failed"])[-1]
@@ -289,15 +306,23 @@ def run():
 
 
 def mark(label):
-    """Puts a phase marker on the current run (after sending the timings
-    taken so far). Never raises: returns {"run","label","ts"}, or None when
-    there is no run or no daemon (logged once)."""
+    """Puts a phase marker on this process's run, after the timings taken
+    so far, over the datagram socket: never waits for mlmond, never raises.
+    Returns {"run","label","ts"} (run: the attached run's id, or None when
+    mlmond finds the run by this process's pid; ts: this process's clock,
+    in ms), or None when the label is not one (logged once) or the line
+    could not be sent (no daemon: counted in dropped())."""
     try:
-        r = run()
-        if r is None or r.id is None:
-            _warn_once("mark", "mlmon: mark %r: this process belongs to no run", label)
+        label = str(label)
+        if not 1 <= len(label.encode("utf-8")) <= MARK_LABEL_MAX_BYTES or _BAD_LABEL.search(label):
+            _warn_once("mark-label", "mlmon: mark %r: a label is 1 to %d bytes of UTF-8 without control "
+                       "characters", label, MARK_LABEL_MAX_BYTES)
             return None
-        return r.mark(label)
+        ts = int(time.time() * 1000)
+        if not _S.add_mark(label):
+            return None
+        cur = _current["run"]
+        return {"run": cur.id if cur is not None else None, "label": label, "ts": ts}
     except Exception as e:
         _warn_once("mark-" + type(e).__name__, "mlmon: mark %r: %s", label, e)
         return None

@@ -7,10 +7,11 @@ The caller's cost is a format and a list append under a lock: lines are
 batched, several per datagram, and sent when the batch reaches
 MAX_DATAGRAM_BYTES, FLUSH_AFTER_S after the first line of a batch (by a
 daemon thread that sleeps otherwise), before a fork, at exit, and before
-every query. Sends never block (MSG_DONTWAIT): a datagram the socket's queue
-refuses (EAGAIN) waits in a bounded backlog for the next send; with no
-daemon, or past the backlog, lines are dropped, counted (dropped()) and
-logged once. Nothing here raises into the caller."""
+every query. A mark is a line too (DogStatsD's event), put after the lines
+batched before it and sent at once. Sends never block (MSG_DONTWAIT): a
+datagram the socket's queue refuses (EAGAIN) waits in a bounded backlog for
+the next send; with no daemon, or past the backlog, lines are dropped,
+counted (dropped()) and logged once. Nothing here raises into the caller."""
 
 import atexit
 import logging
@@ -122,6 +123,21 @@ class _Sender:
     def set_run(self, run_id):
         self.run_tag = f",run:{run_id}" if run_id is not None else ""
         self.templates = {}
+
+    def tags(self):
+        """The tag section of a line that names no category."""
+        return "|#" + self.run_tag[1:] if self.run_tag else ""
+
+    def add_mark(self, label):
+        """Puts a mark line after the lines batched so far and sends them
+        now, without waiting. False when it was dropped (no daemon)."""
+        line = "_e{%d,0}:%s|%s\n" % (len(label.encode("utf-8")), label, self.tags())
+        with self.lock:
+            before = self.dropped
+            self.buf.append(line)
+            self.size += len(line)
+            self.flush_locked()
+            return self.dropped == before
 
     def add(self, line):
         with self.lock:
