@@ -11,7 +11,9 @@ every query. A mark is a line too (DogStatsD's event), put after the lines
 batched before it and sent at once. Sends never block (MSG_DONTWAIT): a
 datagram the socket's queue refuses (EAGAIN) waits in a bounded backlog for
 the next send; with no daemon, or past the backlog, lines are dropped,
-counted (dropped()) and logged once. Nothing here raises into the caller."""
+counted (dropped()) and logged once, and once mlmond takes datagrams again
+their number goes to the run as the gauge DROPPED_GAUGE. Nothing here raises
+into the caller."""
 
 import atexit
 import logging
@@ -41,6 +43,10 @@ MAX_TIMING_MS = 1e9
 MAX_VALUE = float(2 ** 53)
 NAME_MAX_BYTES = 200
 CATEGORY_MAX_BYTES = 64
+# The gauge that tells the run how many lines a process lost: "+N" moves
+# it, so its value is the sum over the run's processes (and survives a
+# restart of mlmond with the run).
+DROPPED_GAUGE = "mlmon.dropped"
 
 log = logging.getLogger("mlmon")
 
@@ -96,6 +102,7 @@ class _Sender:
         self.wake = threading.Event()
         self.thread = None
         self.dropped = 0
+        self.reported = 0  # of dropped, how many the run was told of
         self.warned = False
         self.pid = os.getpid()
 
@@ -182,6 +189,9 @@ class _Sender:
                 self.flush_locked()
             if wait_s > 0 and self.backlog:
                 self.drain(time.monotonic() + wait_s)
+                with self.lock:
+                    if not self.backlog and self.dropped > self.reported:
+                        self.report_dropped()
         except Exception:  # never into the caller
             pass
 
@@ -225,6 +235,16 @@ class _Sender:
             self.backlog_size -= len(data)
             if r is not None:
                 self.drop(n, r)
+        if self.dropped > self.reported:
+            self.report_dropped()
+
+    def report_dropped(self):
+        """The lines lost so far, to the run's gauge, once a datagram goes
+        through again (a report that does not is tried at the next flush,
+        and lost with the process if none ever does)."""
+        n = self.dropped - self.reported
+        if self.send(f"{DROPPED_GAUGE}:+{n}|g{self.tags()}\n".encode()) is None:
+            self.reported += n
 
     def send(self, data):
         """None when sent, "again" when the queue is full, else why not."""
