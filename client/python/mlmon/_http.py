@@ -147,6 +147,11 @@ def check_breaker():
     _breaker.check(api_socket())
 
 
+def trip_breaker(waited_s):
+    """mlmond did not answer (some other way) within waited_s."""
+    _breaker.trip(api_socket(), waited_s)
+
+
 def request(method, path, body=None, timeout=TIMEOUT_S):
     """One request; returns the parsed JSON answer. Raises Unavailable when
     the daemon cannot be reached, did not answer within timeout, or did not

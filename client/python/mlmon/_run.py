@@ -14,6 +14,7 @@ import time
 from . import _http
 from ._http import ApiError, Error, Unavailable
 from ._statsd import _S
+from ._statsd import WAIT_S as _S_WAIT_S
 
 log = logging.getLogger("mlmon")
 
@@ -41,6 +42,15 @@ def _warn_once(key, msg, *args):
     if key not in _warned:
         _warned.add(key)
         log.warning(msg, *args)
+
+
+def _flush_before_asking():
+    """Sends this process's lines before a query, waiting for room in a full
+    queue; a queue that stays full for that long belongs to a daemon that
+    reads nothing (stopped): the breaker opens, as after a timeout."""
+    if not _S.flush_waiting():
+        _http.trip_breaker(_S_WAIT_S)
+        raise Unavailable(f"mlmond has read nothing from {_http.statsd_socket()} for {_S_WAIT_S:g} s")
 
 
 def _pct_key(q):
@@ -83,11 +93,11 @@ class Run:
                 self.id, self.info = found.id, found.info
         return self.id
 
-    def _get(self, sub="", params=None):
+    def _get(self, sub="", params=None, timeout=_http.QUERY_TIMEOUT_S):
         _http.check_breaker()  # no waiting for a full queue of a daemon that does not answer
-        _S.flush_waiting()  # what this process timed is asked about too
+        _flush_before_asking()  # what this process timed is asked about too
         return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}),
-                             timeout=_http.QUERY_TIMEOUT_S)
+                             timeout=timeout)
 
     # ---- queries -----------------------------------------------------------
 
@@ -141,7 +151,7 @@ class Run:
         """Puts a phase marker on the run and waits for mlmond's answer;
         returns {"run","label","ts"}. Raises (unlike mlmon.mark)."""
         _http.check_breaker()
-        _S.flush_waiting()
+        _flush_before_asking()
         return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label},
                              timeout=_http.QUERY_TIMEOUT_S)
 
@@ -173,7 +183,7 @@ class Run:
         (the same table, to the byte), else formatted here from the JSON."""
         run_id = self._id()
         _http.check_breaker()
-        _S.flush_waiting()
+        _flush_before_asking()
         ctl = shutil.which("mlmonctl")
         if ctl:
             argv = [ctl, "--socket", _http.api_socket(), "report", str(run_id)]
@@ -186,7 +196,7 @@ class Run:
             try:
                 r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=REPORT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                _http._breaker.trip(_http.api_socket(), REPORT_TIMEOUT_S)
+                _http.trip_breaker(REPORT_TIMEOUT_S)
                 raise Unavailable(f"mlmonctl report {run_id}: no answer within {REPORT_TIMEOUT_S:g} s") from None
             if r.returncode == 0:
                 return r.stdout

@@ -183,27 +183,43 @@ class _Sender:
         """Sends the batch and the backlog. With wait_s, a full queue is
         waited for, up to wait_s in all, outside the lock (the other
         threads' timings go on): at exit (nothing later would send what is
-        left) and before a query (which waits for mlmond anyway)."""
+        left) and before a query (which waits for mlmond anyway). False
+        when the queue stayed full for wait_s: mlmond reads nothing."""
         try:
             with self.lock:
                 self.flush_locked()
             if wait_s > 0 and self.backlog:
-                self.drain(time.monotonic() + wait_s)
+                if not self.drain(time.monotonic() + wait_s):
+                    return False
                 with self.lock:
                     if not self.backlog and self.dropped > self.reported:
                         self.report_dropped()
         except Exception:  # never into the caller
             pass
+        return True
 
     def flush_waiting(self):
-        self.flush(WAIT_S)
+        return self.flush(WAIT_S)
+
+    def flush_at_exit(self):
+        """At exit: what a full queue still refuses after WAIT_S goes with
+        the process, counted and said."""
+        if not self.flush(WAIT_S):
+            with self.lock:
+                while self.backlog:
+                    data, n = self.backlog.pop(0)
+                    self.backlog_size -= len(data)
+                    self.drop(n, "its socket's queue stayed full at exit")
 
     def drain(self, deadline):
+        """Sends the backlog, waiting for room until deadline. False when
+        the queue stayed full that long: what is left stays in the backlog
+        (at exit it goes with the process)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
             while True:
                 with self.lock:
                     if not self.backlog:
-                        return
+                        return True
                     data, n = self.backlog.pop(0)
                     self.backlog_size -= len(data)
                 left = deadline - time.monotonic()
@@ -212,6 +228,11 @@ class _Sender:
                         raise TimeoutError("timed out")
                     sock.settimeout(left)
                     sock.sendto(data, _http.statsd_socket())
+                except (TimeoutError, socket.timeout):
+                    with self.lock:
+                        self.backlog.insert(0, (data, n))
+                        self.backlog_size += len(data)
+                    return False
                 except OSError as e:
                     with self.lock:
                         self.drop(n, f"{_http.statsd_socket()}: {e.strerror or e}")
@@ -277,7 +298,7 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(before=_S.flush, after_in_child=_after_fork_in_child)
-atexit.register(_S.flush_waiting)
+atexit.register(_S.flush_at_exit)
 
 
 def _register_multiprocessing():
@@ -290,7 +311,7 @@ def _register_multiprocessing():
         return
 
     def in_worker(_sender):
-        util.Finalize(None, _S.flush_waiting, exitpriority=-100)
+        util.Finalize(None, _S.flush_at_exit, exitpriority=-100)
 
     util.register_after_fork(_S, in_worker)
 
