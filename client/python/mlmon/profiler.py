@@ -117,6 +117,14 @@ class _Span:
     flops: Optional[int] = None
 
 
+def _label(name, suffix):
+    """A mark's label: name, its control characters replaced, cut to fit
+    MARK_LABEL_MAX bytes of UTF-8 with suffix."""
+    room = MARK_LABEL_MAX - len(suffix.encode())
+    text = "".join("_" if ord(c) < 0x20 or c == "\x7f" else c for c in name)
+    return text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore") + suffix
+
+
 def _mib(b):
     return None if b is None else b / MIB
 
@@ -183,7 +191,9 @@ class _Flops:
             return None
         try:
             self.prof.__exit__(None, None, None)
-            return sum(e.flops or 0 for e in self.prof.events())
+            counted = [e.flops for e in self.prof.events() if e.flops]
+            # no operator torch has a formula for: the count is unknown, not 0
+            return sum(counted) if counted else None
         except Exception as e:
             log.warning("mlmon: no FLOP count for this block: %s", e)
             return None
@@ -232,7 +242,7 @@ class PerformanceProfiler:
         except Exception:
             pass
         name = str(operation_name)
-        _run.mark(f"{name}:start"[:MARK_LABEL_MAX])
+        _run.mark(_label(name, ":start"))
         start = _host.read_edge(start=True)
         flops = _Flops() if self.estimate_flops else None
         t0 = perf_counter()
@@ -243,7 +253,7 @@ class PerformanceProfiler:
             count = flops.stop() if flops is not None else None
             end = _host.read_edge(start=False)
             observe(name, seconds * 1000.0, category=self.category)
-            _run.mark(f"{name}:end"[:MARK_LABEL_MAX])
+            _run.mark(_label(name, ":end"))
             self._spans.append(_Span(name, seconds, start, end, count))
 
     # ---- answers -----------------------------------------------------------
@@ -477,7 +487,7 @@ def benchmark(fn, *args, iterations=100, warmup=10, op=None, **kwargs):
     last = _bench_last_end.get(name)
     if last is not None and math.floor(time.time()) <= math.floor(last):
         time.sleep(math.floor(last) + 1.001 - time.time())
-    label = f"{name}#{len(_bench_last_end)}:{time.time_ns()}"[-MARK_LABEL_MAX:]
+    label = _label(name, f"#{len(_bench_last_end)}:{time.time_ns()}")
     marked = _run.mark(label) is not None
     ms = []
     for _ in range(iterations):
