@@ -74,12 +74,17 @@ static void set_forwarding(bool on) {
 /* What the job learns of its run: MLMON_RUN_ID (unset when unmonitored),
  * and where the daemon is, so that mlmonctl and StatsD clients in the job
  * find it (the StatsD socket: as given, else statsd.sock next to the API
- * socket, as in the default layout). */
-static void job_environment(const char *id) {
+ * socket, as in the default layout).
+ *
+ * With --ranks the launcher's id is MLMON_LAUNCHER_RUN_ID instead: every
+ * rank would inherit MLMON_RUN_ID as if it named its run, and send its
+ * timings there. The other name tells a rank (mlmon.attach()) that a run
+ * of its own is coming, registered by ranks_watch(). */
+static void job_environment(const char *id, bool ranks) {
+        unsetenv("MLMON_RUN_ID");
+        unsetenv("MLMON_LAUNCHER_RUN_ID");
         if (*id)
-                setenv("MLMON_RUN_ID", id, 1);
-        else
-                unsetenv("MLMON_RUN_ID");
+                setenv(ranks ? "MLMON_LAUNCHER_RUN_ID" : "MLMON_RUN_ID", id, 1);
         if (arg_url) {
                 setenv("MLMON_URL", arg_url, 1);
                 return;
@@ -101,7 +106,7 @@ static void job_environment(const char *id) {
  * registered, so that not a single instruction of CMD runs unobserved), then
  * become CMD. EOF without the whole go message means mlmonctl died or gave
  * up. */
-_Noreturn static void child_exec(int fd, char **cmd) {
+_Noreturn static void child_exec(int fd, char **cmd, bool ranks) {
         char go[GO_SIZE];
         size_t got = 0;
         while (got < sizeof go) {
@@ -117,7 +122,7 @@ _Noreturn static void child_exec(int fd, char **cmd) {
         go[GO_SIZE - 1] = 0;
         /* fd stays open until the exec closes it (close-on-exec): the
          * parent's end reads EOF the moment CMD is CMD */
-        job_environment(go + 1);
+        job_environment(go + 1, ranks);
         execvp(cmd[0], cmd);
         int e = errno;
         fprintf(stderr, "mlmonctl: %s: %m\n", cmd[0]); /* errno is e */
@@ -378,7 +383,7 @@ int verb_run(struct args *a) {
         }
         if (pid == 0) {
                 close(sv[0]);
-                child_exec(sv[1], cmd);
+                child_exec(sv[1], cmd, a->ranks);
         }
         close(sv[1]);
         _cleanup_close_ int go_fd = sv[0];

@@ -92,7 +92,10 @@ static int op_exited(void *userdata, int64_t id, const struct caller *who, const
 }
 
 static void op_yield(void *userdata) {
-        manager_tick_if_due(userdata);
+        struct manager *m = userdata;
+        /* the lines and marks a client sent before asking are in the answer */
+        ingest_drain(m->ingest);
+        manager_tick_if_due(m);
 }
 
 static int op_find_run(void *userdata, int64_t id, struct run_ref *ret) {

@@ -16,10 +16,14 @@
 void manager_forget_senders(struct manager *m);
 
 /* The pidfd turns readable when the process exits: end the run now rather
- * than at its next tick. */
+ * than at its next tick. What it sent over StatsD just before it exited
+ * may still wait on the socket (epoll gives the two in any order): read
+ * first, so that those lines count for the run rather than for none. */
 static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct run *r = userdata;
-        manager_end_run(r->owner, r, RUN_EXITED, true, NULL);
+        struct manager *m = r->owner;
+        ingest_drain(m->ingest);
+        manager_end_run(m, r, RUN_EXITED, true, NULL);
         return 0;
 }
 
