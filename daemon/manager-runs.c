@@ -475,6 +475,8 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
         if (q == 0) {
                 *ret_ts = ts;
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+                if (r->leak_main.pts)
+                        leakwatch_mark(&r->leak_main, (double)(ts - r->info.registered_ts_ms) / 1000.0);
         }
         return q;
 }
@@ -492,6 +494,7 @@ int manager_sample_now(struct manager *m, int64_t id, bool caller_is_root, uid_t
         int64_t now_ms = now_realtime_ms();
         struct sample s;
         collect_ctx_new_tick(&m->collect);
+        r->probe->pss_read_usec = 0; /* a sample asked for reads everything: a tree's PSS too */
         int q = probe_sample(&m->collect, r->probe, now_usec(CLOCK_MONOTONIC), now_ms, false, &s);
         if (q == -ESRCH || q == -EPERM) {
                 manager_end_run(m, r, q == -ESRCH ? RUN_EXITED : RUN_UNREGISTERED, false,

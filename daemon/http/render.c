@@ -24,6 +24,9 @@ json_object *render_sample(const struct sample *s, json_object *gpu) {
         json_add_u64(o, "rss_bytes", s->has_rss, s->rss_bytes);
         json_add_u64(o, "rss_anon_bytes", s->has_rss, s->rss_anon_bytes);
         json_add_u64(o, "peak_rss_bytes", s->has_peak_rss, s->peak_rss_bytes);
+        json_add_u64(o, "pss_bytes", s->has_pss, s->pss_bytes);
+        json_add_u64(o, "uss_bytes", s->has_pss, s->uss_bytes);
+        json_add_u64(o, "pss_anon_bytes", s->has_pss_anon, s->pss_anon_bytes);
         json_add_u64(o, "threads", true, s->threads);
         json_add_u64(o, "processes", true, s->processes);
         json_add_u64(o, "read_bytes", s->has_io, s->read_bytes);
@@ -131,7 +134,7 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
 }
 
 json_object *render_run_leak(const struct leak_report *r) {
-        json_object *o = render_leak(&r->rss, "rss_anon_bytes");
+        json_object *o = render_leak(&r->rss, r->pss ? "pss_anon_bytes" : "rss_anon_bytes");
         json_object_object_add(o, "gpu_mem", r->has_gpu ? render_leak(&r->gpu, "gpu_mem_bytes") : NULL);
         return o;
 }
@@ -166,6 +169,8 @@ static json_object *render_totals(const struct run_totals *t, double wall, doubl
         json_add_double(o, "cpu_util_avg_pct", cpu_over > 0, cpu_over > 0 ? cpu / cpu_over * 100.0 : 0);
         json_add_u64(o, "peak_rss_bytes", t->has_rss, t->peak_rss_bytes);
         json_add_u64(o, "final_rss_bytes", t->has_rss, t->final_rss_bytes);
+        json_add_u64(o, "peak_pss_bytes", t->has_pss, t->peak_pss_bytes);
+        json_add_u64(o, "final_pss_bytes", t->has_final_pss, t->final_pss_bytes);
         json_add_u64(o, "peak_gpu_mem_bytes", t->has_gpu_mem, t->peak_gpu_mem_bytes);
         json_add_double(o, "gpu_util_avg_pct", t->gpu_util_samples > 0,
                         t->gpu_util_samples ? t->gpu_util_sum_pct / (double)t->gpu_util_samples : 0);
