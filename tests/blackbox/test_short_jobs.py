@@ -53,7 +53,8 @@ def test_loop_of_short_processes(default_daemon, tmpdir_0755):
     assert truth > 1.0, truth
     assert abs(cpu - truth) <= 0.05 * truth, (cpu, truth, run["summary"])
     s = run["summary"]
-    assert abs(s["user_time_s"] + s["system_time_s"] - cpu) <= 0.021, s  # each rounded to 0.01 s
+    # user and system come from clock ticks (1/100 s), rounded per process
+    assert abs(s["user_time_s"] + s["system_time_s"] - cpu) <= 0.02 * cpu + 0.03, s
 
 
 def test_pipeline(default_daemon, tmpdir_0755):
