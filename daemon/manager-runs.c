@@ -465,7 +465,9 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
         int q = store_begin(m->store);
         if (q < 0)
                 return q;
-        q = store_insert_mark(m->store, id, ts, label);
+        q = ops_cut(&r->ops, ts);
+        if (q == 0)
+                q = store_insert_mark(m->store, id, ts, label);
         if (q < 0) {
                 store_rollback(m->store);
                 return q;
