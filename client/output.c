@@ -605,6 +605,12 @@ void print_run(FILE *f, json_object *run) {
         field(f, "interval:", b);
         int children = json_get_bool(run, "children");
         field(f, "children:", children == 1 ? "yes" : children == 0 ? "no" : "-");
+        json_object *left = json_get_object(run, "processes_left_out");
+        if (left && json_get_int(left, "count", &i) && i > 0) {
+                const char *why = json_get_str(left, "reason");
+                snprintf(b, sizeof b, "%" PRId64 " process%s (%s)", i, i == 1 ? "" : "es", why ? why : "-");
+                field(f, "left out:", b);
+        }
         print_tags(f, run);
 
         fputc('\n', f);

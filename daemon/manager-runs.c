@@ -148,6 +148,8 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
                 return -ESRCH;
         }
         run_totals_add(&ri->totals, &s);
+        ri->has_left_out = req->children;
+        ri->left_out = r->probe->left_out;
         (void)run_take_identity(r); /* the row is written with the current comm below */
         if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
                 snprintf(err, errlen, "out of memory");

@@ -296,6 +296,8 @@ static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) 
 
 void manager_record_sample(struct manager *m, struct run *r, const struct sample *s, bool persist_totals) {
         run_totals_add(&r->info.totals, s);
+        r->info.has_left_out = r->info.children;
+        r->info.left_out = r->probe->left_out;
         manager_leak_step(m, r, s);
         if (run_take_identity(r) && store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
                 m->tick_errors++;

@@ -100,6 +100,7 @@ struct probe {
          * process's own anonymous memory then (shared pages included:
          * flat while forked workers merely copy the pages they share) */
         usec_t pss_read_usec;
+        uint32_t left_out; /* tree members left out at the last sample: not the owner's (collect/tree.c) */
         bool has_main_anon;
         uint64_t main_anon_bytes;
 };

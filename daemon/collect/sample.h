@@ -130,6 +130,10 @@ struct run_info {
         struct run_totals totals;
         struct leak_report *leak; /* the last stored verdicts (analyze/leakwatch.h), NULL if none */
         bool leak_detected;       /* a leak was suspected at some point */
+        /* a running tree's processes left out of it at its latest sample
+         * (another user's, or not dumpable: collect/tree.c); not stored */
+        bool has_left_out;
+        uint32_t left_out;
 };
 
 void run_info_done(struct run_info *ri);

@@ -134,6 +134,8 @@ void overlay_live(struct request *rq, struct run_info *ri) {
                 return;
         ri->totals = live.info.totals;
         ri->leak_detected = ri->leak_detected || live.info.leak_detected;
+        ri->has_left_out = live.info.has_left_out;
+        ri->left_out = live.info.left_out;
         run_live_done(&live);
 }
 

@@ -128,6 +128,17 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
+        /* a running tree's processes that are not the owner's to see */
+        json_object *left = NULL;
+        if (ri->has_left_out) {
+                left = json_object_new_object();
+                json_add_u64(left, "count", true, ri->left_out);
+                json_add_string(left, "reason",
+                                ri->left_out ? "another user's or not dumpable (su, sudo, a setuid program): what "
+                                               "they do is not the run owner's to see, and they are not counted"
+                                             : NULL);
+        }
+        json_object_object_add(o, "processes_left_out", left);
         if (!latest)
                 json_object_put(latest_gpu);
         return o;
