@@ -5,9 +5,11 @@
  * status. */
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +23,8 @@
 /* How long to wait for the daemon to see the job's exit (it learns of it
  * through a pidfd, i.e. at once), and how often to ask. */
 #define EXIT_WAIT_USEC (3 * USEC_PER_SEC)
+/* How long the sample after the exec waits for it: execs take milliseconds */
+#define EXEC_WAIT_MS 2000
 #define EXIT_POLL_USEC (50 * USEC_PER_MSEC)
 
 static volatile sig_atomic_t forward_pid;
@@ -70,12 +74,17 @@ static void set_forwarding(bool on) {
 /* What the job learns of its run: MLMON_RUN_ID (unset when unmonitored),
  * and where the daemon is, so that mlmonctl and StatsD clients in the job
  * find it (the StatsD socket: as given, else statsd.sock next to the API
- * socket, as in the default layout). */
-static void job_environment(const char *id) {
+ * socket, as in the default layout).
+ *
+ * With --ranks the launcher's id is MLMON_LAUNCHER_RUN_ID instead: every
+ * rank would inherit MLMON_RUN_ID as if it named its run, and send its
+ * timings there. The other name tells a rank (mlmon.attach()) that a run
+ * of its own is coming, registered by ranks_watch(). */
+static void job_environment(const char *id, bool ranks) {
+        unsetenv("MLMON_RUN_ID");
+        unsetenv("MLMON_LAUNCHER_RUN_ID");
         if (*id)
-                setenv("MLMON_RUN_ID", id, 1);
-        else
-                unsetenv("MLMON_RUN_ID");
+                setenv(ranks ? "MLMON_LAUNCHER_RUN_ID" : "MLMON_RUN_ID", id, 1);
         if (arg_url) {
                 setenv("MLMON_URL", arg_url, 1);
                 return;
@@ -97,7 +106,7 @@ static void job_environment(const char *id) {
  * registered, so that not a single instruction of CMD runs unobserved), then
  * become CMD. EOF without the whole go message means mlmonctl died or gave
  * up. */
-_Noreturn static void child_exec(int fd, char **cmd) {
+_Noreturn static void child_exec(int fd, char **cmd, bool ranks) {
         char go[GO_SIZE];
         size_t got = 0;
         while (got < sizeof go) {
@@ -111,8 +120,9 @@ _Noreturn static void child_exec(int fd, char **cmd) {
         if (go[0] != 'g')
                 _exit(127);
         go[GO_SIZE - 1] = 0;
-        close(fd);
-        job_environment(go + 1);
+        /* fd stays open until the exec closes it (close-on-exec): the
+         * parent's end reads EOF the moment CMD is CMD */
+        job_environment(go + 1, ranks);
         execvp(cmd[0], cmd);
         int e = errno;
         fprintf(stderr, "mlmonctl: %s: %m\n", cmd[0]); /* errno is e */
@@ -175,8 +185,8 @@ static int wait_child_exited(pid_t pid) {
         return 0;
 }
 
-static int reap_child(pid_t pid, int *ret_status) {
-        while (waitpid(pid, ret_status, 0) < 0)
+static int reap_child(pid_t pid, int *ret_status, struct rusage *ret_rusage) {
+        while (wait4(pid, ret_status, 0, ret_rusage) < 0)
                 if (errno != EINTR)
                         return -errno;
         return 0;
@@ -194,18 +204,47 @@ static json_object *launcher_tags(json_object *given) {
         return t;
 }
 
-/* How the job ended as wait(2) said it, for mlmond to keep where it did not
- * read it from the zombie itself (POST /v1/runs/ID/end). Quiet: the job's
- * own status is what counts. */
-static void hand_over_exit(int64_t id, int status) {
+/* Once the child has exec'ed (its end of fd closes on exec), asks the
+ * daemon for a sample of it at once: a job shorter than the interval is
+ * otherwise sampled only as the stub that waited for the go. Bounded: an
+ * exec that takes longer is sampled by the daemon's own schedule. */
+static void sample_after_exec(int fd, int64_t id) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        char c;
+        if (poll(&p, 1, EXEC_WAIT_MS) <= 0 || recv(fd, &c, 1, MSG_DONTWAIT) != 0)
+                return; /* not exec'ed yet, or something else than EOF */
         char path[64];
-        _cleanup_json_ json_object *body = json_object_new_object(), *answer = NULL;
-        if (!body || !(WIFEXITED(status) || WIFSIGNALED(status)))
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/samples", id);
+        json_object *answer = NULL;
+        _cleanup_free_ char *err = NULL;
+        capture_errors(&err); /* the job is what matters: a refusal is not worth a line */
+        (void)api_call("POST", path, NULL, &answer, NULL);
+        capture_errors(NULL);
+        json_object_put(answer);
+}
+
+/* Tells the daemon what wait4() saw of the job: how it ended (kept where
+ * mlmond did not read it from the zombie itself), its peak RSS and CPU
+ * time, exact even for a job that ended between two samples. */
+static void report_exit(int64_t id, int status, const struct rusage *ru) {
+        _cleanup_json_ json_object *body = json_object_new_object(), *r = json_object_new_object();
+        if (!body || !r)
                 return;
-        json_object_object_add(body, WIFSIGNALED(status) ? "exit_signal" : "exit_code",
-                               json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)));
-        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/end", id);
-        (void)api_call_full("POST", path, body, true, &answer, NULL);
+        json_object_object_add(r, "max_rss_bytes", json_object_new_int64((int64_t)ru->ru_maxrss * 1024));
+        json_object_object_add(r, "user_time_s",
+                               json_object_new_double((double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6));
+        json_object_object_add(r, "system_time_s",
+                               json_object_new_double((double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6));
+        json_object_object_add(body, "rusage", json_object_get(r));
+        if (WIFEXITED(status) || WIFSIGNALED(status))
+                json_object_object_add(
+                        body, WIFSIGNALED(status) ? "exit_signal" : "exit_code",
+                        json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)));
+        char path[64];
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/exit", id);
+        json_object *answer = NULL;
+        (void)api_call("POST", path, body, &answer, NULL);
+        json_object_put(answer);
 }
 
 /* Waits until the daemon has seen the job end (state no longer "running"),
@@ -361,7 +400,7 @@ int verb_run(struct args *a) {
         }
         if (pid == 0) {
                 close(sv[0]);
-                child_exec(sv[1], cmd);
+                child_exec(sv[1], cmd, a->ranks);
         }
         close(sv[1]);
         _cleanup_close_ int go_fd = sv[0];
@@ -384,6 +423,8 @@ int verb_run(struct args *a) {
 
         usec_t start = now_usec(CLOCK_MONOTONIC);
         send_go(go_fd, id);
+        if (id > 0)
+                sample_after_exec(go_fd, id);
         go_fd = safe_close(go_fd);
 
         r = a->ranks && id > 0 ? ranks_watch(a, pid, &ranks) : 0;
@@ -394,14 +435,22 @@ int verb_run(struct args *a) {
         /* the daemon takes its last sample of the exited (unreaped) job */
         if (r == 0 && id > 0)
                 run = fetch_final_run(id);
+        struct rusage ru = {};
         if (r == 0)
-                r = reap_child(pid, &status);
+                r = reap_child(pid, &status, &ru);
+        if (r == 0 && run) {
+                /* the summary again, with what wait4() saw */
+                report_exit(id, status, &ru);
+                json_object *again = fetch_final_run(id);
+                if (again) {
+                        json_object_put(run);
+                        run = again;
+                }
+        }
         if (r < 0) {
                 error_line_errno(r, "waiting for %s: %m", cmd[0]);
                 return EXIT_FAILED;
         }
-        if (id > 0)
-                hand_over_exit(id, status);
         /* From here on the exit code is the job's: a closed stderr (`2>&1 |
          * head`) must not turn it into 141. */
         signal(SIGPIPE, SIG_IGN);

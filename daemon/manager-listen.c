@@ -83,8 +83,19 @@ static int op_mark(void *userdata, int64_t id, const char *label, int64_t *ret_t
         return manager_mark(userdata, id, label, ret_ts);
 }
 
+static int op_sample_now(void *userdata, int64_t id, const struct caller *who, int64_t *ret_ts) {
+        return manager_sample_now(userdata, id, who->is_root, who->uid, ret_ts);
+}
+
+static int op_exited(void *userdata, int64_t id, const struct caller *who, const struct exit_report *e) {
+        return manager_exited(userdata, id, who->is_root, who->uid, e);
+}
+
 static void op_yield(void *userdata) {
-        manager_tick_if_due(userdata);
+        struct manager *m = userdata;
+        /* the lines and marks a client sent before asking are in the answer */
+        ingest_drain(m->ingest);
+        manager_tick_if_due(m);
 }
 
 static int op_find_run(void *userdata, int64_t id, struct run_ref *ret) {
@@ -218,11 +229,6 @@ static int op_op_last(void *userdata, int64_t id, const char *op, int64_t *ret_o
         return 0;
 }
 
-static int op_set_exit(void *userdata, int64_t id, const struct caller *who, int wait_status, char *err,
-                       size_t errlen) {
-        return manager_set_exit(userdata, id, who->is_root, who->uid, wait_status, err, errlen);
-}
-
 static uint64_t op_data_generation(void *userdata) {
         struct manager *m = userdata;
         return m->data_generation;
@@ -260,6 +266,8 @@ static const struct manager_ops manager_ops = {
         .observe = op_observe,
         .op_category = op_op_category,
         .mark = op_mark,
+        .sample_now = op_sample_now,
+        .exited = op_exited,
         .find_run = op_find_run,
         .run_for_pid = op_run_for_pid,
         .running = op_running,
@@ -267,7 +275,6 @@ static const struct manager_ops manager_ops = {
         .live_ops = op_live_ops,
         .live_gauges = op_live_gauges,
         .op_last = op_op_last,
-        .set_exit = op_set_exit,
         .run_pids = op_run_pids,
         .data_generation = op_data_generation,
         .stats = op_stats,

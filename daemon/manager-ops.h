@@ -86,6 +86,16 @@ struct manager_stats {
         unsigned jobs_stalled;
 };
 
+/* How a run's process ended, as its parent saw it (wait4()): the
+ * resource use of the process and of the children it waited for. */
+struct exit_report {
+        bool has_exit;
+        int wait_status; /* as wait(2) gives it: how the process ended */
+        bool has_rusage;
+        uint64_t max_rss_bytes;
+        double user_time_s, system_time_s;
+};
+
 /* A running run as the manager's lookups find it: which it is, and whose. */
 struct run_ref {
         int64_t id;
@@ -151,6 +161,15 @@ struct manager_ops {
         int (*op_category)(void *userdata, int64_t id, const char *op, char *buf, size_t size);
         /* A mark on a running run: -EALREADY if it is not running. */
         int (*mark)(void *userdata, int64_t id, const char *label, int64_t *ret_ts);
+        /* A sample of running run id now (its process just exec'ed, say):
+         * -EALREADY if it is not running, -EPERM not the caller's. */
+        int (*sample_now)(void *userdata, int64_t id, const struct caller *who, int64_t *ret_ts);
+        /* What the parent of run id's process saw when it reaped it: the
+         * run ends (if the daemon had not seen it end yet) and its summary
+         * takes the peak RSS and, for a tree, the CPU time where they are
+         * higher than what was sampled. -ENOENT no such run, -EPERM not the
+         * caller's, -EBUSY its process is still alive. */
+        int (*exited)(void *userdata, int64_t id, const struct caller *who, const struct exit_report *e);
         /* A running run by id: -ENOENT if none. */
         int (*find_run)(void *userdata, int64_t id, struct run_ref *ret);
         /* The run of pid itself or of its nearest registered ancestor:
@@ -175,12 +194,6 @@ struct manager_ops {
          * took (*ret_op_ms), and of any op (*ret_any_ms); 0: none since it
          * was registered or mlmond started. -ENOENT if it is not running. */
         int (*op_last)(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms);
-        /* How an ended run's process ended, as its parent saw it (mlmonctl
-         * run's wait(2) status): kept where mlmond saw nothing itself.
-         * -ENOENT no such run, -EBUSY still running, -EPERM not the
-         * caller's, -EIO. */
-        int (*set_exit)(void *userdata, int64_t id, const struct caller *who, int wait_status, char *err,
-                        size_t errlen);
         /* Every running run's processes: -ENOMEM. free() *ret. */
         int (*run_pids)(void *userdata, struct run_pid **ret, size_t *ret_n);
         /* Moves whenever stored or live data changes: a cache key. */

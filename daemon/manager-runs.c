@@ -4,6 +4,7 @@
  * StatsD sender or HTTP caller belongs to, observations and marks. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
 
 #include "manager.h"
@@ -15,10 +16,14 @@
 void manager_forget_senders(struct manager *m);
 
 /* The pidfd turns readable when the process exits: end the run now rather
- * than at its next tick. */
+ * than at its next tick. What it sent over StatsD just before it exited
+ * may still wait on the socket (epoll gives the two in any order): read
+ * first, so that those lines count for the run rather than for none. */
 static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct run *r = userdata;
-        manager_end_run(r->owner, r, RUN_EXITED, true, NULL);
+        struct manager *m = r->owner;
+        ingest_drain(m->ingest);
+        manager_end_run(m, r, RUN_EXITED, true, NULL);
         return 0;
 }
 
@@ -143,6 +148,8 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
                 return -ESRCH;
         }
         run_totals_add(&ri->totals, &s);
+        ri->has_left_out = req->children;
+        ri->left_out = r->probe->left_out;
         (void)run_take_identity(r); /* the row is written with the current comm below */
         if (leakwatch_init(&r->leak, &m->leak_params) < 0) {
                 snprintf(err, errlen, "out of memory");
@@ -452,45 +459,6 @@ int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const c
         return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
 }
 
-int manager_set_exit(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int wait_status, char *err,
-                     size_t errlen) {
-        const struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec, .max_rows = 1 };
-        struct run_info ri;
-        if (manager_find_run(m, id)) {
-                snprintf(err, errlen, "run %lld is still running", (long long)id);
-                return -EBUSY;
-        }
-        int q = query_run(m->store, &lim, id, &ri);
-        if (q < 0) {
-                snprintf(err, errlen, q == -ENOENT ? "no run %lld" : "database error", (long long)id);
-                return q == -ENOENT ? -ENOENT : -EIO;
-        }
-        if (!caller_is_root && (!ri.has_uid || ri.uid != caller_uid)) {
-                run_info_done(&ri);
-                snprintf(err, errlen, "run %lld is not yours", (long long)id);
-                return -EPERM;
-        }
-        /* what mlmond read from the zombie itself stands */
-        if (!ri.has_exit_code && !ri.has_exit_signal) {
-                run_info_set_exit(&ri, wait_status);
-                q = store_begin(m->store);
-                if (q == 0 && store_update_run_exit(m->store, id, &ri) == 0)
-                        q = store_commit(m->store);
-                else if (q == 0) {
-                        store_rollback(m->store);
-                        q = -EIO;
-                }
-                if (q == 0)
-                        m->data_generation++;
-        }
-        run_info_done(&ri);
-        if (q < 0) {
-                snprintf(err, errlen, "database error");
-                return -EIO;
-        }
-        return 0;
-}
-
 int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
         struct run *r = manager_find_run(m, id);
         if (!r)
@@ -499,7 +467,9 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
         int q = store_begin(m->store);
         if (q < 0)
                 return q;
-        q = store_insert_mark(m->store, id, ts, label);
+        q = ops_cut(&r->ops, ts);
+        if (q == 0)
+                q = store_insert_mark(m->store, id, ts, label);
         if (q < 0) {
                 store_rollback(m->store);
                 return q;
@@ -509,6 +479,89 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
         if (q == 0) {
                 *ret_ts = ts;
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+                if (r->leak_main.pts)
+                        leakwatch_mark(&r->leak_main, (double)(ts - r->info.registered_ts_ms) / 1000.0);
         }
+        return q;
+}
+
+static bool may_touch(const struct run_info *ri, bool caller_is_root, uid_t caller_uid) {
+        return caller_is_root || (ri->has_uid && ri->uid == caller_uid);
+}
+
+int manager_sample_now(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int64_t *ret_ts) {
+        struct run *r = manager_find_run(m, id);
+        if (!r)
+                return -EALREADY;
+        if (!may_touch(&r->info, caller_is_root, caller_uid))
+                return -EPERM;
+        int64_t now_ms = now_realtime_ms();
+        struct sample s;
+        collect_ctx_new_tick(&m->collect);
+        r->probe->pss_read_usec = 0; /* a sample asked for reads everything: a tree's PSS too */
+        int q = probe_sample(&m->collect, r->probe, now_usec(CLOCK_MONOTONIC), now_ms, false, &s);
+        if (q == -ESRCH || q == -EPERM) {
+                manager_end_run(m, r, q == -ESRCH ? RUN_EXITED : RUN_UNREGISTERED, false,
+                                q == -EPERM ? "the process changed credentials" : NULL);
+                return -EALREADY;
+        }
+        if (q < 0)
+                return q;
+        q = store_begin(m->store);
+        if (q < 0)
+                return q;
+        manager_record_sample(m, r, &s, true);
+        q = store_commit(m->store);
+        m->data_generation++;
+        if (q == 0)
+                *ret_ts = now_ms;
+        return q;
+}
+
+int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, const struct exit_report *e) {
+        struct run *r = manager_find_run(m, id);
+        if (r) {
+                if (!may_touch(&r->info, caller_is_root, caller_uid))
+                        return -EPERM;
+                /* reaped, as its parent says: its pidfd tells */
+                if (r->probe->pidfd >= 0 && pidfd_send_signal(r->probe->pidfd, 0, NULL, 0) == 0)
+                        return -EBUSY;
+                int q = manager_end_run(m, r, RUN_EXITED, false, NULL);
+                if (q < 0)
+                        return q;
+        }
+        const struct query_limits lim = { .timeout_usec = m->config.http_query_timeout_usec, .max_rows = 1 };
+        struct run_info ri;
+        int q = query_run(m->store, &lim, id, &ri);
+        if (q < 0)
+                return q;
+        bool mine = may_touch(&ri, caller_is_root, caller_uid), running = ri.state == RUN_RUNNING;
+        bool children = ri.children;
+        /* how it ended: what mlmond read from the zombie itself stands */
+        bool take_exit = e->has_exit && !ri.has_exit_code && !ri.has_exit_signal;
+        if (take_exit)
+                run_info_set_exit(&ri, e->wait_status);
+        if (!mine || running || (!e->has_rusage && !take_exit)) {
+                run_info_done(&ri);
+                /* stored as running, not in memory: a restart is resuming it */
+                return !mine ? -EPERM : running ? -EBUSY : 0;
+        }
+        q = store_begin(m->store);
+        if (q < 0) {
+                run_info_done(&ri);
+                return q;
+        }
+        /* the CPU of the children it waited for is a tree's only */
+        if (e->has_rusage)
+                q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
+                                       (uint64_t)(e->system_time_s * 1e9));
+        if (q == 0 && take_exit)
+                q = store_update_run_exit(m->store, id, &ri);
+        run_info_done(&ri);
+        if (q == 0)
+                q = store_commit(m->store);
+        else
+                store_rollback(m->store);
+        m->data_generation++;
         return q;
 }

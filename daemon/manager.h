@@ -142,13 +142,20 @@ unsigned manager_health(struct manager *m);
  * totals stored, a mark with the reason if one is given, the run dropped
  * from memory. */
 int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason);
-/* How an ended run's process ended, as its parent's wait(2) saw it, where
- * mlmond did not see it itself; see manager_ops.set_exit. */
-int manager_set_exit(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int wait_status, char *err,
-                     size_t errlen);
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
+/* The run's verdicts into the store (inside a transaction). */
+void manager_store_leak(struct manager *m, struct run *r);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
+/* A sample taken: into the run's totals and leak watches, stored with what
+ * changed of the run (inside the caller's transaction); its totals too when
+ * persist_totals. */
+void manager_record_sample(struct manager *m, struct run *r, const struct sample *s, bool persist_totals);
+/* A sample of run id now; see struct manager_ops. */
+int manager_sample_now(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, int64_t *ret_ts);
+/* What the parent of run id's process saw when it reaped it; see struct
+ * manager_ops. */
+int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t caller_uid, const struct exit_report *e);
 /* Runs that were running when mlmond stopped, pinned again if the same
  * process instance still runs, else ended as lost. */
 int manager_restore_runs(struct manager *m);

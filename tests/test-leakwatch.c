@@ -2,6 +2,7 @@
 /* The per-run leak watch: floors kept at the shortest window's resolution,
  * the verdict turning suspected while memory grows, and clearing only after
  * clear_after without growth; marks restart the grace. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -128,10 +129,54 @@ static void test_compact_sparse(void) {
         leakwatch_done(&r.w);
 }
 
+/* Sample k of a process whose peaks rise while its floor stays flat: every
+ * other sample is a peak, 64 MiB over the floor and 2 MiB/s higher each
+ * second (a batch that takes more and more, freed after each); the rest
+ * lie on a floor that moves by a few pages, up and down, but does not grow. */
+static double peaky(int k, double t) {
+        if (k % 2)
+                return 364 * MIB + 2 * MIB * t;
+        return 300 * MIB + 12 * 1024.0 * ((k * 7) % 5);
+}
+
+/* The watch judges the floor, not the peaks: no verdict over 10 minutes,
+ * and every floor it keeps is its bucket's minimum, in KiB, as computed
+ * here from the samples by hand. */
+static void test_peaks_rise_floor_flat(void) {
+        struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&r.p);
+        CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+        const double step_s = 0.5;
+        const int n = 1200; /* 600 s */
+        for (int k = 0; k < n; k++) {
+                double t = k * step_s;
+                enum leakwatch_change c = leakwatch_add(&r.w, &r.p, t, r.t0_ms + (int64_t)(t * 1000), peaky(k, t),
+                                                        60000);
+                if (c == LEAKWATCH_SUSPECTED && r.suspected_at < 0)
+                        r.suspected_at = (int)t;
+        }
+        CHECK_EQ_INT(r.suspected_at, -1);
+        CHECK(r.w.v.evaluated && !r.w.v.suspected && !r.w.ever_suspected);
+        size_t checked = 0;
+        for (int64_t i = r.w.last - (int64_t)r.w.cap + 1; i <= r.w.last; i++) {
+                if (i < 0)
+                        continue;
+                double min = INFINITY;
+                for (int k = 0; k < n; k++)
+                        if ((int64_t)floor(k * step_s / r.w.res_s) == i && peaky(k, k * step_s) < min)
+                                min = peaky(k, k * step_s);
+                CHECK_U64(r.w.pts[i % (int64_t)r.w.cap], (uint64_t)round(min / 1024));
+                checked++;
+        }
+        CHECK_EQ_INT(checked, 600 / 2.5 - 1); /* every bucket but the one still open */
+        leakwatch_done(&r.w);
+}
+
 int main(void) {
         test_suspect_then_clear();
         test_flat_and_mark();
         test_end();
         test_compact_sparse();
+        test_peaks_rise_floor_flat();
         TEST_DONE();
 }

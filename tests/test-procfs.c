@@ -150,9 +150,10 @@ static void test_stat(void) {
 
 /* The 52 fields of a zombie's stat (a real one, of `sh -c 'kill -9 $$'`
  * before its parent reaped it), with field 52 given. */
-#define ZOMBIE_3_51                                                                                               \
-        "Z 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0 1 0 30576 0 0 18446744073709551615 0 0 0 0 0 0 0 0 " \
+#define STAT_4_51                                                                                                \
+        " 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0 1 0 30576 0 0 18446744073709551615 0 0 0 0 0 0 0 0 " \
         "0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0"
+#define ZOMBIE_3_51 "Z" STAT_4_51
 
 static void test_stat_exit(void) {
         static const struct {
@@ -164,16 +165,10 @@ static void test_stat_exit(void) {
                 { "killed by SIGKILL", "3861 (sh) " ZOMBIE_3_51 " 9\n", 0, 'Z', 9 },
                 { "exit 3", "3861 (sh) " ZOMBIE_3_51 " 768", 0, 'Z', 3 << 8 },
                 { "core dump", "3861 (a) b) " ZOMBIE_3_51 " 139\n", 0, 'Z', 0x80 | 11 },
-                { "running",
-                  "1234 (bash) R 1 100 100 0 -1 4194560 2500 7 12 0 350 120 0 0 20 0 3 0 123456 "
-                  "1048576000 25600 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 "
-                  "0 0 0 0 0 0 0",
-                  0, 'R', 0 },
-                /* a kernel before 3.5 prints 44 fields */
-                { "old kernel",
-                  "3861 (sh) Z 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0 1 0 30576 0 0 "
-                  "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0",
-                  -ENODATA, 0, 0 },
+                /* a process that runs: its exit_code field is 0 */
+                { "running", "1234 (bash) R" STAT_4_51 " 0", 0, 'R', 0 },
+                /* a kernel before 3.5 prints 44 fields: fewer than 52 is no exit status */
+                { "old kernel", "3861 (sh) Z 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0", -ENODATA, 0, 0 },
                 { "over 16 bits", "3861 (sh) " ZOMBIE_3_51 " 65536", -ERANGE, 0, 0 },
                 { "negative", "3861 (sh) " ZOMBIE_3_51 " -1", -ERANGE, 0, 0 },
                 { "junk", "3861 (sh) " ZOMBIE_3_51 " 9x", -EINVAL, 0, 0 },
@@ -203,12 +198,46 @@ static void test_stat_exit(void) {
                 CHECK_CASE(names[i].name ? names[i].name : "none",
                            names[i].name ? got && streq(got, names[i].name) : !got);
         }
-        /* a tree's state is its worst member's */
-        CHECK(proc_state_badness('T') > proc_state_badness('D'));
-        CHECK(proc_state_badness('D') > proc_state_badness('Z'));
-        CHECK(proc_state_badness('Z') > proc_state_badness('R'));
-        CHECK(proc_state_badness('R') > proc_state_badness('S'));
-        CHECK(proc_state_badness('S') > proc_state_badness(0));
+        /* a tree's state is its worst member's: in this order */
+        for (const char *w = "TDZRS"; *w; w++)
+                CHECK_CASE("badness", proc_state_badness(w[0]) > proc_state_badness(w[1]));
+}
+
+/* ---- smaps_rollup ------------------------------------------------------- */
+
+static void test_smaps_rollup(void) {
+        struct proc_smaps s;
+
+        CHECK_R(proc_parse_smaps_rollup("55c872459000-7ffd55517000 ---p 00000000 00:00 0          [rollup]\n"
+                                        "Rss:                1628 kB\nPss:                 192 kB\n"
+                                        "Pss_Dirty:           112 kB\nPss_Anon:            112 kB\n"
+                                        "Pss_File:             80 kB\nPss_Shmem:             0 kB\n"
+                                        "Shared_Clean:       1476 kB\nShared_Dirty:          0 kB\n"
+                                        "Private_Clean:        40 kB\nPrivate_Dirty:       112 kB\n"
+                                        "Referenced:         1628 kB\nAnonymous:           112 kB\n"
+                                        "Swap:                  0 kB\nSwapPss:               0 kB\n",
+                                        &s),
+                0);
+        CHECK(s.rss_bytes == 1628 * 1024 && s.pss_bytes == 192 * 1024);
+        CHECK(s.has_pss_anon && s.pss_anon_bytes == 112 * 1024);
+        CHECK(s.private_clean_bytes == 40 * 1024 && s.private_dirty_bytes == 112 * 1024);
+
+        /* before Linux 5.9: no Pss_Anon, which is unknown, not 0 */
+        CHECK_R(proc_parse_smaps_rollup("00400000-7ffd55517000 ---p 00000000 00:00 0   [rollup]\nRss:  884 kB\n"
+                                        "Pss:  213 kB\nShared_Clean:  716 kB\nPrivate_Clean:  92 kB\n"
+                                        "Private_Dirty:  76 kB\n",
+                                        &s),
+                0);
+        CHECK(!s.has_pss_anon && s.pss_bytes == 213 * 1024);
+
+        /* a kernel thread's (or an exited process's) file is empty */
+        CHECK_R(proc_parse_smaps_rollup("", &s), -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: 1 kB\nPrivate_Clean: 1 kB\n", &s), -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: 1 kB\nPss: 1 kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 1 kB\n",
+                                        &s),
+                -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: x kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 1 kB\n", &s),
+                -EINVAL);
 }
 
 /* ---- status ------------------------------------------------------------- */
@@ -853,6 +882,7 @@ int main(int argc, char *argv[]) {
         test_stat();
         test_stat_exit();
         test_status();
+        test_smaps_rollup();
         test_io();
         test_statm_schedstat();
         test_netdev();

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/ingest/statsd.c: one table of lines and what each must parse to (or
- * -EINVAL), the edge cases that need built inputs (NUL bytes, long names),
- * the decimal fast path against strtod(), and datagram splitting. */
+ * -EINVAL), one of events (marks), the edge cases that need built inputs
+ * (NUL bytes, long names), the decimal fast path against strtod(), and
+ * datagram splitting. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -182,6 +183,136 @@ static const struct line_case line_cases[] = {
         NO("a:b:1|c"),
 };
 
+/* a literal and its length, without the terminating NUL */
+#define S(lit) (lit), (sizeof(lit) - 1)
+
+/* the run and pid tags (0: none) */
+static void check_ids(const struct statsd_metric *m, int64_t run, int32_t pid) {
+        CHECK_EQ_INT(m->has_run, run != 0);
+        if (run)
+                CHECK_EQ_INT(m->run, run);
+        CHECK_EQ_INT(m->has_pid, pid != 0);
+        if (pid)
+                CHECK_EQ_INT(m->pid, pid);
+}
+
+struct types {
+        size_t n;
+        enum statsd_type type[4];
+};
+
+static void types_fn(const struct statsd_metric *m, void *userdata) {
+        struct types *t = userdata;
+        if (t->n < ELEMENTSOF(t->type))
+                t->type[t->n] = m->type;
+        t->n++;
+}
+
+struct event_case {
+        const char *in;
+        int r;
+        const char *title;
+        int64_t run; /* 0: no run tag */
+        int32_t pid; /* 0: no pid tag */
+};
+
+#define EV(in_, title_, ...) \
+        { .in = (in_), .r = 0, .title = (title_), __VA_ARGS__ }
+#define NOEV(in_) \
+        { .in = (in_), .r = BAD }
+/* STATSD_TITLE_MAX bytes */
+#define TITLE64 CAT64
+
+static const struct event_case event_cases[] = {
+        EV("_e{11,0}:warmup-done|", "warmup-done"),
+        EV("_e{5,4}:epoch|done", "epoch"),
+        EV("_e{7,0}:epoch 3|", "epoch 3"), /* a label may hold a space */
+        EV("_e{13,0}:load:start|#a|", "load:start|#a"),
+        EV("_e{5,0}:a,b@c|", "a,b@c"),
+        EV("_e{5,0}:caf\xc3\xa9|", "caf\xc3\xa9"), /* lengths are in bytes */
+        EV("_e{4,3}:mark|a|b", "mark"),            /* the text may hold '|' */
+        EV("_e{4,0}:mark||#run:7", "mark", .run = 7),
+        EV("_e{4,0}:mark||#pid:42,category:x,env:prod", "mark", .pid = 42),
+        EV("_e{4,2}:mark|hi|d:1700000000|h:host|k:key|p:low|s:src|t:info|#run:3", "mark", .run = 3),
+        EV("_e{4,0}:mark||t:info|#run:3|d:1", "mark", .run = 3),
+        EV("_e{4,0}:mark|\r", "mark"),
+        EV("_e{04,00}:mark|", "mark"),
+        EV("_e{1,1}:5|c", "5"), /* "_e{" makes it an event, not a counter */
+        EV("_e{64,0}:" TITLE64 "|", TITLE64),
+
+        NOEV("_e{0,0}:|"),
+        NOEV("_e{65,0}:" TITLE64 "4|"),
+        NOEV("_e{4,0}:mark"),
+        NOEV("_e{4,0}:markx|"),
+        NOEV("_e{5,0}:mark|"),
+        NOEV("_e{3,0}:mark|"),
+        NOEV("_e{4,1}:mark|"),
+        NOEV("_e{4,0}:mark|x"),
+        NOEV("_e{4,0}:mark|x|"),
+        NOEV("_e{4,0}:mark||"),
+        NOEV("_e{4,0}:mark||x:1"),
+        NOEV("_e{4,0}:mark||d"),
+        NOEV("_e{4,0}:mark||d:1|d:2"),
+        NOEV("_e{4,0}:mark||#run:1|#pid:2"),
+        NOEV("_e{4,0}:mark||#run:0"),
+        NOEV("_e{4,0}:mark||#category:a b"),
+        NOEV("_e{4,0}:mark||@0.5"),
+        NOEV("_e{4,0}mark|"),
+        NOEV("_e{4}:mark|"),
+        NOEV("_e{4,}:mark|"),
+        NOEV("_e{,0}:mark|"),
+        NOEV("_e{-4,0}:mark|"),
+        NOEV("_e{+4,0}:mark|"),
+        NOEV("_e{ 4,0}:mark|"),
+        NOEV("_e{000004,0}:mark|"), /* more than 5 digits */
+        NOEV("_e{4,99999}:mark|"),
+        NOEV("_e{4,0}:m\x01rk|"),
+        NOEV("_e{4,0}:mar\x7f|"),
+        NOEV("_e{4,0}:mar\t|"),
+        NOEV("_e{2,0}:\xc3\x28|"),
+        NOEV("_e{"),
+        NOEV("_e{4,0}:"),
+};
+
+static void test_events(void) {
+        for (size_t i = 0; i < ELEMENTSOF(event_cases); i++) {
+                const struct event_case *c = &event_cases[i];
+                size_t len = strlen(c->in);
+                char *copy = malloc(len);
+                memcpy(copy, c->in, len);
+                struct statsd_metric m;
+                memset(&m, 0xA5, sizeof m);
+                int r = statsd_parse_line(copy, len, &m);
+                if (r != c->r)
+                        fprintf(stderr, "statsd_parse_line(\"%s\") = %d, expected %d\n", c->in, r, c->r);
+                CHECK_EQ_INT(r, c->r);
+                if (r == 0 && c->r == 0) {
+                        CHECK_EQ_INT(m.type, STATSD_EVENT);
+                        CHECK_EQ_INT(m.name_len, strlen(c->title));
+                        CHECK(m.name > copy && m.name + m.name_len <= copy + len);
+                        CHECK(memcmp(m.name, c->title, m.name_len) == 0);
+                        CHECK(m.value == 0 && m.sample_rate == 1.0 && !m.gauge_delta);
+                        check_ids(&m, c->run, c->pid);
+                }
+                free(copy);
+        }
+
+        /* NUL in the title, the text or a section */
+        static const char title_nul[] = "_e{4,0}:ma\0k|";
+        static const char text_nul[] = "_e{4,2}:mark|a\0";
+        static const char section_nul[] = "_e{4,0}:mark||h:a\0";
+        struct statsd_metric m;
+        CHECK_EQ_INT(statsd_parse_line(title_nul, sizeof title_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(text_nul, sizeof text_nul - 1, &m), BAD);
+        CHECK_EQ_INT(statsd_parse_line(section_nul, sizeof section_nul - 1, &m), BAD);
+
+        /* in a datagram, in order with the timings around it */
+        struct types t = {};
+        CHECK_EQ_INT(statsd_parse_datagram(S("a:1|ms\n_e{4,0}:done|\nb:2|ms"), types_fn, &t, NULL), 3);
+        CHECK_EQ_INT(t.n, 3);
+        CHECK(t.type[0] == STATSD_TIMING && t.type[1] == STATSD_EVENT && t.type[2] == STATSD_TIMING);
+}
+
 static bool same_double(double a, double b) {
         return a == b || (a != 0 && fabs(a - b) <= fabs(a) * 1e-15);
 }
@@ -205,12 +336,7 @@ static void check_case(const char *in, size_t len, const struct line_case *c) {
         CHECK(isfinite(m.value));
         CHECK(m.sample_rate == (c->rate == 0 ? 1.0 : c->rate));
         CHECK_EQ_INT(m.gauge_delta, c->delta);
-        CHECK_EQ_INT(m.has_run, c->run != 0);
-        if (c->run)
-                CHECK_EQ_INT(m.run, c->run);
-        CHECK_EQ_INT(m.has_pid, c->pid != 0);
-        if (c->pid)
-                CHECK_EQ_INT(m.pid, c->pid);
+        check_ids(&m, c->run, c->pid);
         if (c->category) {
                 CHECK(m.category != NULL);
                 CHECK_EQ_INT(m.category_len, strlen(c->category));
@@ -382,9 +508,6 @@ static void collect_fn(const struct statsd_metric *m, void *userdata) {
         c->n++;
 }
 
-/* a literal and its length, without the terminating NUL */
-#define S(lit) (lit), (sizeof(lit) - 1)
-
 static size_t datagram(const char *buf, size_t len, struct collect *c, uint64_t *malformed) {
         memset(c, 0, sizeof *c);
         *malformed = 12345;
@@ -433,10 +556,11 @@ static void test_datagrams(void) {
 
 int main(void) {
         test_lines();
+        test_events();
         test_nul();
         test_lengths();
         test_numbers_vs_strtod();
         test_datagrams();
-        printf("%zu line cases\n", ELEMENTSOF(line_cases));
+        printf("%zu line cases, %zu event cases\n", ELEMENTSOF(line_cases), ELEMENTSOF(event_cases));
         TEST_DONE();
 }

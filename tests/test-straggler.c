@@ -98,6 +98,42 @@ static void test_verdicts(void) {
         }
 }
 
+/* A rank whose median is far over the threshold, but whose timings spread
+ * so widely, and are so few, that a sign test cannot tell it from its
+ * peers: k of its n timings above the others' median m, where a typical
+ * rank has n/2. No verdict, whatever the threshold says. */
+static void test_over_threshold_not_significant(void) {
+        static const struct {
+                const char *name;
+                unsigned low, high; /* timings below m (2..6 ms), above m (12..) */
+                double p;           /* P(X >= high), X ~ Binomial(low + high, 1/2), by hand */
+        } rows[] = {
+                { "25 timings, 16 above", 9, 16, 3850756.0 / 33554432 },
+                { "60 timings, 36 above", 24, 36, 0.0775009520016303 },
+                { "20 timings, 14 above", 6, 14, 60460.0 / 1048576 },
+        };
+        for (size_t s = 0; s < sizeof rows / sizeof rows[0]; s++) {
+                struct hist h[4];
+                uint64_t seed = 0x5eed + s;
+                for (size_t i = 0; i < 3; i++)
+                        fill(&h[i], &seed, 500, 10); /* m is about 10 ms */
+                hist_init(&h[3]);
+                for (unsigned k = 0; k < rows[s].low; k++)
+                        CHECK_EQ_INT(hist_add(&h[3], 2 + 4.0 * k / rows[s].low, 1), 0);
+                for (unsigned k = 0; k < rows[s].high; k++)
+                        CHECK_EQ_INT(hist_add(&h[3], 12 + 2.0 * k, 1), 0);
+                struct straggler_verdict v;
+                CHECK_EQ_INT(straggler_test(h, 4, 3, 10, &v), 0);
+                CHECK_CASE(rows[s].name, v.tested);
+                CHECK_CASE(rows[s].name, v.slower_pct > 10); /* over the threshold ... */
+                CHECK_CASE(rows[s].name, v.above == rows[s].high);
+                CHECK_REL(v.p_value, rows[s].p, 1e-5); /* ... by noise */
+                CHECK_CASE(rows[s].name, !v.straggler);
+                for (size_t i = 0; i < 4; i++)
+                        hist_done(&h[i]);
+        }
+}
+
 /* One rank alone has no others to be slower than. */
 static void test_alone(void) {
         struct hist h[1];
@@ -257,6 +293,7 @@ static void test_scores(void) {
 int main(void) {
         test_binomial();
         test_verdicts();
+        test_over_threshold_not_significant();
         test_alone();
         test_job_verdicts();
         test_collective_figures();

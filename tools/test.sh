@@ -7,6 +7,12 @@
 # BUILDDIR/test-counts.txt, which .ci/run adds up. A failed setup or build counts as 1 failed.
 # Exit status: 0 only when nothing failed.
 #
+# A skip is said, never passed over: the meson tests that skipped (exit 77) and the tests that
+# skipped inside a black-box file (which meson counts as one test that passed: each file's
+# conftest writes its skips to BUILDDIR/test-skips/) are listed with their reasons, counted
+# as skipped, and written to BUILDDIR/test-skips.txt ("WHERE<TAB>skip|xfail<TAB>REASON" a
+# line), where .ci/run looks for capabilities CI must have. Expected failures are listed too.
+#
 #   tools/test.sh                                        # the normal build in build/
 #   tools/test.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
 set -euo pipefail
@@ -30,27 +36,46 @@ report() {
     echo "$line"
 }
 
-# meson writes one JSON object per test to testlog.json, with a "result" field.
+# count_results TESTLOG SKIPDIR SKIPLIST: meson writes one JSON object per test to testlog.json,
+# with a "result" field; the black-box files write their skips to SKIPDIR. Prints the skips to
+# stderr and into SKIPLIST, and "PASSED FAILED SKIPPED" on stdout.
 count_results() {
-    "$python" - "$1" <<'PY'
-import json, sys
+    "$python" - "$@" <<'PY'
+import glob, json, os, sys
+testlog, skipdir, skiplist = sys.argv[1:4]
 passed = failed = skipped = 0
-with open(sys.argv[1], encoding="utf-8") as log:
+skips = []  # (where, kind, reason)
+with open(testlog, encoding="utf-8") as log:
     for line in log:
         if not line.strip():
             continue
-        result = json.loads(line).get("result")
+        test = json.loads(line)
+        result = test.get("result")
         if result in ("OK", "EXPECTEDFAIL"):
             passed += 1
         elif result == "SKIP":
             skipped += 1
+            said = [x.strip() for x in (test.get("stdout") or "").splitlines() if x.strip()]
+            why = next((x for x in reversed(said) if x.upper().startswith("SKIP")), said[-1] if said else "")
+            skips.append((test["name"].split(" / ")[-1], "skip", why.removeprefix("SKIP:").strip() or "(no reason)"))
         else:  # FAIL, UNEXPECTEDPASS, TIMEOUT, ERROR, INTERRUPT, ...
             failed += 1
+for path in sorted(glob.glob(os.path.join(skipdir, "*.txt"))):
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            where, kind, reason = (line.rstrip("\n").split("\t", 2) + ["", ""])[:3]
+            skips.append((where, kind, reason))
+            skipped += kind == "skip"
+with open(skiplist, "w", encoding="utf-8") as out:
+    for where, kind, reason in skips:
+        out.write(f"{where}\t{kind}\t{reason}\n")
+        print(f"test: {'skipped' if kind == 'skip' else 'expected to fail'}: {where}: {reason}", file=sys.stderr)
 print(passed, failed, skipped)
 PY
 }
 
-rm -f "$builddir/test-counts.txt"
+rm -f "$builddir/test-counts.txt" "$builddir/test-skips.txt"
+rm -rf "$builddir/test-skips"
 
 if ! tools/setup.sh; then
     echo "test: tools/setup.sh failed" >&2
@@ -77,7 +102,7 @@ meson test -C "$builddir" --print-errorlogs --num-processes 2 || test_rc=$?
 
 passed=0 failed=0 skipped=0
 if [ -f "$testlog" ]; then
-    if ! counts=$(count_results "$testlog"); then
+    if ! counts=$(count_results "$testlog" "$builddir/test-skips" "$builddir/test-skips.txt"); then
         echo "test: cannot read $testlog" >&2
         counts="0 1 0"
     fi

@@ -532,6 +532,11 @@ static void members_deltas(struct collect_ctx *ctx, struct probe *r, struct read
                         m->base = m->now;
                 else
                         m->base = zero.now;
+                /* a member born since has reaped nothing before; at the
+                 * baseline and after a restart (no stat kept) nothing counts */
+                bool prev_st = p && p->has_st;
+                m->prev_cutime_ticks = prev_st ? p->st.cutime_ticks : p || first ? m->st.cutime_ticks : 0;
+                m->prev_cstime_ticks = prev_st ? p->st.cstime_ticks : p || first ? m->st.cstime_ticks : 0;
                 if (!p)
                         p = first ? m : &zero;
                 d->cpu_ns += sat_sub_u64(m->now.cpu_ns, p->now.cpu_ns);
@@ -553,6 +558,42 @@ static void members_deltas(struct collect_ctx *ctx, struct probe *r, struct read
                 s->threads += x->st.num_threads > 0 ? (uint32_t)x->st.num_threads : 0;
         }
         s->processes = (uint32_t)nrd;
+}
+
+/* A process that lives and dies between two samples is never read, and
+ * one that was read ran on after it: the kernel adds what each used to its
+ * parent's cutime and cstime (stat fields 16 and 17) when the parent reaps
+ * it, its own reaped children's included. So for each member, the growth of
+ * its children's time since the previous sample, less what the members it
+ * reaped meanwhile had used as that sample read them (their own time and
+ * their children's, from which their tails were counted), is CPU nobody
+ * counted yet: it joins the run's, and r->left (a restart goes on from it).
+ * In clock ticks: the kernel keeps the sum exact and rounds it once. */
+static void reaped_deltas(const struct collect_ctx *ctx, struct probe *r, const struct member *nm, size_t n,
+                          struct deltas *d) {
+        if (!r->children)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                const struct member *m = &nm[i];
+                uint64_t du = sat_sub_u64(m->st.cutime_ticks, m->prev_cutime_ticks);
+                uint64_t ds = sat_sub_u64(m->st.cstime_ticks, m->prev_cstime_ticks);
+                if (du + ds == 0)
+                        continue;
+                for (size_t j = 0; j < r->n_members; j++) {
+                        const struct member *x = &r->members[j];
+                        if (x->seen || !x->has_st || x->st.ppid != m->pid)
+                                continue;
+                        du = sat_sub_u64(du, x->st.utime_ticks + x->st.cutime_ticks);
+                        ds = sat_sub_u64(ds, x->st.stime_ticks + x->st.cstime_ticks);
+                }
+                d->user_ticks += du;
+                d->sys_ticks += ds;
+                d->cpu_ns += ticks_to_ns(ctx, du + ds);
+                r->left.cpu_ns += ticks_to_ns(ctx, du + ds);
+                r->left.utime_ticks += du;
+                r->left.stime_ticks += ds;
+                r->left_changed = true;
+        }
 }
 
 /* Members of the previous sample that are gone now: what they used since
@@ -602,84 +643,6 @@ static void resume_net_deltas(const struct probe *r, struct deltas *d) {
                 return;
         d->rx = sat_sub_u64(r->left_rx_bytes + d->rx, r->last.netns_rx_bytes);
         d->tx = sat_sub_u64(r->left_tx_bytes + d->tx, r->last.netns_tx_bytes);
-}
-
-int probe_resume(struct probe *r, const struct run_baseline *b, const struct sample *last, usec_t last_mono_usec) {
-        struct member *m = calloc(b->n_members ? b->n_members : 1, sizeof *m);
-        struct netns_counter *ns = calloc(b->n_netns ? b->n_netns : 1, sizeof *ns);
-        if (!m || !ns) {
-                free(m);
-                free(ns);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < b->n_members; i++) {
-                const struct baseline_member *v = &b->members[i];
-                m[i] = (struct member){
-                        .pid = v->pid,
-                        .start_ticks = v->start_ticks,
-                        .now = v->c,
-                        .base = v->c,
-                        .acc = { .pid = v->pid, .start_ticks = v->start_ticks },
-                        .fds = MEMBER_FDS_NONE,
-                };
-        }
-        for (size_t i = 0; i < b->n_netns; i++) {
-                const struct netns_baseline *v = &b->netns[i];
-                ns[i] = (struct netns_counter){ .inode = v->inode,
-                                                .rx_bytes = v->rx_bytes,
-                                                .tx_bytes = v->tx_bytes,
-                                                .base_rx_bytes = v->rx_bytes,
-                                                .base_tx_bytes = v->tx_bytes };
-        }
-        for (size_t i = 0; i < r->n_members; i++) {
-                accel_member_done(&r->members[i].acc);
-                member_fds_close(&r->members[i].fds);
-        }
-        free(r->members);
-        r->members = m;
-        r->n_members = b->n_members;
-        free(r->netns);
-        r->netns = ns;
-        r->n_netns = b->n_netns;
-        r->left = b->left;
-        r->left_rx_bytes = b->left_rx_bytes;
-        r->left_tx_bytes = b->left_tx_bytes;
-        r->last = *last;
-        r->has_last = true;
-        r->last_sample_usec = last_mono_usec;
-        if (last->has_peak_rss && (!r->has_peak || last->peak_rss_bytes > r->peak_rss_bytes)) {
-                r->has_peak = true;
-                r->peak_rss_bytes = last->peak_rss_bytes;
-        }
-        r->resume = true;
-        r->resume_net = b->n_netns > 0;
-        return 0;
-}
-
-int probe_baseline(const struct probe *r, struct run_baseline *ret) {
-        struct run_baseline b = {
-                .members = calloc(r->n_members ? r->n_members : 1, sizeof *b.members),
-                .n_members = r->n_members,
-                .left = r->left,
-                .netns = calloc(r->n_netns ? r->n_netns : 1, sizeof *b.netns),
-                .n_netns = r->n_netns,
-                .left_rx_bytes = r->left_rx_bytes,
-                .left_tx_bytes = r->left_tx_bytes,
-        };
-        if (!b.members || !b.netns) {
-                run_baseline_done(&b);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < r->n_members; i++)
-                b.members[i] = (struct baseline_member){ .pid = r->members[i].pid,
-                                                         .start_ticks = r->members[i].start_ticks,
-                                                         .c = r->members[i].base };
-        for (size_t i = 0; i < r->n_netns; i++)
-                b.netns[i] = (struct netns_baseline){ .inode = r->netns[i].inode,
-                                                      .rx_bytes = r->netns[i].base_rx_bytes,
-                                                      .tx_bytes = r->netns[i].base_tx_bytes };
-        *ret = b;
-        return 0;
 }
 
 /* The run's peak RSS: the highest tree sum sampled, or the main process's
@@ -824,6 +787,42 @@ int probe_exit_status(const struct probe *r, int *ret_status) {
         return 0;
 }
 
+/* A tree's memory with each shared page counted once, every
+ * pss_interval: smaps_rollup walks the page tables, so it costs about as
+ * much as all the other files of a sample together, per process of a big
+ * mapping. A member that left meanwhile, or whose file cannot be read
+ * (another user's), leaves the sums unknown rather than short. */
+static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, size_t nrd,
+                     usec_t now_mono_usec, bool final, struct sample *s) {
+        usec_t every = ctx->pss_interval_usec;
+        if (!r->children || final || every == 0 || rd[0].zombie ||
+            (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
+                return;
+        r->pss_read_usec = now_mono_usec;
+        r->has_main_anon = false;
+        struct sample x = { .has_pss = true, .has_pss_anon = true };
+        for (size_t i = 0; i < nrd; i++) {
+                struct proc_smaps sm;
+                if (rd[i].zombie)
+                        continue; /* its memory is gone */
+                if (proc_read_smaps_rollup(rd[i].dirfd, &sm) < 0)
+                        return;
+                x.pss_bytes += sm.pss_bytes;
+                x.uss_bytes += sm.private_clean_bytes + sm.private_dirty_bytes;
+                x.pss_anon_bytes += sm.pss_anon_bytes;
+                x.has_pss_anon = x.has_pss_anon && sm.has_pss_anon;
+                if (i == 0) {
+                        r->has_main_anon = true;
+                        r->main_anon_bytes = sm.anonymous_bytes;
+                }
+        }
+        s->has_pss = true;
+        s->pss_bytes = x.pss_bytes;
+        s->uss_bytes = x.uss_bytes;
+        s->has_pss_anon = x.has_pss_anon;
+        s->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
+}
+
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                  struct sample *ret) {
         _cleanup_free_ struct reading *rd = NULL;
@@ -850,8 +849,10 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
         members_deltas(ctx, r, rd, nrd, nm, &d, &s);
         if (r->resume)
                 resume_deltas(ctx, r, &d);
-        else
+        else {
                 members_left(r);
+                reaped_deltas(ctx, r, nm, nrd, &d);
+        }
         d.net_known = net_deltas(ctx, r, rd, nrd, &d.rx, &d.tx);
         if (r->resume_net)
                 resume_net_deltas(r, &d);
@@ -862,6 +863,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, &s);
+        tree_pss(ctx, r, rd, nrd, now_mono_usec, final, &s);
         for (size_t i = 0; i < nrd; i++) {
                 member_fds_keep(ctx, &nm[i].fds, &rd[i].fds);
                 reading_done(&rd[i]);

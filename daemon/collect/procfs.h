@@ -25,12 +25,13 @@ struct proc_stat {
         char state;
         int ppid;
         uint64_t minflt, majflt;
-        uint64_t utime_ticks, stime_ticks; /* fields 14, 15 */
-        int64_t num_threads;               /* field 20 */
-        uint64_t starttime_ticks;          /* field 22, clock ticks since boot */
-        uint64_t vsize_bytes;              /* field 23 */
-        int64_t rss_pages;                 /* field 24 (approximate, prefer statm) */
-        unsigned flags;                    /* field 9, PF_KTHREAD = 0x00200000 */
+        uint64_t utime_ticks, stime_ticks;   /* fields 14, 15 */
+        uint64_t cutime_ticks, cstime_ticks; /* fields 16, 17: of its children it has waited for */
+        int64_t num_threads;                 /* field 20 */
+        uint64_t starttime_ticks;            /* field 22, clock ticks since boot */
+        uint64_t vsize_bytes;                /* field 23 */
+        int64_t rss_pages;                   /* field 24 (approximate, prefer statm) */
+        unsigned flags;                      /* field 9, PF_KTHREAD = 0x00200000 */
 };
 int proc_parse_stat(const char *text, struct proc_stat *ret);
 #define PROC_PF_KTHREAD 0x00200000u
@@ -73,6 +74,18 @@ struct proc_status {
         int64_t threads;
 };
 int proc_parse_status(const char *text, struct proc_status *ret);
+
+/* /proc/PID/smaps_rollup: the process's memory as its mappings' sums. A
+ * page shared by n processes counts 1/n in each one's Pss; Pss_Anon
+ * (Linux 5.9+) is the anonymous part of it; Private_Clean + Private_Dirty is
+ * what the process alone maps (its USS). Each "kB" = KiB. */
+struct proc_smaps {
+        bool has_pss_anon;
+        uint64_t rss_bytes, pss_bytes, pss_anon_bytes, private_clean_bytes, private_dirty_bytes;
+        uint64_t anonymous_bytes; /* anonymous pages mapped, shared or not (0 when absent) */
+};
+int proc_parse_smaps_rollup(const char *text, struct proc_smaps *ret);
+int proc_read_smaps_rollup(int piddir, struct proc_smaps *ret);
 
 /* /proc/PID/net/dev: sum over every interface except "lo". */
 struct proc_netdev {

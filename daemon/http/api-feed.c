@@ -231,3 +231,94 @@ void h_run_marks_post(struct request *rq, const char *const *parts, size_t npart
         json_add_i64(root, "ts", true, ts);
         respond_json(rq, 201, root);
 }
+
+/* POST /v1/runs/ID/samples: a sample now (mlmonctl run asks for one as
+ * soon as its job has exec'ed: a job shorter than the interval is then
+ * sampled as itself, not only as the stub that waited to exec). */
+void h_run_sample_post(struct request *rq, const char *const *parts, size_t nparts) {
+        struct run_ref r;
+        if (!check_args(rq, NULL) || !running_run(rq, parts[2], &r) || !caller_known(rq))
+                return;
+        const struct caller who = { .is_root = rq->caller_root, .uid = rq->caller_uid };
+        int64_t ts;
+        int q = api_of(rq)->manager.ops->sample_now(api_of(rq)->manager.userdata, r.id, &who, &ts);
+        if (q == -EPERM) {
+                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)r.id);
+                return;
+        }
+        if (q == -EALREADY) {
+                respond_error(rq, 409, "conflict", "run %lld is not running", (long long)r.id);
+                return;
+        }
+        if (q < 0) {
+                respond_error(rq, 500, "internal", "database error");
+                return;
+        }
+        json_object *root = json_object_new_object();
+        json_add_i64(root, "run", true, r.id);
+        json_add_i64(root, "ts", true, ts);
+        respond_json(rq, 201, root);
+}
+
+/* A non-negative finite number field of o, or false (answered). */
+static bool number_field(struct request *rq, json_object *o, const char *key, double max, double *ret) {
+        json_object *x;
+        if (!json_object_object_get_ex(o, key, &x) ||
+            !(json_object_is_type(x, json_type_double) || json_object_is_type(x, json_type_int)) ||
+            !(json_object_get_double(x) >= 0 && json_object_get_double(x) <= max)) {
+                respond_error(rq, 400, "bad_request", "%s: a number from 0 to %g is required", key, max);
+                return false;
+        }
+        *ret = json_object_get_double(x);
+        return true;
+}
+
+/* POST /v1/runs/ID/exit {"rusage":{"max_rss_bytes","user_time_s","system_time_s"},
+ * "exit_code"|"exit_signal"}: what the parent of the run's process saw when
+ * it reaped it (mlmonctl run's wait4()). */
+void h_run_exit_post(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const fields[] = { "rusage", "exit_code", "exit_signal", NULL };
+        static const char *const rusage_fields[] = { "max_rss_bytes", "user_time_s", "system_time_s", NULL };
+        int64_t id;
+        if (!check_args(rq, NULL) || !parse_id(rq, parts[2], &id) || !caller_known(rq))
+                return;
+        _cleanup_json_ json_object *body = parse_body(rq);
+        if (!body || !check_unknown_keys(rq, body, fields))
+                return;
+        struct exit_report e = {};
+        json_object *ru;
+        int x = parse_exit_fields(rq, body, &e.wait_status);
+        if (x < 0)
+                return;
+        e.has_exit = x == 1;
+        if (json_object_object_get_ex(body, "rusage", &ru) && ru) {
+                double rss;
+                if (!json_object_is_type(ru, json_type_object) || !check_unknown_keys(rq, ru, rusage_fields)) {
+                        if (rq->status == 0)
+                                respond_error(rq, 400, "bad_request", "rusage: must be an object");
+                        return;
+                }
+                /* a pebibyte of memory, a year of CPU: past that it is no rusage */
+                if (!number_field(rq, ru, "max_rss_bytes", 0x1p50, &rss) ||
+                    !number_field(rq, ru, "user_time_s", 3.2e7, &e.user_time_s) ||
+                    !number_field(rq, ru, "system_time_s", 3.2e7, &e.system_time_s))
+                        return;
+                e.has_rusage = true;
+                e.max_rss_bytes = (uint64_t)rss;
+        }
+        const struct caller who = { .is_root = rq->caller_root, .uid = rq->caller_uid };
+        int q = api_of(rq)->manager.ops->exited(api_of(rq)->manager.userdata, id, &who, &e);
+        if (q == -ENOENT)
+                respond_error(rq, 404, "not_found", "no run %lld", (long long)id);
+        else if (q == -EPERM)
+                respond_error(rq, 403, "forbidden", "run %lld is not yours", (long long)id);
+        else if (q == -EBUSY)
+                respond_error(rq, 409, "conflict", "the process of run %lld has not been reaped", (long long)id);
+        else if (q < 0)
+                respond_query_error(rq, q);
+        else {
+                json_object *root = json_object_new_object();
+                json_add_i64(root, "run", true, id);
+                respond_json(rq, 200, root);
+        }
+}

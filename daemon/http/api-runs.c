@@ -229,18 +229,6 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
         run_info_done(&ri);
 }
 
-/* 200 with the run as it is now, after a change made to it. */
-static void respond_run_now(struct request *rq, int64_t id, const char *what) {
-        struct run_info ri;
-        struct query_limits lim = limits(rq);
-        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0) {
-                respond_error(rq, 500, "internal", "run %lld %s but cannot be read back", (long long)id, what);
-                return;
-        }
-        respond_json(rq, 200, run_with_latest(rq, &ri));
-        run_info_done(&ri);
-}
-
 void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
         struct run_info ri;
         if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
@@ -259,28 +247,11 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_errno(rq, r, err);
                 return;
         }
-        respond_run_now(rq, id, "unregistered");
-}
-
-/* mlmonctl run hands over what its wait(2) said of the job: kept where
- * mlmond did not see the zombie itself. */
-void h_run_end(struct request *rq, const char *const *parts, size_t nparts) {
-        struct run_info ri;
-        int status;
-        if (!check_args(rq, NULL) || !load_run(rq, parts[2], &ri))
-                return;
-        int64_t id = ri.id;
-        run_info_done(&ri);
-        _cleanup_json_ json_object *body = parse_body(rq);
-        if (!body || !parse_exit_body(rq, body, &status) || !caller_known(rq))
-                return;
-        char err[256] = "";
-        int r = api_of(rq)->manager.ops->set_exit(api_of(rq)->manager.userdata, id,
-                                                  &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid },
-                                                  status, err, sizeof err);
-        if (r < 0) {
-                respond_errno(rq, r, err);
+        struct query_limits lim = limits(rq);
+        if (query_run(api_of(rq)->store, &lim, id, &ri) < 0) {
+                respond_error(rq, 500, "internal", "run %lld unregistered but cannot be read back", (long long)id);
                 return;
         }
-        respond_run_now(rq, id, "taken");
+        respond_json(rq, 200, run_with_latest(rq, &ri));
+        run_info_done(&ri);
 }

@@ -39,9 +39,10 @@ void respond_query_error(struct request *rq, int r);
 /* The op data of run id over the 1-second slices overlapping [from,
  * until] (op: only that op; NULL: all): the stored slices, plus those still
  * in memory for a running run. *ret_span_from: the start of the slice
- * holding from, where the data really begins. */
-int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
-            int64_t *ret_span_from);
+ * holding from, where the data really begins; at_mark: from is a mark's
+ * time, where its slices were cut, so the span begins there. */
+int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at_mark, const char *op,
+            struct op_aggs *ret, int64_t *ret_span_from);
 /* Windows and ranges longer than the raw retention cannot be answered from
  * raw samples anyway; cap what a client can ask for. */
 #define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)
@@ -68,8 +69,8 @@ json_object *run_full(struct request *rq, const struct run_info *ri);
 int api_jobs_stalled(struct request *rq, unsigned *ret);
 
 /* The handlers of the route table (api.c), by file. */
-handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_run_end, h_leaks;          /* api-runs.c */
-handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get; /* api-series.c */
-handler_fn h_run_observations, h_observations, h_run_marks_post;                           /* api-feed.c */
-handler_fn h_jobs_list, h_job_get;                                                         /* api-jobs.c */
-handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;               /* web.c */
+handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */
+handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get;           /* api-series.c */
+handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_post, h_run_exit_post; /* api-feed.c */
+handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
+handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;                         /* web.c */

@@ -333,7 +333,8 @@ int job_stall_judge(struct request *rq, struct job_member *m, size_t n, int64_t 
                 idx[k++] = i;
                 struct op_aggs recent = {};
                 int64_t from;
-                r = run_ops(rq, x->ri->id, now_ms - STALL_P99_WINDOW_MS, now_ms, cfg->jobs_step_op, &recent, &from);
+                r = run_ops(rq, x->ri->id, now_ms - STALL_P99_WINDOW_MS, now_ms, false, cfg->jobs_step_op, &recent,
+                            &from);
                 for (size_t j = 0; r == 0 && j < recent.n; j++)
                         r = hist_merge(&step, &recent.v[j].h);
                 op_aggs_done(&recent);

@@ -232,28 +232,27 @@ int optional_field(struct request *rq, json_object *o, const char *key, json_typ
         return 1;
 }
 
-bool parse_exit_body(struct request *rq, json_object *o, int *ret_wait_status) {
-        static const char *const fields[] = { "exit_code", "exit_signal", NULL };
+int parse_exit_fields(struct request *rq, json_object *o, int *ret_wait_status) {
         json_object *code = NULL, *sig = NULL;
-        if (!check_unknown_keys(rq, o, fields))
-                return false;
         int c = optional_field(rq, o, "exit_code", json_type_int, "a whole number", &code);
         int g = c < 0 ? -1 : optional_field(rq, o, "exit_signal", json_type_int, "a whole number", &sig);
         if (c < 0 || g < 0)
-                return false;
+                return -1;
+        if (c + g == 0)
+                return 0;
         if (c + g != 1) {
-                respond_error(rq, 400, "bad_request", "exactly one of exit_code and exit_signal is required");
-                return false;
+                respond_error(rq, 400, "bad_request", "exit_code and exit_signal cannot both be given");
+                return -1;
         }
         int64_t v = json_object_get_int64(code ? code : sig);
         if (code ? v < 0 || v > 255 : v < 1 || v > 64) {
                 respond_error(rq, 400, "bad_request",
                               code ? "exit_code: must be 0 to 255" : "exit_signal: must be 1 to 64");
-                return false;
+                return -1;
         }
         /* the status wait(2) gives: the code in the second byte, or the signal */
         *ret_wait_status = code ? (int)v << 8 : (int)v;
-        return true;
+        return 1;
 }
 
 bool op_matches_list(const char *list, const char *op) {

@@ -45,6 +45,12 @@
 #define DEFER_MAX 128
 /* Sockets looked at per process when the index is built. */
 #define INDEX_FDS_PER_PID 65536
+/* A mark (a StatsD event) is a database transaction where a timing is an
+ * addition in memory, and one datagram may hold hundreds: marks are held to
+ * MARKS_PER_SEC, in bursts of as many, across all senders, so that the
+ * sampler stays on time; beyond that a mark is dropped and counted as
+ * unmatched. A job marks a phase, an epoch or a profiled block: far fewer. */
+#define MARKS_PER_SEC 1000
 
 struct listener {
         struct ingest *g;
@@ -86,6 +92,8 @@ struct ingest {
         struct deferred **deferred; /* from unknown ports, until the next rebuild */
         size_t n_deferred;
         sd_event_source *retry;
+        double mark_tokens; /* marks allowed now, up to MARKS_PER_SEC */
+        usec_t mark_refilled;
 };
 
 /* Who sent one datagram: the run its untagged lines go to, and the uid
@@ -256,6 +264,29 @@ static bool sender_may_write(const struct dgram_ctx *c, const struct run_ref *r)
         return c->has_uid && (c->uid == 0 || (r->has_uid && r->uid == c->uid));
 }
 
+static bool mark_allowed(struct ingest *g) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        double t = g->mark_tokens + (double)(now - g->mark_refilled) * MARKS_PER_SEC / USEC_PER_SEC;
+        g->mark_refilled = now;
+        g->mark_tokens = t > MARKS_PER_SEC ? MARKS_PER_SEC : t;
+        if (g->mark_tokens < 1)
+                return false;
+        g->mark_tokens -= 1;
+        return true;
+}
+
+/* An event is a mark on the run, labelled with its title, at the moment it
+ * is read: after the lines before it in the datagram, and after the
+ * datagrams before it on the socket. */
+static void take_mark(struct ingest *g, const struct run_ref *r, const struct statsd_metric *x) {
+        char label[STATSD_TITLE_MAX + 1];
+        int64_t ts;
+        memcpy(label, x->name, x->name_len);
+        label[x->name_len] = 0;
+        if (!mark_allowed(g) || g->m.ops->mark(g->m.userdata, r->id, label, &ts) < 0)
+                g->counters.unmatched++;
+}
+
 static void on_metric(const struct statsd_metric *x, void *userdata) {
         struct dgram_ctx *c = userdata;
         const struct manager_link *m = &c->g->m;
@@ -278,6 +309,10 @@ static void on_metric(const struct statsd_metric *x, void *userdata) {
         }
         if (!found) {
                 n->unmatched++;
+                return;
+        }
+        if (x->type == STATSD_EVENT) {
+                take_mark(c->g, &r, x);
                 return;
         }
         enum op_kind kind = x->type == STATSD_TIMING    ? OP_TIMING
@@ -378,9 +413,10 @@ static void handle_datagram(struct ingest *g, const struct mmsghdr *mm, bool is_
         parse_lines(&c, buf, mm->msg_len);
 }
 
-static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct listener *l = userdata;
+/* Reads what is queued on a listener, up to BATCHES_PER_WAKEUP batches. */
+static void read_listener(struct listener *l) {
         struct ingest *g = l->g;
+        int fd = l->fd;
         struct mmsghdr mm[BATCH];
         struct iovec iov[BATCH];
         struct sockaddr_storage addr[BATCH];
@@ -407,13 +443,17 @@ static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userd
                 if (n < 0) {
                         if (errno != EAGAIN && errno != EINTR)
                                 log_debug_errno(errno, "statsd: recvmmsg: %m");
-                        return 0;
+                        return;
                 }
                 for (int i = 0; i < n; i++)
                         handle_datagram(g, &mm[i], l->is_unix);
                 if (n < BATCH)
-                        return 0;
+                        return;
         }
+}
+
+static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        read_listener(userdata);
         return 0;
 }
 
@@ -492,6 +532,8 @@ int ingest_new(const struct ingest_options *o, struct ingest **ret, char *err, s
         g->event = o->event;
         g->udp_fd = o->udp_fd;
         g->unx.fd = g->udp.fd = -1;
+        g->mark_tokens = MARKS_PER_SEC;
+        g->mark_refilled = now_usec(CLOCK_MONOTONIC);
         g->bufs = malloc((size_t)BATCH * DGRAM_MAX);
         g->proc_root = strdup(o->proc_root);
         if (!g->bufs || !g->proc_root) {
@@ -535,6 +577,15 @@ void ingest_free(struct ingest *g) {
 const struct ingest_counters *ingest_counters(const struct ingest *g) {
         static const struct ingest_counters none;
         return g ? &g->counters : &none;
+}
+
+void ingest_drain(struct ingest *g) {
+        if (!g)
+                return;
+        if (g->unx.fd >= 0)
+                read_listener(&g->unx);
+        if (g->udp.fd >= 0)
+                read_listener(&g->udp);
 }
 
 void ingest_forget_ports(struct ingest *g) {

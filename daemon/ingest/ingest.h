@@ -2,7 +2,7 @@
 /* StatsD listeners: a unix datagram socket (the sender is known from
  * SCM_CREDENTIALS) and UDP (tags #run:/#pid:, else the registered process
  * that owns the sending port). Lines go through statsd.c and land in the
- * runs' op tables via the manager. */
+ * runs' op tables via the manager; events become the runs' marks. */
 #pragma once
 
 #include <stddef.h>
@@ -34,6 +34,11 @@ int ingest_new(const struct ingest_options *o, struct ingest **ret, char *errbuf
 void ingest_free(struct ingest *g);
 /* NULL gives zeros. */
 const struct ingest_counters *ingest_counters(const struct ingest *g);
+/* Reads the datagrams queued on the listeners now (as many as one wake-up
+ * would): called before an HTTP request is answered, so that the answer
+ * holds every line, and every mark, that its client sent before asking.
+ * NULL is fine. */
+void ingest_drain(struct ingest *g);
 /* The port -> run answers are stale (a run came or went): the next UDP
  * datagram that needs one rebuilds them. NULL is fine. */
 void ingest_forget_ports(struct ingest *g);

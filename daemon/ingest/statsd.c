@@ -31,6 +31,17 @@
  *    values, rather than one silently winning.
  *  - a NUL byte anywhere in the line is malformed; a single trailing '\r'
  *    is dropped before parsing.
+ *  - events, DogStatsD's "_e{TITLE_LEN,TEXT_LEN}:title|text": the lengths
+ *    are plain decimals in bytes (at most 5 digits: a datagram holds 16
+ *    KiB), and must fit the line exactly: the title is followed by '|',
+ *    the text by the line's end or '|'. The title is a mark's label as the
+ *    HTTP API takes it (1 to STATSD_TITLE_MAX bytes of valid UTF-8 without
+ *    C0 controls or DEL; a space, ':' or '|' are fine, the length says
+ *    where it ends). The text may be empty and is not read, but for NUL
+ *    bytes. After it, DogStatsD's sections d:, h:, k:, p:, s:, t: (each at
+ *    most once, contents ignored) and "#tags" (as for metrics); any other
+ *    section is malformed. Any line starting with "_e{" is an event, so
+ *    "_e{1,1}:5|c" is an event titled "5", not a counter.
  *  - on -EINVAL, *ret is left untouched; statsd_parse_datagram() sets
  *    *ret_malformed (it does not add to it), and takes a NULL fn or
  *    ret_malformed. */
@@ -223,6 +234,118 @@ static int parse_tags(const char *s, size_t n, struct statsd_metric *m) {
         }
 }
 
+/* ---- sections ----------------------------------------------------------- */
+
+/* The section after the '|' at p: its bytes up to the next '|' or end;
+ * returns where the one after it starts (a '|', or end). */
+static const char *next_section(const char *p, const char *end, const char **ret_s, size_t *ret_len) {
+        const char *s = p + 1;
+        const char *se = memchr(s, '|', (size_t)(end - s));
+        if (!se)
+                se = end;
+        *ret_s = s;
+        *ret_len = (size_t)(se - s);
+        return se;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+#define EVENT_PREFIX "_e{"
+#define EVENT_LENGTH_DIGITS 5
+
+/* The label rules of the HTTP API's marks. */
+static bool title_valid(const char *s, size_t len) {
+        if (len == 0 || len > STATSD_TITLE_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return utf8_is_valid(s, len);
+}
+
+/* A length at *p, ended by stop; *p moves past stop. */
+static int parse_length(const char **p, const char *end, char stop, size_t *ret) {
+        const char *s = *p;
+        size_t v = 0, n = 0;
+        for (; s < end && *s >= '0' && *s <= '9'; s++) {
+                if (++n > EVENT_LENGTH_DIGITS)
+                        return -EINVAL;
+                v = v * 10 + (size_t)(*s - '0');
+        }
+        if (n == 0 || s == end || *s != stop)
+                return -EINVAL;
+        *p = s + 1;
+        *ret = v;
+        return 0;
+}
+
+/* The sections after an event's text: "|d:..", "|h:..", "|k:..", "|p:..",
+ * "|s:..", "|t:.." and "|#tags", each at most once. */
+static int parse_event_sections(const char *p, const char *end, struct statsd_metric *m) {
+        unsigned seen = 0;
+        while (p < end) {
+                const char *s;
+                size_t slen;
+                const char *next = next_section(p, end, &s, &slen);
+                unsigned bit;
+                switch (slen >= 2 && s[1] == ':' ? s[0] : slen > 0 && s[0] == '#' ? '#' : 0) {
+                case 'd':
+                case 'h':
+                case 'k':
+                case 'p':
+                case 's':
+                case 't':
+                        bit = 1u << (s[0] - 'a');
+                        if (memchr(s, 0, slen))
+                                return -EINVAL;
+                        break;
+                case '#':
+                        bit = 1u << 31;
+                        if (!(seen & bit) && parse_tags(s + 1, slen - 1, m) < 0)
+                                return -EINVAL;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+                if (seen & bit)
+                        return -EINVAL;
+                seen |= bit;
+                p = next;
+        }
+        return 0;
+}
+
+/* "_e{TITLE_LEN,TEXT_LEN}:title|text[|sections]", len bytes from line. */
+static int parse_event(const char *line, size_t len, struct statsd_metric *ret) {
+        const char *end = line + len, *p = line + strlen(EVENT_PREFIX);
+        size_t title_len, text_len;
+
+        if (parse_length(&p, end, ',', &title_len) < 0 || parse_length(&p, end, '}', &text_len) < 0)
+                return -EINVAL;
+        if (p == end || *p != ':')
+                return -EINVAL;
+        p++;
+        if (title_len > (size_t)(end - p) || !title_valid(p, title_len))
+                return -EINVAL;
+        struct statsd_metric m = {
+                .name = p,
+                .name_len = title_len,
+                .type = STATSD_EVENT,
+                .sample_rate = 1.0,
+        };
+        p += title_len;
+        if (p == end || *p != '|' || text_len > (size_t)(end - p - 1))
+                return -EINVAL;
+        p++;
+        if (memchr(p, 0, text_len))
+                return -EINVAL;
+        p += text_len;
+        if ((p < end && *p != '|') || parse_event_sections(p, end, &m) < 0)
+                return -EINVAL;
+        *ret = m;
+        return 0;
+}
+
 /* ---- lines -------------------------------------------------------------- */
 
 int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
@@ -230,6 +353,8 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
                 return -EINVAL;
         if (line[len - 1] == '\r')
                 len--;
+        if (len >= strlen(EVENT_PREFIX) && memcmp(line, EVENT_PREFIX, strlen(EVENT_PREFIX)) == 0)
+                return parse_event(line, len, ret);
 
         struct statsd_metric m = {
                 .sample_rate = 1.0,
@@ -290,11 +415,9 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
         /* sections: "|@rate" and "|#tags", each at most once, any order */
         bool seen_rate = false, seen_tags = false;
         while (p < end) {
-                const char *s = p + 1;
-                const char *se = memchr(s, '|', (size_t)(end - s));
-                if (!se)
-                        se = end;
-                size_t slen = (size_t)(se - s);
+                const char *s;
+                size_t slen;
+                const char *next = next_section(p, end, &s, &slen);
                 if (slen == 0)
                         return -EINVAL;
                 if (s[0] == '@') {
@@ -313,7 +436,7 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
                                 return -EINVAL;
                 } else
                         return -EINVAL;
-                p = se;
+                p = next;
         }
 
         *ret = m;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* StatsD line parsing: `name:value|type[|@rate][|#tag:val,...]`, several
- * lines per datagram separated by '\n'. Pure functions of the text: no I/O,
- * no globals, no allocation (results point into the input buffer). */
+/* StatsD line parsing: `name:value|type[|@rate][|#tag:val,...]`, and
+ * DogStatsD's event `_e{TITLE_LEN,TEXT_LEN}:title|text[|...][|#tag:val,...]`
+ * (a phase mark titled title), several lines per datagram separated by
+ * '\n'. Pure functions of the text: no I/O, no globals, no allocation
+ * (results point into the input buffer). */
 #pragma once
 
 #include <stdbool.h>
@@ -14,21 +16,27 @@ enum statsd_type {
         STATSD_TIMING,  /* "ms" and "h": a duration in milliseconds */
         STATSD_COUNTER, /* "c": an increment (feeds throughput) */
         STATSD_GAUGE,   /* "g": a value, stored with the samples */
+        STATSD_EVENT,   /* "_e{..}:title|text": something happened now; a mark labelled title */
 };
 
 #define STATSD_NAME_MAX 200 /* longer names are malformed */
 #define STATSD_CATEGORY_MAX 64
+/* An event's title is a mark's label: as over HTTP, 1 to 64 bytes. */
+#define STATSD_TITLE_MAX 64
 /* Bounds on numbers: those of every observation (analyze/ops.h). */
 #define STATSD_VALUE_MAX OPS_VALUE_MAX
 #define STATSD_TIMING_MAX_MS OPS_TIMING_MAX_MS
 #define STATSD_RATE_MIN OPS_RATE_MIN
 
 struct statsd_metric {
-        const char *name; /* not NUL-terminated: name_len bytes, valid UTF-8, no control chars */
+        /* not NUL-terminated: name_len bytes, valid UTF-8, no control chars;
+         * an event's title (may hold a space and the delimiters, not C0 controls
+         * or DEL, at most STATSD_TITLE_MAX bytes) */
+        const char *name;
         size_t name_len;
         enum statsd_type type;
-        double value;       /* |value| <= STATSD_VALUE_MAX; timings in [0, STATSD_TIMING_MAX_MS] */
-        double sample_rate; /* [STATSD_RATE_MIN, 1], 1 when absent */
+        double value;       /* |value| <= STATSD_VALUE_MAX; timings in [0, STATSD_TIMING_MAX_MS]; events 0 */
+        double sample_rate; /* [STATSD_RATE_MIN, 1], 1 when absent (and for events) */
         bool gauge_delta;   /* "g" value written with an explicit sign: +N / -N */
         /* understood tags (others are ignored) */
         bool has_run;
@@ -50,7 +58,8 @@ bool statsd_category_valid(const char *s, size_t len);
  * outside [STATSD_RATE_MIN, 1] (@1e-300), a name or category that is too long
  * or not valid UTF-8 or contains control characters or any of ":|@#", a
  * malformed run/pid tag value. Whitespace is not trimmed: " a:1|c" is
- * malformed. */
+ * malformed. A line that starts with "_e{" is an event: its lengths must
+ * match the title and text, the title must be a valid label. */
 int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret);
 
 /* Splits a datagram into lines and calls fn for each parsed metric; counts

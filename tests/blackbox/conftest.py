@@ -6,6 +6,7 @@ processes with known resource use (tests/blackbox/helpers, built by meson).
 Binaries come from $MLMOND, $MLMONCTL and $HELPERS (set by meson), else from
 build/ under the repository root."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -35,6 +36,54 @@ HTTP_TIMEOUT = 10.0
 BAD_STDERR = re.compile(
     r"ERROR|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
     r"^<[0-3]>", re.MULTILINE)
+
+
+# ---- skips ---------------------------------------------------------------------------------------
+#
+# A test that cannot run on this machine skips with needs(CAPABILITY, why): its reason then starts
+# with "needs CAPABILITY:", which names what was missing. .ci/capabilities lists the capabilities
+# CI's machine must have: there a skip that names one of them fails CI. Every skip and expected
+# failure of a test file goes to the file $MLMON_SKIP_LOG (meson sets it per test file), one line
+# "NODE ID<TAB>skip|xfail<TAB>REASON" each, for tools/test.sh to report: a meson test that ran a
+# pytest file passes whatever its tests skipped.
+
+SKIP_LOG = os.environ.get("MLMON_SKIP_LOG")
+
+
+def needs(capability, why):
+    """Skips the test: this machine lacks capability (a word of .ci/capabilities)."""
+    pytest.skip(f"needs {capability}: {why}")
+
+
+def _skip_reason(report):
+    lr = report.longrepr
+    text = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+    return " ".join(text.removeprefix("Skipped: ").split())
+
+
+def _log_skip(nodeid, kind, reason):
+    if not SKIP_LOG:
+        return
+    os.makedirs(os.path.dirname(SKIP_LOG), exist_ok=True)
+    with open(SKIP_LOG, "a", encoding="utf-8") as f:
+        f.write(f"{nodeid}\t{kind}\t{reason}\n")
+
+
+def pytest_sessionstart(session):
+    if SKIP_LOG and os.path.exists(SKIP_LOG):
+        os.unlink(SKIP_LOG)
+
+
+def pytest_runtest_logreport(report):
+    if hasattr(report, "wasxfail") and report.skipped:
+        _log_skip(report.nodeid, "xfail", " ".join(report.wasxfail.split()) or "expected to fail")
+    elif report.skipped:
+        _log_skip(report.nodeid, "skip", _skip_reason(report))
+
+
+def pytest_collectreport(report):
+    if report.skipped:  # pytest.importorskip() or a skip at module level
+        _log_skip(report.nodeid, "skip", _skip_reason(report))
 
 
 def helper(name):
@@ -430,13 +479,48 @@ def as_user(uid):
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
-@pytest.fixture
-def tmpdir_0755():
+@contextlib.contextmanager
+def _dir_0755():
     """A temporary directory that other users can traverse (for the socket)."""
     d = tempfile.mkdtemp(prefix="mlmond-bb-", dir="/tmp")
     os.chmod(d, 0o755)
-    yield d
-    subprocess.run(["rm", "-rf", "--one-file-system", d], check=False)
+    try:
+        yield d
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", d], check=False)
+
+
+class Daemons:
+    """The daemons started under one directory: make() starts one (of cls=,
+    a subclass of Mlmond, if given), close() stops and checks every one."""
+
+    def __init__(self, parent):
+        self.parent = parent
+        self.started = []
+
+    def make(self, cls=Mlmond, **kw):
+        sub = tempfile.mkdtemp(dir=self.parent)
+        os.chmod(sub, 0o755)
+        d = cls(sub, **kw)
+        self.started.append(d)
+        return d
+
+    def close(self):
+        failures = []
+        for d in self.started:
+            try:
+                d.stop()
+                d.check_stderr()
+            except BaseException as e:  # pytest.fail raises a BaseException
+                failures.append(str(e))
+        if failures:
+            pytest.fail("\n".join(failures))
+
+
+@pytest.fixture
+def tmpdir_0755():
+    with _dir_0755() as d:
+        yield d
 
 
 @pytest.fixture
@@ -444,25 +528,19 @@ def make_mlmond(tmpdir_0755):
     """Factory: make_mlmond(interval=..., config_text=...) starts a daemon
     (of cls=, a subclass of Mlmond, if given); every one started is stopped
     (and checked) at teardown."""
-    started = []
+    daemons = Daemons(tmpdir_0755)
+    yield daemons.make
+    daemons.close()
 
-    def make(cls=Mlmond, **kw):
-        sub = tempfile.mkdtemp(dir=tmpdir_0755)
-        os.chmod(sub, 0o755)
-        d = cls(sub, **kw)
-        started.append(d)
-        return d
 
-    yield make
-    failures = []
-    for d in started:
-        try:
-            d.stop()
-            d.check_stderr()
-        except BaseException as e:  # pytest.fail raises a BaseException
-            failures.append(str(e))
-    if failures:
-        pytest.fail("\n".join(failures))
+@pytest.fixture(scope="module")
+def make_module_mlmond():
+    """make_mlmond for the tests of a whole module: one scene set up once
+    (and a mutant's test that needs one page of it runs alone, quickly)."""
+    with _dir_0755() as d:
+        daemons = Daemons(d)
+        yield daemons.make
+        daemons.close()
 
 
 @pytest.fixture
@@ -502,7 +580,7 @@ def data_dir(tmpdir_0755):
 def make_cert(d, name, san):
     """A self-signed certificate and its key, by openssl; returns (cert, key)."""
     if not shutil.which("openssl"):
-        pytest.skip("openssl is not installed")
+        needs("openssl", "it is not installed (Debian package openssl)")
     cert, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                         "-nodes", "-days", "1", "-subj", "/CN=" + san.split(",")[0].split(":")[1],

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import as_user, strict_json, wait_for
+from conftest import as_user, needs, strict_json, wait_for
 
 NOBODY = 65534
 
@@ -67,7 +67,7 @@ def nobody_sleep():
 @pytest.fixture(autouse=True)
 def need_root():
     if os.geteuid() != 0:
-        pytest.skip("needs root, to act as two different users")
+        needs("root", "to act as two different users")
 
 
 def test_nonroot_cannot_register_roots_process(mlmond, helpers):
@@ -135,6 +135,27 @@ def test_nonroot_cannot_register_a_setuid_like_process(mlmond, helpers):
     finally:
         p.kill()
         p.wait()
+
+
+def test_nonroot_cannot_register_a_process_that_runs_as_root(mlmond):
+    """Its real uid is the caller's and it is dumpable, but it runs as root
+    (effective, saved and file-system uid 0): a server that set only its
+    real uid. Not the caller's to read either."""
+    code = ("import ctypes, os, time; os.setresuid(65534, 0, 0); ctypes.CDLL(None).prctl(4, 1, 0, 0, 0); "
+            "print('ready', flush=True); time.sleep(60)")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        with open(f"/proc/{p.pid}/status") as f:
+            st = dict(line.split(":", 1) for line in f.read().splitlines())
+        assert st["Uid"].split() == [str(NOBODY), "0", "0", "0"], st["Uid"]
+        st, body = raw_as(NOBODY, mlmond, "POST", "/v1/runs", {"pid": p.pid})
+        assert st == 403 and body["error"]["code"] == "forbidden", (st, body)
+        assert "uid" in body["error"]["message"] or "credentials" in body["error"]["message"], body
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
 
 
 def test_tcp_cannot_mutate(mlmond, helpers):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import MLMONCTL, as_user, strict_json, wait_for
+from conftest import MLMONCTL, as_user, needs, strict_json, wait_for
 
 NOBODY = 65534
 
@@ -99,7 +99,7 @@ def test_list_json_carries_the_leak_verdict(mlmond, helpers):
 
 def test_forbidden_says_what_to_do(mlmond):
     if os.geteuid() != 0:
-        pytest.skip("needs root, to act as another user")
+        needs("root", "to act as another user")
     # a process of nobody that made itself non-dumpable (what setuid
     # programs are): its owner may not monitor it
     code = "import ctypes,sys,time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); print('ready', flush=True); time.sleep(60)"

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import MLMONCTL, ROOT, free_port, wait_for
+from conftest import MLMONCTL, ROOT, free_port, needs, wait_for
 from test_web import chromium
 
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -41,7 +41,7 @@ CONFIG = "[jobs]\nstall_floor = 2s\n"
 @pytest.fixture(scope="module", autouse=True)
 def torch_or_skip():
     if subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed"], capture_output=True).returncode != 0:
-        pytest.skip(f"no torch for {TORCH_PYTHON} (Debian package python3-torch)")
+        needs("torch", f"no torch for {TORCH_PYTHON} (Debian package python3-torch)")
 
 
 class Job:

@@ -4,8 +4,9 @@ hosts), each watching one rank of a job that reports its step timings over
 StatsD, one rank 30% slower, and Debian's real Prometheus with native
 histograms on, scraping the three every 250 ms. Prometheus merges the
 ranks' native histograms: the job's p99 over the last minute comes back
-from PromQL within 1% of the exact p99 of the timings sent, and the slow
-rank shows per instance. Then the Grafana dashboard (contrib/grafana): every
+from PromQL within 1% of the exact p99 of the timings sent, the p99 of all
+of them in the very bucket of the timing at its rank, and the slow rank
+shows per instance. Then the Grafana dashboard (contrib/grafana): every
 query of every panel, its variables resolved the way Grafana resolves them,
 parses and returns series from that Prometheus (each rank's process holds
 GPU memory through the NVML stand-in, so the GPU panels have data too).
@@ -16,6 +17,7 @@ and for it alone.
 Skipped without prometheus (Debian package prometheus)."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -25,9 +27,10 @@ import time
 
 import pytest
 
-from conftest import ROOT, Mlmond, wait_for
+from conftest import ROOT, Mlmond, needs, wait_for
 from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_metrics import Prometheus
+from test_metrics_proto import bucket_index
 from test_statsd import Agent, registered
 
 GIB = 1 << 30
@@ -89,6 +92,16 @@ def timings(rank, n, seed):
     return [float(f"{v * slow:.3f}") for v in lognormal_ms(n, seed=seed, mu=4.6, sigma=0.25)]
 
 
+def prometheus_bucket(values_ms, q):
+    """The bounds in seconds of the schema-7 bucket, (2^((i-1)/128),
+    2^(i/128)], where histogram_quantile(q) ends up on a histogram of
+    exactly these timings: the first bucket whose cumulative count reaches
+    the rank q * count, so the one that holds the ceil(rank)-th smallest
+    timing; the answer is interpolated within it."""
+    i = bucket_index(sorted(values_ms)[math.ceil(q * len(values_ms)) - 1])
+    return 2 ** ((i - 1) / 128), 2 ** (i / 128)
+
+
 class Fleet:
     """The hosts, their ranks (one agent each) and the Prometheus scraping
     them, for the tests of this module; stopped (and the hosts' logs
@@ -145,7 +158,7 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet():
     if not shutil.which("prometheus"):
-        pytest.skip("prometheus is not installed (Debian package prometheus)")
+        needs("prometheus", "it is not installed (Debian package prometheus)")
     f = Fleet()
     try:
         f.start()
@@ -199,6 +212,11 @@ def test_fleet_p99_from_native_histograms(fleet):
 
     assert p99_window == pytest.approx(want_window, rel=P99_REL)
     assert p99_every == pytest.approx(want_every, rel=P99_REL)
+    # the sum's exact counts: the p99 lies in the very bucket that holds
+    # the timing of Prometheus's rank, within one bucket's width
+    lo, hi = prometheus_bucket(every, 0.99)
+    assert lo <= p99_every / 1000 <= hi, \
+        f"p99 {p99_every / 1000!r} s outside its bucket ({lo!r}, {hi!r}] s: the buckets are off"
     assert p50[str(SLOW_RANK)] / max(others) == pytest.approx(SLOWDOWN, rel=0.05)
 
 

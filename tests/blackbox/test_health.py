@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import Mlmond, wait_for
+from conftest import Mlmond, needs, wait_for
 
 WATCHDOG_USEC = 1500000  # pings every 0.5 s
 
@@ -162,13 +162,13 @@ def fill(path):
 def small_fs():
     """A 16 MiB tmpfs (root only)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root, to mount a small file system")
+        needs("root", "to mount a small file system")
     d = tempfile.mkdtemp(prefix="mlmond-bb-fs-", dir="/tmp")
     os.chmod(d, 0o755)
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", d], capture_output=True)
     if r.returncode != 0:
         os.rmdir(d)
-        pytest.skip(f"cannot mount a tmpfs: {r.stderr.decode().strip()}")
+        needs("tmpfs", f"cannot mount one: {r.stderr.decode().strip()}")
     yield d
     subprocess.run(["umount", "-l", d], check=False)
     os.rmdir(d)

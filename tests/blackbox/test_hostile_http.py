@@ -5,6 +5,7 @@ never given to a different question, pipelined requests are answered back
 to back, and control bytes in a decoded path or parameter are a 400.
 Loopback only, bounded loops."""
 
+import contextlib
 import os
 import shutil
 import socket
@@ -16,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import as_user, strict_json, wait_for
+from conftest import as_user, needs, strict_json, wait_for
 
 
 def read_all(s, timeout=5.0):
@@ -176,17 +177,20 @@ def test_idle_keepalive_gives_its_slot_up(mlmond):
 ATTACKER = textwrap.dedent("""
     import socket, sys, time
     sock, port, n_unix, n_tcp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    # "slow": one byte of a request head; "busy": a whole head, its body never sent
+    busy = sys.argv[5:] == ["busy"]
+    sent = b"POST /v1/runs HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n" if busy else b"G"
     deadline = time.monotonic() + 20  # a full backlog makes each connect wait
     held = []
     def hold(family, source, target):
-        # connect, send one byte of a request head, keep it
+        # connect, send what the attack sends, keep it
         s = socket.socket(family, socket.SOCK_STREAM)
         s.settimeout(1)
         try:
             if source:
                 s.bind(source)
             s.connect(target)
-            s.sendall(b"G")
+            s.sendall(sent)
             held.append(s)
         except OSError:
             s.close()
@@ -205,37 +209,77 @@ ATTACKER = textwrap.dedent("""
 @pytest.fixture
 def other_user():
     """A fresh unprivileged user (useradd), removed afterwards: its uid."""
-    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"):
-        pytest.skip("needs root, useradd and setpriv, to act as another user")
+    if os.geteuid() != 0:
+        needs("root", "to act as another user")
+    if not shutil.which("useradd") or not shutil.which("setpriv"):
+        needs("useradd", "useradd and setpriv, to act as another user")
     name = "mlbb" + uuid.uuid4().hex[:8]
     r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
                        capture_output=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot create a user: {r.stderr.decode().strip()}")
+        needs("useradd", f"cannot create a user: {r.stderr.decode().strip()}")
     try:
         yield int(subprocess.run(["id", "-u", name], capture_output=True, check=True).stdout)
     finally:
         subprocess.run(["userdel", name], capture_output=True)
 
 
-def test_slow_user_cannot_lock_others_out(make_mlmond, other_user):
-    # a long head deadline: what is tested here is the sharing of the slots
-    d = make_mlmond(config_text="[http]\nheader_timeout = 30s\nconnection_timeout = 30s\n")
-    p = subprocess.Popen(as_user(other_user) + [sys.executable, "-c", ATTACKER, d.socket_path, str(d.port),
-                                                "300", "300"],
+def accept_queues(d):
+    """(TCP, unix socket): how many connections wait to be accepted on d's
+    listeners, as ss reads them (Recv-Q of a listening socket)."""
+    out = subprocess.run(["ss", "-Hlnxt"], capture_output=True, text=True, check=True).stdout
+    tcp = unix = None
+    for f in (line.split() for line in out.splitlines()):
+        if len(f) >= 5 and f[1] == "LISTEN":
+            if f[4] == f"127.0.0.1:{d.port}":
+                tcp = int(f[2])
+            elif f[4] == d.socket_path:
+                unix = int(f[2])
+    assert tcp is not None and unix is not None, f"ss shows no listener of mlmond:\n{out}"
+    return tcp, unix
+
+
+@contextlib.contextmanager
+def attack(d, uid, n_unix, n_tcp, how):
+    """ATTACKER, as uid, holding its connections (how: slow or busy) until
+    the block ends; the block starts once the daemon has taken in every
+    one of them (none waits to be accepted)."""
+    p = subprocess.Popen(as_user(uid) + [sys.executable, "-c", ATTACKER, d.socket_path, str(d.port), str(n_unix),
+                                         str(n_tcp), how],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         line = p.stdout.readline().decode().split()
         assert line and line[0] == "ready", line
-        time.sleep(0.3)  # let the daemon take in every connection
-        for _ in range(3):
-            st, body, took = timed_get(d, "/v1/health", unix=True, timeout=5)
-            assert st == 200 and took < 1.0, ("unix socket, another user", st, body, took)
-            st, body, took = timed_get(d, "/v1/health", timeout=5)
-            assert st == 200 and took < 1.0, ("TCP", st, body, took)
+        wait_for(lambda: accept_queues(d) == (0, 0), 20, what="the daemon to accept the attacker's connections")
+        yield
     finally:
         p.stdin.close()
         p.wait(timeout=10)
         p.stdout.close()
+
+
+def health_at_once(d, unix):
+    for _ in range(3):
+        st, body, took = timed_get(d, "/v1/health", unix=unix, timeout=5)
+        assert st == 200 and took < 1.0, ("unix socket" if unix else "TCP", st, body, took)
+
+
+def test_slow_user_cannot_lock_others_out(make_mlmond, other_user):
+    # a long head deadline: what is tested here is the sharing of the slots
+    d = make_mlmond(config_text="[http]\nheader_timeout = 30s\nconnection_timeout = 30s\n")
+    with attack(d, other_user, 300, 300, "slow"):
+        health_at_once(d, unix=True)
+        health_at_once(d, unix=False)
     # the slots come back
     wait_for(lambda: d.get("/v1/health")[0] == 200, 3.0, what="the API after the attacker left")
+
+
+def test_busy_user_cannot_lock_others_out(make_mlmond, other_user):
+    """Requests whose body never comes hold their slots (a connection with
+    a request in hand is never given up for a new one): one user holds at
+    most max_connections_per_uid of them, and the listener's other slots
+    stay free for everyone else."""
+    d = make_mlmond(config_text="[http]\nconnection_limit = 32\nmax_connections_per_uid = 8\n"
+                                "header_timeout = 30s\nconnection_timeout = 30s\n")
+    with attack(d, other_user, 40, 0, "busy"):
+        health_at_once(d, unix=True)

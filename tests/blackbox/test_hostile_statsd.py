@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import as_user, wait_for
+from conftest import as_user, needs, wait_for
 from test_statsd import agents, free_udp_port, latency, op_count, registered, udp_mlmond  # noqa: F401
 
 NOBODY = 65534
@@ -77,7 +77,7 @@ class Sender:
 def other_uid():
     """An unprivileged user besides nobody, created for this module."""
     if os.geteuid() != 0:
-        pytest.skip("needs root, to act as other users")
+        needs("root", "to act as other users")
     try:
         uid = pwd.getpwnam(USER).pw_uid
         created = False
@@ -85,7 +85,7 @@ def other_uid():
         r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
                            capture_output=True)
         if r.returncode != 0:
-            pytest.skip(f"useradd {USER}: {r.stderr.decode().strip()}")
+            needs("useradd", f"useradd {USER}: {r.stderr.decode().strip()}")
         uid = pwd.getpwnam(USER).pw_uid
         created = True
     yield uid

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Leak verdicts on real processes: a process growing 2 MiB/s is flagged
-within a minute; a flat 300 MiB process, one that grows for 10 s then stops
-and a garbage-collector sawtooth are not flagged over two minutes. All four
-run at once under one daemon at a 500 ms interval."""
+within a minute; a flat 300 MiB process, one that grows for 10 s then stops,
+a garbage-collector sawtooth and one whose peaks rise while its floor stays
+flat are not flagged over two minutes. All five run at once under one
+daemon at a 500 ms interval."""
 
 import time
 
@@ -18,6 +19,7 @@ def test_leak_verdicts_on_real_processes(make_mlmond, helpers):
         "flat": helpers("memshape", "flat", 300),
         "ramp": helpers("memshape", "ramp", 300, 4096, 10),       # +40 MiB in 10 s, then flat
         "saw": helpers("memshape", "saw", 300, 100, 10),          # +100 MiB over 10 s, freed, again
+        "peaks": helpers("memshape", "peaks", 300, 1024),         # peaks rising 1 MiB/s, the floor flat
     }
     runs = {}
     for name, h in procs.items():
@@ -38,7 +40,7 @@ def test_leak_verdicts_on_real_processes(make_mlmond, helpers):
     print(f"2 MiB/s leak flagged after {delay:.1f} s: {leak['reason']}")
 
     # the quiet ones: never suspected over two minutes, checked every second
-    quiet = ["flat", "ramp", "saw"]
+    quiet = ["flat", "ramp", "saw", "peaks"]
     while time.monotonic() - t0 < 120:
         for name in quiet:
             v = d.run(runs[name])["leak"]
@@ -48,7 +50,7 @@ def test_leak_verdicts_on_real_processes(make_mlmond, helpers):
         v = d.run(runs[name])
         # flat and levelled-off series are judged (and found quiet); a sawtooth
         # is judged only by windows long enough to hold several of its cycles
-        if name != "saw":
+        if name not in ("saw", "peaks"):
             assert v["leak"]["evaluated"], f"{name} was never evaluated: {v['leak']}"
         assert v["leak"]["reason"], v["leak"]
         assert v["summary"]["leak_detected"] is False, v["summary"]

@@ -9,9 +9,7 @@ import stat
 import subprocess
 import time
 
-import pytest
-
-from conftest import as_user, now_ms, wait_for
+from conftest import as_user, needs, now_ms, wait_for
 
 
 def states(mlmond, state="all"):
@@ -165,13 +163,13 @@ def test_run_ends_when_its_process_changes_credentials(mlmond):
     /proc files are root's now, so the run ends with
     what was measured before, a mark and a log line saying why."""
     if os.geteuid() != 0:
-        pytest.skip("needs root, to act as another user")
+        needs("root", "to act as another user")
     try:
         st = os.stat(SU)
     except FileNotFoundError:
-        pytest.skip(f"no {SU}")
+        needs("setuid", f"no {SU}")
     if st.st_uid != 0 or not st.st_mode & stat.S_ISUID:
-        pytest.skip(f"{SU} is not setuid root here")
+        needs("setuid", f"{SU} is not setuid root here")
     # a shell of uid 65534 that, told to, becomes su (which then waits for a
     # password on its stdin, a pipe that never gives one)
     p = subprocess.Popen(as_user(NOBODY) + ["/bin/sh", "-c", f"read go; exec {SU} root -c true"],
@@ -189,7 +187,7 @@ def test_run_ends_when_its_process_changes_credentials(mlmond):
         ids = wait_for(lambda: (lambda u: u if u and u[0] == "su" else None)(proc_uids(p.pid)), 5.0,
                        what="the shell to exec su")
         if ids[2] != 0:
-            pytest.skip("a setuid exec does not raise privileges here (nosuid, no_new_privs?)")
+            needs("setuid", "a setuid exec does not raise privileges here (nosuid, no_new_privs?)")
         ended = wait_for(lambda: (lambda x: x if x["state"] != "running" else None)(mlmond.run(run_id)), 3.0,
                          what="the run to end")
         assert ended["state"] == "unregistered", ended

@@ -6,9 +6,12 @@ messages. The stream is decoded with Debian's python3-protobuf and the
 metrics.proto Prometheus's client_model ships (compiled here by protoc);
 it must hold every family of the text format with the same series, and
 the op latency as a native histogram whose buckets add up to its exact
-count, growing from scrape to scrape (totals since registration)."""
+count, each timing sent in the bucket whose bounds hold it, growing from
+scrape to scrape (totals since registration)."""
 
+import collections
 import importlib
+import math
 import os
 import subprocess
 import sys
@@ -87,6 +90,29 @@ def buckets(h):
     return out
 
 
+def bucket_index(v_ms):
+    """The schema-7 bucket of a timing: the i with
+    2^((i-1)/128) < v_ms / 1000 <= 2^(i/128), as Prometheus defines it."""
+    s = v_ms / 1000.0
+    i = math.ceil(math.log2(s) * 128)
+    while 2 ** ((i - 1) / 128) >= s:  # log2's last bit, at a bound
+        i -= 1
+    while 2 ** (i / 128) < s:
+        i += 1
+    return i
+
+
+def check_every_value_in_its_bucket(h, values):
+    """Each timing sent is counted in the bucket whose bounds hold it, and
+    no bucket counts anything else: the decoded spans and deltas against
+    the buckets computed here from the values themselves."""
+    want = dict(collections.Counter(bucket_index(v) for v in values))
+    got = buckets(h)
+    wrong = sorted(i for i in set(want) | set(got) if want.get(i) != got.get(i))
+    assert not wrong, "buckets whose count is not the timings' in (2^((i-1)/128), 2^(i/128)] s: " + ", ".join(
+        f"{i}: {got.get(i, 0)} vs {want.get(i, 0)}" for i in wrong[:10])
+
+
 def check_native(h, count, sum_s):
     assert h.schema == 7
     assert h.zero_threshold == 1e-9
@@ -150,6 +176,7 @@ def test_protobuf_has_every_family_and_a_native_histogram(make_mlmond, helpers, 
     assert sorted(sorted(labels_of(m).items()) for m in dur.metric) == sorted(sorted(w.items()) for w in want)
     h = native_of(fams, run=str(ra), op="inference")
     before = check_native(h, 2000, sum(values) / 1000)
+    check_every_value_in_its_bucket(h, values)
     assert text.one("mlmond_run_op_duration_seconds_sum", run=ra, op="inference") == pytest.approx(h.sample_sum)
 
     # totals since registration: more timings only add to every bucket
@@ -158,6 +185,7 @@ def test_protobuf_has_every_family_and_a_native_histogram(make_mlmond, helpers, 
     h = wait_for(lambda: (lambda x: x if x.sample_count == 2500 else None)(
         native_of(scrape_proto(pb, d), run=str(ra), op="inference")), 10, what="2500 timings in the histogram")
     after = check_native(h, 2500, (sum(values) + sum(more)) / 1000)
+    check_every_value_in_its_bucket(h, values + more)
     assert all(after.get(i, 0) >= c for i, c in before.items())
 
 

@@ -158,7 +158,7 @@ def test_profiler_peak_ram_is_the_processs_high_water_mark(mlmond):
             hwm_kib = int(re.search(r"VmHWM:\\s+(\\d+) kB", f.read()).group(1))
         print(json.dumps({"peak": m.memory.peak_ram_mb, "final": m.memory.final_ram_mb,
                           "gpu": m.memory.peak_gpu_mb, "total_s": m.timing.total_s, "hwm_mib": hwm_kib / 1024,
-                          "co2": m.carbon.co2_g, "breakdown": profiler.get_timing_breakdown(),
+                          "co2": m.carbon.co2_g, "breakdown": profiler.get_timing_stats(),
                           "current": profiler.get_current_memory()}))
     """.replace("import json, time, mlmon", "import json, re, time, mlmon"))
     assert out["peak"] == pytest.approx(out["hwm_mib"], rel=0.02)
@@ -167,14 +167,14 @@ def test_profiler_peak_ram_is_the_processs_high_water_mark(mlmond):
     assert 0.6 <= out["total_s"] < 5
     b = out["breakdown"]["load"]
     assert b["count"] == 1 and b["total_s"] == pytest.approx(out["total_s"], rel=1e-6) and b["share_pct"] == pytest.approx(100.0)
-    assert out["current"]["ram_mb"] < out["peak"] - 150
+    assert out["current"] < out["peak"] - 150
 
 
 def test_profiler_refuses_what_it_cannot_do():
     out, _ = run_script(None, """
         import json, mlmon
         msgs = []
-        for kw in ("enable_line_profiling", "estimate_flops"):
+        for kw in ("enable_line_profiling",):
             try:
                 mlmon.PerformanceProfiler(**{kw: True})
             except NotImplementedError as e:
@@ -182,7 +182,7 @@ def test_profiler_refuses_what_it_cannot_do():
         mlmon.PerformanceProfiler(detailed_memory=True, device="cuda:0", output_dir="/nonexistent")
         print(json.dumps(msgs))
     """)
-    assert len(out) == 2 and all(m.startswith("mlmon: ") for m in out)
+    assert len(out) == 1 and all(m.startswith("mlmon: ") for m in out)
 
 
 def test_benchmark_gives_the_figures_of_the_calls_it_made(mlmond):
@@ -278,18 +278,20 @@ def test_no_daemon_breaks_nothing(tmpdir_0755):
             pass
         bench = mlmon.benchmark(time.sleep, 0.001, iterations=5, warmup=1)
         errors = []
-        for q in (lambda: run.latency(), lambda: run.summary(), lambda: prof.get_metrics("step"),
+        for q in (lambda: run.latency(), lambda: run.summary(),
                   lambda: run.check_sla("inference"), lambda: run.report()):
             try:
                 q()
             except mlmon.Unavailable as e:
                 errors.append(str(e))
         mlmon.flush()
+        partial = prof.get_metrics("step")  # what the process measured itself, without mlmond's figures
         print(json.dumps({"id": run.id, "marked": marked, "dropped": mlmon.dropped(), "errors": errors,
+                          "partial": [partial.timing.count, partial.memory.peak_ram_mb],
                           "bench_n": sorted(bench), "current": mlmon.run() is run}))
     """, MLMON_SOCKET=gone, MLMON_STATSD_SOCKET=gone + ".statsd")
     assert out["id"] is None and out["marked"] is None and out["current"]
-    assert len(out["errors"]) == 5
+    assert len(out["errors"]) == 4 and out["partial"] == [1, None]
     assert out["dropped"] >= 80000
     assert len(out["bench_n"]) == 8
     # one warning per kind of trouble, not one per line
@@ -380,7 +382,8 @@ def test_the_last_lines_wait_at_exit_for_a_daemon_that_was_busy(mlmond):
     """At exit, datagrams the full queue refused are sent once there is
     room (within a second), not lost."""
     code = textwrap.dedent("""
-        import json, sys, mlmon
+        import atexit, json, sys, mlmon
+        atexit.register(lambda: print("exiting", flush=True))  # runs before mlmon's (last in, first out)
         run = mlmon.attach(name="exiting")
         print(json.dumps({"run": run.id}), flush=True)
         sys.stdin.readline()
@@ -397,7 +400,12 @@ def test_the_last_lines_wait_at_exit_for_a_daemon_that_was_busy(mlmond):
             p.stdin.write("go\n")
             p.stdin.flush()
             assert json.loads(p.stdout.readline())["dropped"] == 0  # all in the backlog
-            time.sleep(0.2)  # the job is exiting now, its last datagrams waiting
+            # its exit has begun: the job's own atexit handler, registered
+            # after mlmon's, runs first and says so; mlmon's runs next
+            assert p.stdout.readline().strip() == "exiting"
+            # ... and waits for room instead of leaving its lines behind
+            time.sleep(0.2)
+            assert p.poll() is None, "the job exited while mlmond was stopped"
         finally:
             mlmond.signal(signal.SIGCONT)
         assert p.wait(timeout=30) == 0
@@ -443,9 +451,7 @@ def test_check_sla_over_the_latency_percentiles(mlmond):
 def test_check_sla_takes_the_daemons_slo_answer(mlmond):
     out, _ = run_script(mlmond, SLA_SCRIPT)
     r = mlmond.request("GET", f"/v1/runs/{out['run']}/latency?window=5m&op=inference&q=95&slo=inference:96ms@95")
-    if r.status == 400 or "slo" not in r.json:
-        pytest.skip("this daemon's /latency answers without \"slo\"")
-    assert r.json["slo"][0]["met"] is True
+    assert r.status == 200 and r.json["slo"][0]["met"] is True, (r.status, r.body)
     check_sla_answers(out)
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import Helper, now_ms, proc_io, read_proc, schedstat_ns
+from conftest import Helper, needs, now_ms, proc_io, read_proc, schedstat_ns
 
 MiB = 1 << 20
 
@@ -87,10 +87,10 @@ def netns_agent(d):
     with open(script, "w") as f:
         f.write(AGENT)
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
-        pytest.skip("a network namespace of its own needs root, unshare and ip")
+        needs("netns", "a network namespace of its own needs root, unshare and ip")
     probe = subprocess.run(["unshare", "-n", "sh", "-c", NETNS_SETUP], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip(f"cannot set up a veth pair in a new namespace: {probe.stderr.decode().strip()}")
+        needs("netns", f"cannot set up a veth pair in a new namespace: {probe.stderr.decode().strip()}")
     a = Helper(["unshare", "-n", "sh", "-c",
                 f"{NETNS_SETUP} && exec {sys.executable} {script} {os.path.join(d, 'agent.bin')}"])
     a.expect("ready")

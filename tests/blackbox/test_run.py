@@ -217,26 +217,28 @@ def test_how_the_job_ended(mlmond, helpers):
         assert ("exited with status 3" if want[0] else f"killed by SIG{'KILL' if want[1] == 9 else 'TERM'}") in shown
         line = [x for x in mlmond.ctl("list", "--all").stdout.decode().splitlines() if x.split()[0] == str(run["id"])]
         assert line and (("exit 3" in line[0]) if want[0] else ("SIG" in line[0])), line
-    # what a parent hands over (POST /v1/runs/ID/end) counts where mlmond saw
+    # what a parent hands over (POST /v1/runs/ID/exit) counts where mlmond saw
     # nothing: a run unregistered before its process ended
     h = helpers("busy", "0", "0")
     h.expect("ready")
     run = mlmond.register(h.pid)
-    assert mlmond.post(f"/v1/runs/{run['id']}/end", {"exit_code": 1})[0] == 409  # still running
+    path = f"/v1/runs/{run['id']}/exit"
+    assert mlmond.post(path, {"exit_code": 1})[0] == 409  # its process is alive
     assert mlmond.delete(f"/v1/runs/{run['id']}")[0] == 200
     h.kill()
-    for body in ({}, {"exit_code": 1, "exit_signal": 9}, {"exit_code": 256}, {"exit_signal": 0}, {"exit_code": "1"},
+    for body in ({"exit_code": 1, "exit_signal": 9}, {"exit_code": 256}, {"exit_signal": 0}, {"exit_code": "1"},
                  {"exit_code": 1, "why": "x"}):
-        assert mlmond.post(f"/v1/runs/{run['id']}/end", body)[0] == 400, body
+        assert mlmond.post(path, body)[0] == 400, body
     # another user's word on root's run does not count
-    st, body = raw_as(NOBODY, mlmond, "POST", f"/v1/runs/{run['id']}/end", {"exit_code": 0})
+    st, body = raw_as(NOBODY, mlmond, "POST", path, {"exit_code": 0})
     assert st == 403 and body["error"]["code"] == "forbidden", body
     assert (mlmond.run(run["id"])["exit_code"], mlmond.run(run["id"])["exit_signal"]) == (None, None)
-    st, got = mlmond.post(f"/v1/runs/{run['id']}/end", {"exit_signal": 9})
-    assert st == 200 and (got["exit_code"], got["exit_signal"]) == (None, 9), got
+    assert mlmond.post(path, {"exit_signal": 9}) == (200, {"run": run["id"]})
+    got = mlmond.run(run["id"])
+    assert (got["exit_code"], got["exit_signal"]) == (None, 9), got
     # the first account stands
-    st, got = mlmond.post(f"/v1/runs/{run['id']}/end", {"exit_code": 0})
-    assert st == 200 and (got["exit_code"], got["exit_signal"]) == (None, 9), got
-    assert mlmond.post("/v1/runs/999999/end", {"exit_code": 0})[0] == 404
+    assert mlmond.post(path, {"exit_code": 0})[0] == 200
+    got = mlmond.run(run["id"])
+    assert (got["exit_code"], got["exit_signal"]) == (None, 9), got
     # over TCP: read-only
-    assert mlmond.request("POST", f"/v1/runs/{run['id']}/end", {"exit_code": 0}).status == 405
+    assert mlmond.request("POST", path, {"exit_code": 0}).status == 405

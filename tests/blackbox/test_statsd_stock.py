@@ -15,7 +15,7 @@ import pytest
 from conftest import wait_for
 from test_statsd import agents, latency, registered, settle, start_udp_mlmond  # noqa: F401
 
-pytest.importorskip("statsd")  # Debian's python3-statsd (tools/packages.txt)
+pytest.importorskip("statsd", reason="needs statsd: Debian's python3-statsd is not installed")  # Debian's python3-statsd (tools/packages.txt)
 
 CATEGORIES = "[categories]\ninfer_gpu = gpu\ninfer* = model_inference\n*.load = io\n"
 

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import Helper, UnixHTTPConnection, wait_for
+from conftest import Helper, UnixHTTPConnection, needs, wait_for
 from test_jobs import start_job
 from test_statsd import agents  # noqa: F401
 
@@ -80,7 +80,7 @@ def chromium(url, budget_ms=6000, extra=()):
     messages chromium logged meanwhile; extra: more of chromium's flags."""
     exe = shutil.which("chromium")
     if not exe:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+        needs("chromium", "it is not installed (Debian package chromium)")
     with tempfile.TemporaryDirectory() as profile:
         r = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -89,7 +89,7 @@ def chromium(url, budget_ms=6000, extra=()):
                            capture_output=True, timeout=120)
     err = r.stderr.decode(errors="replace")
     if r.returncode != 0 or not r.stdout.strip():
-        pytest.skip(f"chromium cannot start: {err[-500:]}")
+        needs("chromium", f"it cannot start: {err[-500:]}")
     console = [line for line in err.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
     return Dom(r.stdout.decode()), console
 

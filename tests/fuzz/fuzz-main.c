@@ -5,7 +5,9 @@
  *
  *   build/tests/fuzz/fuzz-procfs-replay tests/fuzz/corpus/procfs [FILE...]
  *
- * Each argument is a file, or a directory whose regular files are all run. */
+ * Each argument is a file, or a directory whose regular files are all run.
+ * Exits 1 when an input cannot be read, or when there was none to run: a
+ * replay of nothing would pass and test nothing. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -70,5 +72,9 @@ int main(int argc, char *argv[]) {
         }
 
         printf("fuzz replay: %u inputs%s\n", ran, ret ? ", some unreadable" : "");
+        if (ran == 0) {
+                fprintf(stderr, "fuzz replay: no input to run\n");
+                return 1;
+        }
         return ret;
 }

@@ -2,7 +2,8 @@
 /* libFuzzer target: a datagram of arbitrary bytes through
  * statsd_parse_datagram(), from an exact-size heap copy (no NUL after it) so
  * ASan catches any read past len. Every metric it hands out must keep the
- * promises of statsd.h; each line is also parsed alone and must agree.
+ * promises of statsd.h (an event's title those of a mark's label); each
+ * line is also parsed alone and must agree.
  *
  *   tools/fuzz.sh 60 statsd */
 #include <math.h>
@@ -44,14 +45,27 @@ static bool same_metric(const struct statsd_metric *a, const struct statsd_metri
                a->category_len == b->category_len;
 }
 
+/* A mark's label, as the HTTP API takes it. */
+static bool title_ok(const char *s, size_t n) {
+        if (n < 1 || n > STATSD_TITLE_MAX || !utf8_is_valid(s, n))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}
+
 static void check_metric(const struct statsd_metric *m, void *userdata) {
         struct fuzz_ctx *c = userdata;
         c->seen++;
         if (m->name_len < 1 || m->name_len > STATSD_NAME_MAX || !inside(c, m->name, m->name_len))
                 abort();
-        if (!label_ok(m->name, m->name_len, true) || memchr(m->name, '\n', m->name_len))
+        if (m->type == STATSD_EVENT) {
+                if (!title_ok(m->name, m->name_len) || m->value != 0 || m->sample_rate != 1 || m->gauge_delta)
+                        abort();
+        } else if (!label_ok(m->name, m->name_len, true) || memchr(m->name, '\n', m->name_len))
                 abort();
-        if (m->type != STATSD_TIMING && m->type != STATSD_COUNTER && m->type != STATSD_GAUGE)
+        if (m->type != STATSD_TIMING && m->type != STATSD_COUNTER && m->type != STATSD_GAUGE && m->type != STATSD_EVENT)
                 abort();
         if (!isfinite(m->value) || (m->type == STATSD_TIMING && m->value < 0))
                 abort();
@@ -70,8 +84,11 @@ static void check_metric(const struct statsd_metric *m, void *userdata) {
                     !inside(c, m->category, m->category_len) || !label_ok(m->category, m->category_len, false))
                         abort();
         }
-        /* the line the metric came from, parsed on its own, gives the same */
+        /* the line the metric came from, parsed on its own, gives the same
+         * (an event's title is inside its line, and may hold no '\n') */
         const char *ls = m->name;
+        while (ls > c->buf && ls[-1] != '\n')
+                ls--;
         const char *nl = memchr(ls, '\n', c->len - (size_t)(ls - c->buf));
         size_t ll = nl ? (size_t)(nl - ls) : c->len - (size_t)(ls - c->buf);
         struct statsd_metric again;

@@ -3,19 +3,40 @@
 request, JSON in and out. Where the sockets are: $MLMON_SOCKET and
 $MLMON_STATSD_SOCKET (as `mlmonctl run` sets them for its job), else the
 StatsD socket next to the API socket, else the one the daemon's config file
-names, else the default layout."""
+names, else the default layout.
+
+A daemon that does not answer (stopped, hung, or a socket that accepts and
+never answers) costs a job one timeout: after it, the circuit breaker stays
+open for BREAKER_OPEN_S, and every request in that time raises Unavailable
+at once instead of waiting again. The first time it opens it says so on the
+"mlmon" logger, once per process."""
 
 import http.client
 import json
+import logging
 import os
 import socket
+import threading
+import time
 import urllib.parse
 
 DEFAULT_SOCKET = "/run/mlmond/mlmond.sock"
 DEFAULT_STATSD_SOCKET = "/run/mlmond/statsd.sock"
 # Where mlmond's config may be (a package's prefix, meson's default one).
 CONFIG_FILES = ("/etc/mlmond/mlmond.conf", "/usr/local/etc/mlmond/mlmond.conf")
-TIMEOUT_S = 5.0
+# What the package asks for itself, maybe in the job's loop (finding the
+# run, registering it, the profiler's and benchmark()'s reads): a daemon
+# answers these in milliseconds, one that has not answered in a second is
+# stopped or stuck.
+TIMEOUT_S = 1.0
+# Queries the job asks for (Run.latency(), report() over days): the daemon
+# bounds its own work on one at query_timeout (2 s by default).
+QUERY_TIMEOUT_S = 5.0
+# After a timeout, no request is made for this long. Timings and marks do
+# not need the daemon to answer: they go on over the datagram socket.
+BREAKER_OPEN_S = 30.0
+
+log = logging.getLogger("mlmon")
 
 _configured = {"socket": None, "statsd_socket": None}
 
@@ -93,10 +114,51 @@ def query_string(params):
     return "?" + urllib.parse.urlencode(kept, safe=",:@") if kept else ""
 
 
+class _Breaker:
+    """Open (no request made) for BREAKER_OPEN_S after a request timed out;
+    then the next request tries again."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.open_until = 0.0
+        self.warned = False
+
+    def check(self, sock_path):
+        left = self.open_until - time.monotonic()
+        if left > 0:
+            raise Unavailable(f"mlmond did not answer on {sock_path} in time: not asking it again for "
+                              f"{left:.0f} s")
+
+    def trip(self, sock_path, timeout):
+        with self.lock:
+            self.open_until = time.monotonic() + BREAKER_OPEN_S
+            if not self.warned:
+                self.warned = True
+                log.warning("mlmon: mlmond did not answer on %s within %g s: no more requests to it for "
+                            "%g s at a time (timings and marks go on over its datagram socket)", sock_path,
+                            timeout, BREAKER_OPEN_S)
+
+
+_breaker = _Breaker()
+
+
+def check_breaker():
+    """Raises Unavailable while the breaker is open."""
+    _breaker.check(api_socket())
+
+
+def trip_breaker(waited_s):
+    """mlmond did not answer (some other way) within waited_s."""
+    _breaker.trip(api_socket(), waited_s)
+
+
 def request(method, path, body=None, timeout=TIMEOUT_S):
     """One request; returns the parsed JSON answer. Raises Unavailable when
-    the daemon cannot be reached, ApiError on a 4xx/5xx answer."""
+    the daemon cannot be reached, did not answer within timeout, or did not
+    answer a request in the last BREAKER_OPEN_S; ApiError on a 4xx/5xx
+    answer."""
     sock_path = api_socket()
+    _breaker.check(sock_path)
     conn = _UnixHTTPConnection(sock_path, timeout)
     headers = {"Connection": "close"}
     data = None
@@ -108,6 +170,11 @@ def request(method, path, body=None, timeout=TIMEOUT_S):
         r = conn.getresponse()
         raw = r.read()
         status = r.status
+    except (socket.timeout, BlockingIOError) as e:
+        # no answer in time, or (EAGAIN from connect()) a listener whose
+        # queue of connections is full: nobody is accepting them
+        _breaker.trip(sock_path, timeout)
+        raise Unavailable(f"mlmond did not answer on {sock_path} within {timeout:g} s ({e})") from None
     except (OSError, http.client.HTTPException) as e:
         raise Unavailable(f"mlmond is not reachable on {sock_path}: {e}") from None
     finally:

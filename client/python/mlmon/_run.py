@@ -5,6 +5,7 @@ seconds); an unknown value is None."""
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -13,8 +14,24 @@ import time
 from . import _http
 from ._http import ApiError, Error, Unavailable
 from ._statsd import _S
+from ._statsd import WAIT_S as _S_WAIT_S
 
 log = logging.getLogger("mlmon")
+
+# The variables that give a process its rank, in mlmond's order of
+# precedence (torchrun's first); a value is 1 to 9 decimal digits.
+RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+# `mlmonctl run --ranks` registers each rank one look at the launcher's tree
+# (every 200 ms) after it starts: a rank whose attach() comes first waits
+# for its own run this long at most, once, asking every OWN_RUN_POLL_S.
+OWN_RUN_WAIT_S = 2.0
+OWN_RUN_POLL_S = 0.05
+# A mark's label, as mlmond takes it: 1 to 64 bytes of UTF-8 without
+# control characters.
+MARK_LABEL_MAX_BYTES = 64
+_BAD_LABEL = re.compile("[\x00-\x1f\x7f]")
+# How long `mlmonctl report` may take (it makes a few requests).
+REPORT_TIMEOUT_S = 3 * _http.QUERY_TIMEOUT_S
 
 _current = {"run": None}
 _lock = threading.Lock()
@@ -25,6 +42,15 @@ def _warn_once(key, msg, *args):
     if key not in _warned:
         _warned.add(key)
         log.warning(msg, *args)
+
+
+def _flush_before_asking():
+    """Sends this process's lines before a query, waiting for room in a full
+    queue; a queue that stays full for that long belongs to a daemon that
+    reads nothing (stopped): the breaker opens, as after a timeout."""
+    if not _S.flush_waiting():
+        _http.trip_breaker(_S_WAIT_S)
+        raise Unavailable(f"mlmond has read nothing from {_http.statsd_socket()} for {_S_WAIT_S:g} s")
 
 
 def _pct_key(q):
@@ -67,9 +93,11 @@ class Run:
                 self.id, self.info = found.id, found.info
         return self.id
 
-    def _get(self, sub="", params=None):
-        _S.flush_waiting()  # what this process timed is asked about too
-        return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}))
+    def _get(self, sub="", params=None, timeout=_http.QUERY_TIMEOUT_S):
+        _http.check_breaker()  # no waiting for a full queue of a daemon that does not answer
+        _flush_before_asking()  # what this process timed is asked about too
+        return _http.request("GET", f"/v1/runs/{self._id()}{sub}" + _http.query_string(params or {}),
+                             timeout=timeout)
 
     # ---- queries -----------------------------------------------------------
 
@@ -120,10 +148,12 @@ class Run:
         return self._get("/marks")["marks"]
 
     def mark(self, label):
-        """Puts a phase marker on the run; returns {"run","label","ts"}.
-        Raises (unlike mlmon.mark)."""
-        _S.flush_waiting()
-        return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label})
+        """Puts a phase marker on the run and waits for mlmond's answer;
+        returns {"run","label","ts"}. Raises (unlike mlmon.mark)."""
+        _http.check_breaker()
+        _flush_before_asking()
+        return _http.request("POST", f"/v1/runs/{self._id()}/marks", {"label": label},
+                             timeout=_http.QUERY_TIMEOUT_S)
 
     def check_sla(self, op, target_latency_ms=100, percentile=95, window=None, since_mark=None):
         """True when op's percentile latency is within target_latency_ms
@@ -152,7 +182,8 @@ class Run:
         """The `mlmonctl report` text: from mlmonctl when it is on PATH
         (the same table, to the byte), else formatted here from the JSON."""
         run_id = self._id()
-        _S.flush_waiting()
+        _http.check_breaker()
+        _flush_before_asking()
         ctl = shutil.which("mlmonctl")
         if ctl:
             argv = [ctl, "--socket", _http.api_socket(), "report", str(run_id)]
@@ -162,7 +193,11 @@ class Run:
                 argv += ["--since-mark", since_mark]
             env = dict(os.environ)
             env.pop("MLMON_URL", None)
-            r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+            try:
+                r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=REPORT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _http.trip_breaker(REPORT_TIMEOUT_S)
+                raise Unavailable(f"mlmonctl report {run_id}: no answer within {REPORT_TIMEOUT_S:g} s") from None
             if r.returncode == 0:
                 return r.stdout
             msg = (r.stderr.strip().splitlines() or ["mlmonctl report failed"])[-1]
@@ -201,16 +236,9 @@ def _run_of_pid(pid):
     return None
 
 
-def _find_existing():
-    rid = os.environ.get("MLMON_RUN_ID")
-    if rid and rid.isdigit():
-        try:
-            info = _http.request("GET", f"/v1/runs/{rid}")
-            if info.get("state") == "running":
-                return info
-        except ApiError:
-            pass
-    pid = os.getpid()
+def _nearest_run(pid):
+    """The run of pid itself, else of its nearest registered ancestor; None
+    when none of them is registered."""
     while pid > 1:
         info = _run_of_pid(pid)
         if info:
@@ -222,14 +250,86 @@ def _find_existing():
     return None
 
 
-def _adopt(info):
+def _rank_of(env):
+    """(variable, value) of the first rank variable with a valid value, as
+    mlmond and mlmonctl read them; None without one."""
+    for name in RANK_VARS:
+        v = env.get(name)
+        if v and len(v) <= 9 and v.isascii() and v.isdigit():
+            return name, v
+    return None
+
+
+def _environ_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        data = f.read()
+    env = {}
+    for entry in data.split(b"\0"):
+        k, eq, v = entry.partition(b"=")
+        if eq and k.decode("latin-1") not in env:  # the first one counts, as for getenv()
+            env[k.decode("latin-1")] = v.decode("latin-1")
+    return env
+
+
+def _own_run_coming(found):
+    """Whether this process, found in the launcher's run of `mlmonctl run
+    --ranks` ($MLMON_LAUNCHER_RUN_ID), is a rank that mlmonctl registers on
+    its own: it has a rank variable that the launcher does not have."""
+    if str(found.get("id")) != os.environ.get("MLMON_LAUNCHER_RUN_ID"):
+        return False
+    mine = _rank_of(os.environ)
+    if mine is None:
+        return False
+    try:
+        return mine != _rank_of(_environ_of(found["pid"]))
+    except (OSError, KeyError, TypeError):
+        return True
+
+
+def _find_existing():
+    """(run, pin): the run of this process, else of its nearest registered
+    ancestor, else the running run of $MLMON_RUN_ID; (None, False) when there
+    is none. pin: whether lines name the run (#run:ID), which keeps them on
+    it even when they arrive after the process exited. Not so for the
+    launcher's run of `mlmonctl run --ranks` in a process other than the
+    launcher (a rank whose own run did not come in time): untagged, its lines
+    go to its nearest registered ancestor as it is when they arrive, so the
+    rank's own run gets them once it exists."""
+    me = os.getpid()
+    info = _nearest_run(me)
+    if info is not None and info.get("pid") != me and _own_run_coming(info):
+        deadline = time.monotonic() + OWN_RUN_WAIT_S
+        while True:
+            time.sleep(OWN_RUN_POLL_S)
+            nearer = _nearest_run(me)
+            if nearer is not None and nearer.get("id") != info.get("id"):
+                info = nearer
+                break
+            if time.monotonic() >= deadline:
+                _warn_once("rank", "mlmon: no run of its own for this rank after %g s: using the launcher's "
+                           "run %s (timings go to the rank's run once it has one)", OWN_RUN_WAIT_S, info.get("id"))
+                break
+    if info is not None:
+        return info, info.get("pid") == me or str(info.get("id")) != os.environ.get("MLMON_LAUNCHER_RUN_ID")
+    rid = os.environ.get("MLMON_RUN_ID")
+    if rid and rid.isascii() and rid.isdigit():
+        try:
+            info = _http.request("GET", f"/v1/runs/{rid}")
+            if info.get("state") == "running":
+                return info, True
+        except ApiError:
+            pass
+    return None, False
+
+
+def _adopt(info, pin):
     run = _current["run"]
     if run is None:
         run = Run(info["id"], info)
     else:  # a detached Run the job holds comes to life
         run.id, run.info = info["id"], info
     _current["run"] = run
-    _S.set_run(run.id)
+    _S.set_run(run.id if pin else None)
     # a program this process starts belongs to the run too
     os.environ["MLMON_RUN_ID"] = str(run.id)
     return run
@@ -237,19 +337,21 @@ def _adopt(info):
 
 def attach(name=None, tags=None, children=True, interval=None):
     """Registers the calling process with mlmond, or finds the run it
-    already belongs to ($MLMON_RUN_ID from `mlmonctl run`, its own
-    registration, or a registered ancestor's); returns that Run. name,
-    tags, children and interval apply only to a new registration.
-    Never raises for the daemon's sake: without one it logs a warning and
-    returns a detached Run (id None)."""
+    already belongs to (its own registration, a registered ancestor's, or
+    $MLMON_RUN_ID's); returns that Run. A rank of `mlmonctl run --ranks`
+    waits for its own run, up to OWN_RUN_WAIT_S. name, tags, children and
+    interval apply only to a new registration. Never raises for the
+    daemon's sake: without one it logs a warning and returns a detached Run
+    (id None)."""
     args = {"name": name, "tags": tags, "children": children, "interval": interval}
     with _lock:
         cur = _current["run"]
         if cur is not None and cur.id is not None:
             return cur
         try:
-            info = _find_existing()
+            info, pin = _find_existing()
             if info is None:
+                pin = True
                 body = {"pid": os.getpid(), "children": bool(children)}
                 if name is not None:
                     body["name"] = str(name)
@@ -265,7 +367,7 @@ def attach(name=None, tags=None, children=True, interval=None):
                     info = _run_of_pid(os.getpid())  # registered meanwhile
                     if info is None:
                         raise
-            return _adopt(info)
+            return _adopt(info, pin)
         except (Unavailable, ApiError) as e:
             _warn_once("attach", "mlmon: not monitored: %s", e)
             if cur is None:
@@ -282,22 +384,30 @@ def run():
         return cur
     with _lock:
         try:
-            info = _find_existing()
+            info, pin = _find_existing()
         except (Unavailable, ApiError):
             return cur
-        return _adopt(info) if info else cur
+        return _adopt(info, pin) if info else cur
 
 
 def mark(label):
-    """Puts a phase marker on the current run (after sending the timings
-    taken so far). Never raises: returns {"run","label","ts"}, or None when
-    there is no run or no daemon (logged once)."""
+    """Puts a phase marker on this process's run, after the timings taken
+    so far, over the datagram socket: never waits for mlmond, never raises.
+    Returns {"run","label","ts"} (run: the attached run's id, or None when
+    mlmond finds the run by this process's pid; ts: this process's clock,
+    in ms), or None when the label is not one (logged once) or the line
+    could not be sent (no daemon: counted in dropped())."""
     try:
-        r = run()
-        if r is None or r.id is None:
-            _warn_once("mark", "mlmon: mark %r: this process belongs to no run", label)
+        label = str(label)
+        if not 1 <= len(label.encode("utf-8")) <= MARK_LABEL_MAX_BYTES or _BAD_LABEL.search(label):
+            _warn_once("mark-label", "mlmon: mark %r: a label is 1 to %d bytes of UTF-8 without control "
+                       "characters", label, MARK_LABEL_MAX_BYTES)
             return None
-        return r.mark(label)
+        ts = int(time.time() * 1000)
+        if not _S.add_mark(label):
+            return None
+        cur = _current["run"]
+        return {"run": cur.id if cur is not None else None, "label": label, "ts": ts}
     except Exception as e:
         _warn_once("mark-" + type(e).__name__, "mlmon: mark %r: %s", label, e)
         return None

@@ -7,10 +7,13 @@ The caller's cost is a format and a list append under a lock: lines are
 batched, several per datagram, and sent when the batch reaches
 MAX_DATAGRAM_BYTES, FLUSH_AFTER_S after the first line of a batch (by a
 daemon thread that sleeps otherwise), before a fork, at exit, and before
-every query. Sends never block (MSG_DONTWAIT): a datagram the socket's queue
-refuses (EAGAIN) waits in a bounded backlog for the next send; with no
-daemon, or past the backlog, lines are dropped, counted (dropped()) and
-logged once. Nothing here raises into the caller."""
+every query. A mark is a line too (DogStatsD's event), put after the lines
+batched before it and sent at once. Sends never block (MSG_DONTWAIT): a
+datagram the socket's queue refuses (EAGAIN) waits in a bounded backlog for
+the next send; with no daemon, or past the backlog, lines are dropped,
+counted (dropped()) and logged once, and once mlmond takes datagrams again
+their number goes to the run as the gauge DROPPED_GAUGE. Nothing here raises
+into the caller."""
 
 import atexit
 import logging
@@ -40,6 +43,10 @@ MAX_TIMING_MS = 1e9
 MAX_VALUE = float(2 ** 53)
 NAME_MAX_BYTES = 200
 CATEGORY_MAX_BYTES = 64
+# The gauge that tells the run how many lines a process lost: "+N" moves
+# it, so its value is the sum over the run's processes (and survives a
+# restart of mlmond with the run).
+DROPPED_GAUGE = "mlmon.dropped"
 
 log = logging.getLogger("mlmon")
 
@@ -95,6 +102,7 @@ class _Sender:
         self.wake = threading.Event()
         self.thread = None
         self.dropped = 0
+        self.reported = 0  # of dropped, how many the run was told of
         self.warned = False
         self.pid = os.getpid()
 
@@ -122,6 +130,21 @@ class _Sender:
     def set_run(self, run_id):
         self.run_tag = f",run:{run_id}" if run_id is not None else ""
         self.templates = {}
+
+    def tags(self):
+        """The tag section of a line that names no category."""
+        return "|#" + self.run_tag[1:] if self.run_tag else ""
+
+    def add_mark(self, label):
+        """Puts a mark line after the lines batched so far and sends them
+        now, without waiting. False when it was dropped (no daemon)."""
+        line = "_e{%d,0}:%s|%s\n" % (len(label.encode("utf-8")), label, self.tags())
+        with self.lock:
+            before = self.dropped
+            self.buf.append(line)
+            self.size += len(line)
+            self.flush_locked()
+            return self.dropped == before
 
     def add(self, line):
         with self.lock:
@@ -160,24 +183,43 @@ class _Sender:
         """Sends the batch and the backlog. With wait_s, a full queue is
         waited for, up to wait_s in all, outside the lock (the other
         threads' timings go on): at exit (nothing later would send what is
-        left) and before a query (which waits for mlmond anyway)."""
+        left) and before a query (which waits for mlmond anyway). False
+        when the queue stayed full for wait_s: mlmond reads nothing."""
         try:
             with self.lock:
                 self.flush_locked()
             if wait_s > 0 and self.backlog:
-                self.drain(time.monotonic() + wait_s)
+                if not self.drain(time.monotonic() + wait_s):
+                    return False
+                with self.lock:
+                    if not self.backlog and self.dropped > self.reported:
+                        self.report_dropped()
         except Exception:  # never into the caller
             pass
+        return True
 
     def flush_waiting(self):
-        self.flush(WAIT_S)
+        return self.flush(WAIT_S)
+
+    def flush_at_exit(self):
+        """At exit: what a full queue still refuses after WAIT_S goes with
+        the process, counted and said."""
+        if not self.flush(WAIT_S):
+            with self.lock:
+                while self.backlog:
+                    data, n = self.backlog.pop(0)
+                    self.backlog_size -= len(data)
+                    self.drop(n, "its socket's queue stayed full at exit")
 
     def drain(self, deadline):
+        """Sends the backlog, waiting for room until deadline. False when
+        the queue stayed full that long: what is left stays in the backlog
+        (at exit it goes with the process)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
             while True:
                 with self.lock:
                     if not self.backlog:
-                        return
+                        return True
                     data, n = self.backlog.pop(0)
                     self.backlog_size -= len(data)
                 left = deadline - time.monotonic()
@@ -186,6 +228,11 @@ class _Sender:
                         raise TimeoutError("timed out")
                     sock.settimeout(left)
                     sock.sendto(data, _http.statsd_socket())
+                except (TimeoutError, socket.timeout):
+                    with self.lock:
+                        self.backlog.insert(0, (data, n))
+                        self.backlog_size += len(data)
+                    return False
                 except OSError as e:
                     with self.lock:
                         self.drop(n, f"{_http.statsd_socket()}: {e.strerror or e}")
@@ -209,6 +256,16 @@ class _Sender:
             self.backlog_size -= len(data)
             if r is not None:
                 self.drop(n, r)
+        if self.dropped > self.reported:
+            self.report_dropped()
+
+    def report_dropped(self):
+        """The lines lost so far, to the run's gauge, once a datagram goes
+        through again (a report that does not is tried at the next flush,
+        and lost with the process if none ever does)."""
+        n = self.dropped - self.reported
+        if self.send(f"{DROPPED_GAUGE}:+{n}|g{self.tags()}\n".encode()) is None:
+            self.reported += n
 
     def send(self, data):
         """None when sent, "again" when the queue is full, else why not."""
@@ -241,7 +298,7 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(before=_S.flush, after_in_child=_after_fork_in_child)
-atexit.register(_S.flush_waiting)
+atexit.register(_S.flush_at_exit)
 
 
 def _register_multiprocessing():
@@ -254,7 +311,7 @@ def _register_multiprocessing():
         return
 
     def in_worker(_sender):
-        util.Finalize(None, _S.flush_waiting, exitpriority=-100)
+        util.Finalize(None, _S.flush_at_exit, exitpriority=-100)
 
     util.register_after_fork(_S, in_worker)
 

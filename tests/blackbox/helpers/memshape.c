@@ -6,6 +6,9 @@
  *   flat  BASE                         stays
  *   ramp  BASE RATE_KIB_PER_S SECONDS  grows for SECONDS, then stays
  *   saw   BASE AMP_MIB PERIOD_S        grows by AMP over each period, then frees it (a GC)
+ *   peaks BASE RATE_KIB_PER_S          for 0.3 s of every 0.7 s holds 16 MiB more, plus RATE
+ *                                      for every second so far: its peaks rise, its floor
+ *                                      stays (a 500 ms sampler sees both in any 2.5 s)
  * Memory is added in 64 KiB chunks with malloc-free mmap so a free really
  * returns it (RssAnon drops, like a collector unmapping a heap region). */
 #include <sys/mman.h>
@@ -52,7 +55,7 @@ static bool stdin_closed(void) {
 }
 
 int main(int argc, char **argv) {
-        helper_start(argc, 2, INT_MAX, "memshape leak|flat|ramp|saw BASE_MIB [ARGS]");
+        helper_start(argc, 2, INT_MAX, "memshape leak|flat|ramp|saw|peaks BASE_MIB [ARGS]");
         const char *shape = argv[1];
         double base = parse_int(argv[2], "BASE_MIB") * 1048576.0;
         double a = argc > 3 ? parse_int(argv[3], "arg") : 0, b = argc > 4 ? parse_int(argv[4], "arg") : 0;
@@ -68,6 +71,10 @@ int main(int argc, char **argv) {
                 else if (strcmp(shape, "saw") == 0) {
                         double period = b > 0 ? b : 10, phase = t - period * (long long)(t / period);
                         want = base + a * 1048576.0 * phase / period;
+                } else if (strcmp(shape, "peaks") == 0) {
+                        double phase = t - 0.7 * (long long)(t / 0.7);
+                        if (phase < 0.3)
+                                want = base + 16 * 1048576.0 + a * 1024.0 * t;
                 } else if (strcmp(shape, "flat") != 0) {
                         fprintf(stderr, "unknown shape %s\n", shape);
                         return 2;

@@ -1,4 +1,4 @@
--- Schema version 9: how a run's process ended.
+-- Schema version 10: how a run's process ended.
 
 -- Where mlmond could see it: the exit status of /proc/PID/stat (field 52)
 -- read while the process was a zombie, or what its parent (mlmonctl run)
