@@ -163,7 +163,7 @@ static int render_op_ranks(struct request *rq, const struct comparison *c, const
         return 0;
 }
 
-static char *straggler_reason(const struct job_member *x, const char *op, const struct straggler_finding *f,
+static char *straggler_reason(const struct job_member *x, const char *op, const struct straggler_finding *f, bool two,
                               const char *view) {
         const struct straggler_verdict *v = &f->v;
         char who[96], p[32];
@@ -182,19 +182,21 @@ static char *straggler_reason(const struct job_member *x, const char *op, const 
         else
                 r = asprintf(&reason,
                              "%s: median of %s %.4g ms, %.1f%% slower than the other ranks' %.4g ms; %llu of its %llu "
-                             "timings are above %.4g ms (sign test, %s)%s%s",
+                             "timings are above %.4g ms (sign test, %s)%s%s%s",
                              who, op, v->p50_ms, v->slower_pct, v->others_p50_ms, (unsigned long long)v->above,
-                             (unsigned long long)v->n, v->others_p50_ms, p, view ? "; judged among the " : "",
-                             view ? view : "");
+                             (unsigned long long)v->n, v->others_p50_ms, p,
+                             two ? "; of 2 ranks, named since the other waits for it in an op that holds a collective"
+                                 : "",
+                             view ? "; judged among the " : "", view ? view : "");
         return r < 0 ? NULL : reason;
 }
 
 /* "rank 2 (run 3): median of step 12.49 ms, 24.6% slower than the other
  * ranks' 10.02 ms; ...", with the figures it rests on. */
-static json_object *render_straggler(const struct job_member *x, const char *op, bool collective,
+static json_object *render_straggler(const struct job_member *x, const char *op, bool collective, bool two,
                                      const struct straggler_finding *f, const char *view) {
         const struct straggler_verdict *v = &f->v;
-        _cleanup_free_ char *reason = straggler_reason(x, op, f, view);
+        _cleanup_free_ char *reason = straggler_reason(x, op, f, two, view);
         json_object *j = json_object_new_object();
         json_add_i64(j, "run", true, x->ri->id);
         json_add_string(j, "rank", x->rank);
@@ -239,6 +241,14 @@ static json_object *render_undecided(const struct job_member *slow, const struct
         return j;
 }
 
+/* The ranks an op compares: those with enough timings of it. */
+static size_t comparable_ranks(const struct comparison *c, size_t o) {
+        size_t k = 0;
+        for (size_t i = 0; i < c->n; i++)
+                k += c->h[o][i].count >= STRAGGLER_MIN_COUNT;
+        return k;
+}
+
 static int finding_cmp(const void *a, const void *b) {
         const struct straggler_finding *x = a, *y = b;
         if (x->op != y->op)
@@ -265,7 +275,8 @@ static int render_findings(struct request *rq, const struct comparison *c, const
                         json_object_array_add(undecided, render_undecided(x, &m[c->idx[f[i].other]], op, &f[i]));
                 else
                         json_object_array_add(stragglers,
-                                              render_straggler(x, op, c->ops[f[i].op].collective, &f[i], view));
+                                              render_straggler(x, op, c->ops[f[i].op].collective,
+                                                               comparable_ranks(c, f[i].op) == 2, &f[i], view));
         }
         return 0;
 }

@@ -259,6 +259,7 @@ def test_two_ranks(ddp_job):
     doc = job.doc()
     assert named(doc) == {"compute": {("1", "slower")}, "backward": {("1", "waited_for")}}, doc["stragglers"]
     slow = next(s for s in doc["stragglers"] if s["op"] == "compute")
+    assert "of 2 ranks, named since the other waits for it" in slow["reason"], slow
     # the report's column is the verdict's figure, for each of the two
     text = d.ctl("report", "--job", "ddp-two").stdout.decode()
     rows = {line.split()[0]: line.split() for line in text.split("Ranks, compute:")[1].splitlines()[2:4]}
