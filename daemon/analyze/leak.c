@@ -812,6 +812,8 @@ static void set_verdict(const struct ctx *c, struct window_result *rep, struct l
         ret->window_s = rep->span;
         ret->confidence = 0.5 * erfc(-rep->z / M_SQRT2);
         ret->since_t_s = rep->since;
+        if ((rep->why == W_PASS || rep->why == W_UNSURE) && rep->growth_lo > 0 && rep->span > 0)
+                ret->slope_lo_bytes_per_s = rep->growth_lo / rep->span;
         set_reason(ret, rep, c->p, c->t_end);
 }
 
