@@ -307,6 +307,10 @@ static const char *const oom_names[_OOM_SOURCE_MAX] = {
         [OOM_DEVICE] = "device",
 };
 
+const char *oom_metric_name(int metric) {
+        return metric == OOM_RSS ? "rss_anon_bytes" : metric == OOM_GPU ? "gpu_mem_bytes" : NULL;
+}
+
 const char *oom_source_name(enum oom_source s) {
         return s >= 0 && s < _OOM_SOURCE_MAX ? oom_names[s] : NULL;
 }

@@ -137,7 +137,7 @@ struct oom_limit {
         uint64_t usage_bytes; /* what counts against the limit now (the cgroup's usage) */
         bool has_high;
         uint64_t high_bytes; /* memory.high, where lower than the limit: throttling starts there */
-        char where[160];     /* the cgroup's path, or the device */
+        char where[256];     /* the cgroup's path, or the device */
 };
 
 struct oom_forecast {
@@ -154,6 +154,22 @@ struct oom_forecast {
  * to forecast); why_not: the leak verdict's reason when there is none. */
 void oom_forecast_make(const struct oom_limit *l, double slope_lo_bytes_per_s, const char *why_not,
                        struct oom_forecast *ret);
+
+/* A run's verdicts beside the leak, as plain data for whoever shows or
+ * keeps them; oom[OOM_RSS] is the forecast on anonymous RSS, oom[OOM_GPU]
+ * on GPU memory. */
+enum { OOM_RSS, OOM_GPU, _OOM_METRIC_MAX };
+struct verdict_report {
+        bool has_input_bound;
+        struct input_bound_verdict input_bound;
+        bool has_gpu_idle;
+        struct gpu_idle_verdict gpu_idle;
+        bool has_oom[_OOM_METRIC_MAX];
+        struct oom_forecast oom[_OOM_METRIC_MAX];
+        int64_t oom_evaluated_ms[_OOM_METRIC_MAX];
+};
+/* "rss_anon_bytes", "gpu_mem_bytes": the series a forecast is of. */
+const char *oom_metric_name(int metric);
 
 /* "1 min 40 s", "2 h 5 min", "3.2 s": a span for a sentence. */
 void verdict_fmt_duration(char *buf, size_t size, double s);

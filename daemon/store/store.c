@@ -255,7 +255,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
             (r = prepare(s->w,
                          "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
-                         "interval_ms, children, state, registered_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         "interval_ms, children, state, registered_ts, step_op) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          &s->insert_run)) < 0 ||
             (r = prepare(s->w,
                          "INSERT OR REPLACE INTO op_slices (ts, run_id, op, category, count, timings, hist) "
@@ -478,7 +478,7 @@ int store_insert_run(struct store *s, struct run_info *ri) {
                                    p_u64(ri->has_uid, ri->uid), p_text(ri->name), p_text(ri->comm), p_text(ri->cmdline),
                                    p_text(ri->tags_json ? ri->tags_json : "{}"), p_int(ri->interval_ms),
                                    p_int(ri->children), p_text(run_state_to_string(ri->state)),
-                                   p_int(ri->registered_ts_ms)));
+                                   p_int(ri->registered_ts_ms), p_text(ri->step_op)));
         if (r < 0)
                 return r;
         ri->id = sqlite3_last_insert_rowid(s->w);
@@ -489,6 +489,11 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
         return step_params(
                 s, s->update_state,
                 PARAMS(p_text(run_state_to_string(state)), ended_ts_ms ? p_int(ended_ts_ms) : p_null(), p_int(id)));
+}
+
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms) {
+        return exec_params(s, "UPDATE runs SET first_step_ts=?, first_step_ms=? WHERE id=?",
+                           PARAMS(p_int(ts_ms), p_double(true, step_ms), p_int(id)));
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
@@ -653,6 +658,9 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         col_u64(st, 28, &t->gpu_util_samples);
         col_double(st, 29, &t->gpu_util_sum_pct);
         t->has_energy = col_double(st, 30, &t->energy_j);
+        ri->step_op = col_strdup(st, 31);
+        ri->first_step_ts_ms = sqlite3_column_int64(st, 32);
+        col_double(st, 33, &ri->first_step_ms);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

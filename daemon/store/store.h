@@ -43,6 +43,8 @@ void store_rollback(struct store *s);
 int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
+/* When the run's first step op timing arrived, and how long it took. */
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 /* A finished run's totals as its process's parent saw them when it reaped
  * it (wait4()): the peak RSS where higher than the sampled one, and with
@@ -99,7 +101,8 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "     \
         "netns_rx_bytes, netns_tx_bytes, "                                                            \
         "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "         \
-        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j"
+        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j, step_op, first_step_ts, "  \
+        "first_step_ms"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                          \
