@@ -117,6 +117,24 @@ static const struct config_key keys[] = {
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
         /* a median more than 10x the others' is past any threshold worth setting */
         { "jobs", "straggler_pct", KEY_DOUBLE, OFF(jobs_straggler_pct), "10", 0, 1000, NULL },
+        /* the goodput ledger (daemon/analyze/goodput.h) */
+        { "goodput", "step_op", KEY_STRING, OFF(goodput_step_op), "step", 0, 0, NULL },
+        { "goodput", "data_categories", KEY_STRING, OFF(goodput_data_categories), "data", 0, 0, NULL },
+        { "goodput", "data_ops", KEY_STRING, OFF(goodput_data_ops), "data_wait,dataloader", 0, 0, NULL },
+        { "goodput", "checkpoint_categories", KEY_STRING, OFF(goodput_checkpoint_categories), "checkpoint", 0, 0,
+          NULL },
+        { "goodput", "eval_categories", KEY_STRING, OFF(goodput_eval_categories), "eval", 0, 0, NULL },
+        { "goodput", "checkpoint_marks", KEY_STRING, OFF(goodput_checkpoint_marks), "checkpoint*", 0, 0, NULL },
+        { "goodput", "eval_marks", KEY_STRING, OFF(goodput_eval_marks), "eval*", 0, 0, NULL },
+        { "goodput", "idle_k", KEY_DOUBLE, OFF(goodput_idle_k), "3", 1, 1000, NULL },
+        { "goodput", "parts_in_step", KEY_STRING, OFF(goodput_parts_in_step), "no", 0, 0, "yes|no" },
+        /* the verdicts beside the leak (daemon/analyze/verdict.h explains the defaults) */
+        { "verdicts", "input_bound_pct", KEY_DOUBLE, OFF(input_bound_pct), "20", 1, 100, NULL },
+        { "verdicts", "input_bound_window", KEY_DURATION, OFF(input_bound_window_usec), "1m", 10 * USEC_PER_SEC,
+          10 * USEC_PER_MINUTE, NULL },
+        { "verdicts", "gpu_idle_mib", KEY_DOUBLE_MIB, OFF(gpu_idle_mem_bytes), "1024", 1, 16777216, NULL },
+        { "verdicts", "gpu_idle_util_pct", KEY_DOUBLE, OFF(gpu_idle_util_pct), "5", 0, 100, NULL },
+        { "verdicts", "gpu_idle_for", KEY_DURATION, OFF(gpu_idle_for_usec), "10m", USEC_PER_SEC, USEC_PER_DAY, NULL },
 };
 
 #define MIB 1048576.0

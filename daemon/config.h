@@ -78,6 +78,19 @@ struct config {
         double grid_g_per_kwh;
         /* [jobs] */
         double jobs_straggler_pct; /* a straggler's median is slower than the other ranks' by more */
+        /* [goodput]: what ops and marks are for (comma-separated fnmatch(3) patterns) */
+        char *goodput_step_op; /* a run's steps, unless its registration names its own */
+        char *goodput_data_categories, *goodput_data_ops;
+        char *goodput_checkpoint_categories, *goodput_eval_categories;
+        char *goodput_checkpoint_marks, *goodput_eval_marks;
+        double goodput_idle_k;
+        char *goodput_parts_in_step; /* "yes" | "no" */
+        /* [verdicts] */
+        double input_bound_pct;
+        usec_t input_bound_window_usec;
+        double gpu_idle_mem_bytes;
+        double gpu_idle_util_pct;
+        usec_t gpu_idle_for_usec;
         /* [categories]: a table, not keys; in file order, the first match wins */
         struct category_rule *categories;
         size_t n_categories;

@@ -154,6 +154,8 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
                 l.has_leak = true;
                 run_leak_report(r, &l.leak);
         }
+        if (what & RUN_LIVE_VERDICTS)
+                manager_verdicts_live(r, &l);
         if (q == 0 && (what & RUN_LIVE_GAUGES)) {
                 l.gauges_live = r->gauges_live;
                 q = gauge_values_copy(r->ops.gauge_last, r->ops.n_gauge_last, &l.gauges);

@@ -27,6 +27,10 @@ void run_free(struct run *r) {
         ops_table_done(&r->ops);
         leakwatch_done(&r->leak);
         leakwatch_done(&r->leak_gpu);
+        free(r->v.gp);
+        hist_done(&r->v.steps);
+        free(r->v.win);
+        free(r->v.prev);
         free(r);
 }
 
