@@ -7,6 +7,7 @@
 
 #include "analyze/straggler.h"
 #include "http/handlers.h"
+#include "http/jobs.h"
 #include "http/render.h"
 #include "json-util.h"
 
@@ -39,17 +40,6 @@ void h_jobs_list(struct request *rq, const char *const *parts, size_t nparts) {
         respond_json(rq, 200, root);
 }
 
-/* One run of the job. */
-struct job_member {
-        struct run_info *ri;
-        json_object *tags; /* owns rank */
-        const char *rank;  /* the rank tag; NULL: none */
-        bool in_span;      /* false: since_mark was asked and the run has no such mark */
-        int64_t mark_ts;
-        int64_t span_from; /* where its op data starts (a slice start) */
-        struct op_aggs ops;
-};
-
 /* The ranks in numeric order when both are numbers ("2" before "10"),
  * else by text; runs without a rank last; then by run id. */
 static int member_cmp(const void *a, const void *b) {
@@ -66,7 +56,7 @@ static int member_cmp(const void *a, const void *b) {
         return (x->ri->id > y->ri->id) - (x->ri->id < y->ri->id);
 }
 
-static void job_members_free(struct job_member *m, size_t n) {
+void job_members_free(struct job_member *m, size_t n) {
         for (size_t i = 0; m && i < n; i++) {
                 json_object_put(m[i].tags);
                 op_aggs_done(&m[i].ops);
@@ -74,18 +64,9 @@ static void job_members_free(struct job_member *m, size_t n) {
         free(m);
 }
 
-/* The question: the span [from, until] (each member's own start with
- * since_mark), the percentiles. */
-struct job_span {
-        int64_t from, until;
-        const char *mark;
-        double qs[MAX_QUANTILES];
-        size_t nq;
-};
-
 /* Default: from the first registration to now, or to the last end when no
  * run is running. window=DUR ends at until. False: answered. */
-static bool parse_job_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
         int64_t first = INT64_MAX, last = 0;
         bool running = false;
         for (size_t i = 0; i < n; i++) {
@@ -275,8 +256,8 @@ static int render_job(struct request *rq, const char *job_id, const struct job_m
 
 /* The runs tagged job_id, live totals overlaid, in rank order. -ENOENT:
  * none. */
-static int load_members(struct request *rq, const char *job_id, struct run_info **ret_runs, size_t *ret_nruns,
-                        struct job_member **ret) {
+int job_load_members(struct request *rq, const char *job_id, struct run_info **ret_runs, size_t *ret_nruns,
+                     struct job_member **ret) {
         struct query_limits lim = limits(rq);
         struct runs_filter f = { .state = -1, .job_id = job_id };
         bool truncated;
@@ -301,36 +282,44 @@ static int load_members(struct request *rq, const char *job_id, struct run_info 
         return 0;
 }
 
-void h_job_get(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const allowed[] = { "window", "q", "since_mark", NULL };
-        const char *job_id = parts[2];
-        if (!check_args(rq, allowed))
-                return;
+void job_answer(struct request *rq, const char *job_id, job_answer_fn answer) {
         struct run_info *runs = NULL;
         size_t nruns = 0;
         struct job_member *m = NULL;
         struct job_span sp;
         json_object *doc = NULL;
         _cleanup_free_ char *clean = utf8_sanitize(job_id, strnlen(job_id, 256));
-        int r = load_members(rq, job_id, &runs, &nruns, &m);
+        int r = job_load_members(rq, job_id, &runs, &nruns, &m);
         if (r == -ENOENT)
                 respond_error(rq, 404, "not_found", "no job '%s' (no run is tagged job_id=%s)", clean ? clean : "?",
                               clean ? clean : "?");
         else if (r < 0)
                 respond_query_error(rq, r);
-        else if (parse_job_span(rq, m, nruns, &sp)) {
-                r = collect_members(rq, m, nruns, &sp);
-                if (r == 0)
-                        r = render_job(rq, job_id, m, nruns, &sp, &doc);
+        else if (job_parse_span(rq, m, nruns, &sp)) {
+                r = answer(rq, job_id, m, nruns, &sp, &doc);
                 if (r == -ENOENT) {
                         _cleanup_free_ char *label = utf8_sanitize(sp.mark, strnlen(sp.mark, 64));
                         respond_error(rq, 404, "not_found", "no run of job '%s' has a mark '%s'", clean ? clean : "?",
                                       label ? label : "?");
-                } else if (r < 0)
+                } else if (r == -ECANCELED)
+                        ; /* answered */
+                else if (r < 0)
                         respond_query_error(rq, r);
                 else
                         respond_json(rq, 200, doc);
         }
         job_members_free(m, nruns);
         run_infos_free(runs, nruns);
+}
+
+static int job_doc(struct request *rq, const char *job_id, struct job_member *m, size_t n, struct job_span *sp,
+                   json_object **ret) {
+        int r = collect_members(rq, m, n, sp);
+        return r < 0 ? r : render_job(rq, job_id, m, n, sp, ret);
+}
+
+void h_job_get(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "q", "since_mark", NULL };
+        if (check_args(rq, allowed))
+                job_answer(rq, parts[2], job_doc);
 }
