@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "report.h"
 #include "util.h"
 
 /* ---- typed lookups -------------------------------------------------------- */
@@ -662,4 +663,5 @@ void print_run(FILE *f, json_object *run) {
 
         fputc('\n', f);
         print_leak(f, run);
+        print_verdicts(f, run);
 }

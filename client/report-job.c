@@ -119,6 +119,11 @@ static void print_job_report(FILE *f, json_object *doc) {
                 }
         }
         print_stragglers(f, doc);
+        json_object *gp = json_get_object(doc, "goodput");
+        if (gp) {
+                fputc('\n', f);
+                print_goodput(f, gp, " of the job (the mean of its ranks)");
+        }
 }
 
 int verb_report_job(struct args *a) {
@@ -151,6 +156,18 @@ int verb_report_job(struct args *a) {
         }
         if (api_call("GET", path, NULL, &doc, NULL) < 0)
                 return EXIT_FAILED;
+        _cleanup_free_ char *gpath = NULL;
+        json_object *gp = NULL;
+        if (asprintf(&gpath, "/v1/jobs/%s/goodput%s%s", id,
+                     a->window       ? "?window="
+                     : a->since_mark ? "?since_mark="
+                                     : "",
+                     q ? q : "") < 0) {
+                gpath = NULL;
+                return oom();
+        }
+        if (fetch_goodput(gpath, &gp) == 0 && gp)
+                json_object_object_add(doc, "goodput", gp);
         if (arg_json) {
                 if (print_json_pretty(doc) < 0)
                         return oom();
