@@ -246,16 +246,19 @@ static bool parse_series_step(struct request *rq, int64_t from, int64_t until, s
         return true;
 }
 
-static void series_render(json_object *root, const struct series *s, int64_t until, double scale) {
+static void series_render(json_object *root, const struct series *s, double scale) {
         if (!s->n)
                 return;
         json_object *arr = json_object_new_array_ext((int)s->n);
         for (size_t i = 0; i < s->n; i++) {
-                int64_t t = s->from + (int64_t)i * s->step_ms, end = t + s->step_ms < until ? t + s->step_ms : until;
-                double ms[_GOODPUT_KIND_MAX];
-                for (int k = 0; k < _GOODPUT_KIND_MAX; k++)
+                /* a step holds the slices that start in it: its parts add
+                 * up to their time, not quite the step's */
+                double ms[_GOODPUT_KIND_MAX], all = 0;
+                for (int k = 0; k < _GOODPUT_KIND_MAX; k++) {
                         ms[k] = s->ms[i][k] * scale;
-                json_object_array_add(arr, render_goodput_point(t, ms, (double)(end - t)));
+                        all += ms[k];
+                }
+                json_object_array_add(arr, render_goodput_point(s->from + (int64_t)i * s->step_ms, ms, all));
         }
         json_add_double(root, "series_step_s", true, (double)s->step_ms / 1000);
         json_object_object_add(root, "series", arr);
@@ -340,7 +343,7 @@ void h_run_goodput(struct request *rq, const char *const *parts, size_t nparts) 
                 json_add_i64(root, "run", true, ri.id);
                 json_object_object_add(root, "since_mark", mark);
                 mark = NULL;
-                series_render(root, &series, until, 1);
+                series_render(root, &series, 1);
                 respond_json(rq, 200, root);
         }
         json_object_put(mark);
@@ -458,7 +461,7 @@ static json_object *render_job_goodput(const char *job_id, const struct job_span
         json_add_string(root, "since_mark", sp->mark);
         json_add_u64(root, "ranks_n", true, ns);
         json_object_object_add(root, "ranks", ranks);
-        series_render(root, series, sp->until, k);
+        series_render(root, series, k);
         return root;
 }
 

@@ -240,7 +240,9 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         }
         overlay_live(rq, &ri);
-        respond_json(rq, 201, run_with_latest(rq, &ri));
+        json_object *o = run_with_latest(rq, &ri);
+        run_add_verdicts(rq, &ri, o);
+        respond_json(rq, 201, o);
         run_info_done(&ri);
 }
 

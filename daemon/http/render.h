@@ -75,7 +75,7 @@ struct goodput_ledger {
  * ideal_step_ms, goodput_pct, the energy per step and per productive hour,
  * and reason. */
 json_object *render_goodput(const struct goodput_ledger *l);
-/* One point of a ledger's series: {"ts", KIND_s...} over span_ms. */
+/* One point of a ledger's series: {"ts", KIND_s...}, adding up to span_ms. */
 json_object *render_goodput_point(int64_t ts_ms, const double *ms, double span_ms);
 /* The verdicts beside the leak. */
 struct input_bound_verdict;
