@@ -109,6 +109,7 @@ static void window_push(struct manager *m, struct run *r, int64_t until_ms, cons
                 } else
                         e = &v->win[(v->win_head + v->win_n++) % cap];
                 *e = v->cum;
+                v->cum.workers = v->workers; /* the next second starts from those there now */
                 e->ts_ms = v->win_next_ms;
                 e->data_ms = e->step_ms = e->steps = 0;
                 if (in && in->ts_ms == v->win_next_ms) {
@@ -126,6 +127,8 @@ static void input_bound_eval(struct manager *m, struct run *r, int64_t now_ms) {
         input_bound_params_default(&p);
         p.share_pct = m->config.input_bound_pct;
         p.window_s = (double)m->config.input_bound_window_usec / USEC_PER_SEC;
+        /* the workers: the most the window saw (they leave when the loader
+         * is done, the verdict stays about them) */
         struct input_bound_in in = { .step_op = manager_step_op(m, &r->info),
                                      .tree = r->info.children,
                                      .workers = v->workers };
@@ -136,6 +139,7 @@ static void input_bound_eval(struct manager *m, struct run *r, int64_t now_ms) {
                 if (e->ts_ms < since)
                         continue;
                 first = first ? first : e;
+                in.workers = e->workers > in.workers ? e->workers : in.workers;
                 in.data_ms += e->data_ms;
                 in.step_ms += e->step_ms;
                 in.steps += e->steps;
@@ -264,6 +268,8 @@ static void sample_sums(struct run *r, const struct sample *s) {
                 }
         }
         v->workers = (unsigned)n;
+        if (n > v->cum.workers) /* the most since the window's last second */
+                v->cum.workers = (unsigned)n;
         if (!GREEDY_REALLOC(v->prev, n ? n : 1)) {
                 v->n_prev = 0;
                 return;

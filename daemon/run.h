@@ -26,6 +26,7 @@ struct verdict_second {
         double data_ms, step_ms, steps;
         double child_cpu_ns, child_ns; /* its children's CPU; their number x time */
         double gpu_util_ms, gpu_ms;    /* utilisation x time, time with a known utilisation */
+        unsigned workers;              /* the most children the run had in that second */
 };
 
 /* The goodput ledger and the verdicts of a running run (manager-verdicts.c). */
