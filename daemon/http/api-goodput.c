@@ -209,9 +209,14 @@ static int run_ledger(struct request *rq, const struct run_info *ri, int64_t fro
         free(s);
         if (r < 0)
                 return r;
+        /* the whole run: its estimate since registration (its first sample
+         * has none yet); else the change over the span's samples */
         struct run_totals t;
         int64_t base;
-        if (querier_span_totals(a->store, &lim, ri->id, from, until, &t, &base) == 0 && t.samples > 0) {
+        if (from <= ri->registered_ts_ms && until >= ri->totals.last_ts_ms) {
+                ret->has_energy = ri->totals.has_energy;
+                ret->energy_j = ri->totals.energy_j;
+        } else if (querier_span_totals(a->store, &lim, ri->id, from, until, &t, &base) == 0 && t.samples > 0) {
                 ret->has_energy = t.has_energy;
                 ret->energy_j = t.energy_j;
         }
