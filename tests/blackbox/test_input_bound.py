@@ -69,7 +69,7 @@ print(json.dumps({"share_pct": 100 * wait / (wait + step), "workers": len(worker
 def torch_or_skip():
     r = subprocess.run(["/usr/bin/python3", "-c", "import torch.utils.data"], capture_output=True)
     if r.returncode != 0:
-        needs("python3-torch", "torch cannot be imported by /usr/bin/python3 (Debian package python3-torch)")
+        needs("torch", "torch cannot be imported by /usr/bin/python3 (Debian package python3-torch)")
 
 
 def run_job(d, item_s, mode):
