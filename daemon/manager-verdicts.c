@@ -134,18 +134,22 @@ static void input_bound_eval(struct manager *m, struct run *r, int64_t now_ms) {
                                      .workers = v->workers };
         const struct verdict_second *first = NULL;
         int64_t since = ops_slice_of(now_ms) - (int64_t)(p.window_s * 1000);
+        size_t n = 0;
+        _cleanup_free_ double *sums = malloc(3 * (v->win_n ? v->win_n : 1) * sizeof *sums);
+        if (!sums)
+                return;
+        double *data = sums, *step = sums + v->win_n, *steps = sums + 2 * v->win_n;
         for (size_t i = 0; i < v->win_n; i++) {
                 const struct verdict_second *e = &v->win[(v->win_head + i) % v->win_cap];
                 if (e->ts_ms < since)
                         continue;
                 first = first ? first : e;
                 in.workers = e->workers > in.workers ? e->workers : in.workers;
-                in.data_ms += e->data_ms;
-                in.step_ms += e->step_ms;
-                in.steps += e->steps;
+                data[n] = e->data_ms;
+                step[n] = e->step_ms;
+                steps[n++] = e->steps;
         }
-        if (streq(m->config.goodput_parts_in_step, "yes"))
-                in.step_ms = in.step_ms > in.data_ms ? in.step_ms - in.data_ms : 0;
+        input_bound_sum(&p, data, step, steps, n, streq(m->config.goodput_parts_in_step, "yes"), &in);
         int64_t start = v->gp_from_ms ? v->gp_from_ms : r->info.registered_ts_ms;
         double covered = (double)(now_ms - (since > start ? since : start)) / 1000;
         in.covered_s = covered < 0 ? 0 : covered > p.window_s ? p.window_s : covered;

@@ -4,6 +4,7 @@
  * why (or why it could not be reached). */
 #include <string.h>
 
+#include "analyze/leak.h"
 #include "analyze/verdict.h"
 #include "tap.h"
 #include "util.h"
@@ -50,15 +51,44 @@ static void test_input_bound(void) {
         CHECK_HAS(v.reason, "--children");
 
         /* at the threshold it is; just below it is not */
-        in.data_ms = 20;
-        in.step_ms = 80;
-        in.covered_s = 0.5;
+        in.data_ms = 2000;
+        in.step_ms = 8000;
         input_bound_evaluate(&p, &in, &v);
         CHECK(v.evaluated && v.flagged);
-        in.data_ms = 19.99;
+        in.data_ms = 1999.9;
         input_bound_evaluate(&p, &in, &v);
         CHECK(v.evaluated && !v.flagged);
         CHECK_HAS(v.reason, "not input-bound");
+        /* the first seconds of a run: not yet */
+        in.data_ms = 2000;
+        in.covered_s = 29;
+        input_bound_evaluate(&p, &in, &v);
+        CHECK(!v.evaluated && !v.flagged);
+        CHECK_HAS(v.reason, "not judged yet: 29 s of the 1 min window so far");
+        in.covered_s = 60;
+
+        /* one stall: over the window, but in one of its six parts only */
+        double d[60] = { 0 }, s[60], n[60];
+        for (int i = 0; i < 60; i++) {
+                s[i] = 900;
+                n[i] = 9;
+                d[i] = 50;
+        }
+        d[30] = 25000; /* a 25 s wait once */
+        struct input_bound_in w = { .covered_s = 60, .tree = true };
+        input_bound_sum(&p, d, s, n, 60, false, &w);
+        CHECK_EQ_INT(w.parts, 6);
+        CHECK_EQ_INT(w.parts_over, 1);
+        input_bound_evaluate(&p, &w, &v);
+        CHECK(v.evaluated && !v.flagged && v.share_pct > 20);
+        CHECK_HAS(v.reason, "but 5 of its 6 parts with steps were below 20%: a stall, not a steady wait");
+        for (int i = 0; i < 60; i++)
+                d[i] = 300; /* a steady 25 % */
+        input_bound_sum(&p, d, s, n, 60, false, &w);
+        input_bound_evaluate(&p, &w, &v);
+        CHECK(v.flagged && w.parts_over == 6);
+        input_bound_sum(&p, d, s, n, 60, true, &w); /* timed inside the steps: 300 of 900 */
+        CHECK(w.step_ms == 60 * 600.0);
 
         /* not judged, and why */
         struct input_bound_in none = { .covered_s = 60, .data_ms = 100, .step_op = "train_step" };
@@ -162,6 +192,21 @@ static void test_oom(void) {
         CHECK(streq(oom_source_name(OOM_LIMIT_IN_BYTES), "memory.limit_in_bytes"));
 }
 
+/* What a forecast divides by: the leak verdict's lower bound of the slope,
+ * for a steady leak (at most its slope), none for a flat series. */
+static void test_slope_lo(void) {
+        static struct leak_point s[481];
+        struct leak_verdict v;
+        for (int i = 0; i <= 480; i++) /* 2 min at 250 ms: 2 MiB/s on 300 MiB, a little noise */
+                s[i] = (struct leak_point){ i * 0.25, 300 * MIB + 2 * MIB * i * 0.25 + (i % 3) * 4096.0 };
+        CHECK_EQ_INT(leak_evaluate(s, 481, -INFINITY, NULL, &v), 0);
+        CHECK(v.suspected && v.slope_lo_bytes_per_s > 1.9 * MIB && v.slope_lo_bytes_per_s <= v.slope_bytes_per_s);
+        for (int i = 0; i <= 480; i++)
+                s[i].bytes = 300 * MIB + (i % 7) * 65536.0;
+        CHECK_EQ_INT(leak_evaluate(s, 481, -INFINITY, NULL, &v), 0);
+        CHECK(v.evaluated && !v.suspected && v.slope_lo_bytes_per_s == 0);
+}
+
 static void test_fmt(void) {
         char b[32];
         verdict_fmt_duration(b, sizeof b, 100);
@@ -178,6 +223,7 @@ int main(void) {
         test_input_bound();
         test_gpu_idle();
         test_oom();
+        test_slope_lo();
         test_fmt();
         return tap_failures ? 1 : 0;
 }

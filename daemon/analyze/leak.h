@@ -95,8 +95,8 @@ struct leak_verdict {
         double since_t_s;            /* start of the reported window, in the series' time */
         double slope_lo_bytes_per_s; /* the slope's lower confidence bound (growth_bound_z standard errors down)
                                       * where the window's growth passed every check but perhaps that bound (a
-                                      * leak, or a steady trend short of one); else 0: what a forecast of when
-                                      * memory runs out may divide by */
+                                      * leak, or a steady trend to a new high short of one); else 0: what a
+                                      * forecast of when memory runs out may divide by */
         char reason[256];            /* one sentence a human can act on; it does not name the metric, e.g.
                                  * "memory grew 96.0 MiB in 45 s (2.13 MiB/s), steadily: Mann-Kendall Z 4.5
                                  * over 12 floors", "no steady growth: the floor of the last 5 min changed by

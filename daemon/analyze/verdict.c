@@ -50,6 +50,9 @@ void input_bound_params_default(struct input_bound_params *p) {
                 /* ten steps: a share of fewer says little */
                 .min_steps = 10,
                 .min_busy = 0.1,
+                /* a few seconds of a job say little about a minute of it: one
+                 * slow batch is then half of what there is */
+                .min_coverage = 0.5,
                 /* a worker process at 80% of a core or more is busy all
                  * the time it is not handing over a batch */
                 .saturated_pct = 80,
@@ -87,6 +90,27 @@ static void workers_clause(const struct input_bound_params *p, const struct inpu
                          in->workers == 1 ? "" : "s", in->workers_cpu_pct, gpu);
 }
 
+void input_bound_sum(const struct input_bound_params *p, const double *data_ms, const double *step_ms,
+                     const double *steps, size_t n, bool parts_in_step, struct input_bound_in *in) {
+        in->data_ms = in->step_ms = in->steps = 0;
+        in->parts = in->parts_over = 0;
+        size_t nparts = n < INPUT_BOUND_PARTS ? n : INPUT_BOUND_PARTS;
+        for (size_t k = 0; k < nparts; k++) {
+                double d = 0, s = 0;
+                for (size_t i = k * n / nparts; i < (k + 1) * n / nparts; i++) {
+                        d += data_ms[i];
+                        s += parts_in_step ? (step_ms[i] > data_ms[i] ? step_ms[i] - data_ms[i] : 0) : step_ms[i];
+                        in->steps += steps[i];
+                }
+                in->data_ms += d;
+                in->step_ms += s;
+                if (d + s > 0) {
+                        in->parts++;
+                        in->parts_over += 100 * d >= p->share_pct * (d + s);
+                }
+        }
+}
+
 void input_bound_evaluate(const struct input_bound_params *p, const struct input_bound_in *in,
                           struct input_bound_verdict *ret) {
         char win[32], a[32], b[32];
@@ -113,6 +137,12 @@ void input_bound_evaluate(const struct input_bound_params *p, const struct input
                          win);
                 return;
         }
+        if (in->covered_s < p->min_coverage * p->window_s) {
+                verdict_fmt_duration(a, sizeof a, in->covered_s);
+                snprintf(ret->reason, sizeof ret->reason,
+                         "not judged yet: %s of the %s window so far, half of it is needed", a, win);
+                return;
+        }
         if (in->steps < p->min_steps) {
                 snprintf(ret->reason, sizeof ret->reason,
                          "not judged: %.0f steps in the last %s, at least %.0f are needed", in->steps, win,
@@ -130,7 +160,8 @@ void input_bound_evaluate(const struct input_bound_params *p, const struct input
         ret->data_wait_s = in->data_ms / 1000;
         ret->step_s = in->step_ms / 1000;
         ret->share_pct = 100 * in->data_ms / busy_ms;
-        ret->flagged = ret->share_pct >= p->share_pct;
+        bool steady = 3 * in->parts_over >= 2 * in->parts;
+        ret->flagged = ret->share_pct >= p->share_pct && steady;
         char clause[224];
         workers_clause(p, in, ret->flagged, clause, sizeof clause);
         verdict_fmt_duration(a, sizeof a, ret->data_wait_s);
@@ -139,6 +170,11 @@ void input_bound_evaluate(const struct input_bound_params *p, const struct input
                 snprintf(ret->reason, sizeof ret->reason,
                          "input-bound: waiting for data took %.0f%% of the step time over the last %s (%s of %s)%s",
                          ret->share_pct, win, a, b, clause);
+        else if (ret->share_pct >= p->share_pct)
+                snprintf(ret->reason, sizeof ret->reason,
+                         "not input-bound: waiting for data took %.0f%% of the step time over the last %s (%s of %s), "
+                         "but %u of its %u parts with steps were below %.0f%%: a stall, not a steady wait%s",
+                         ret->share_pct, win, a, b, in->parts - in->parts_over, in->parts, p->share_pct, clause);
         else
                 snprintf(ret->reason, sizeof ret->reason,
                          "not input-bound: waiting for data took %.1f%% of the step time over the last %s (%s of %s), "

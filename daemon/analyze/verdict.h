@@ -14,16 +14,21 @@
 
 /* ---- input-bound ------------------------------------------------------------
  * Over a window: the data wait's share of the step time (data wait plus
- * productive step). Judged on at least min_steps steps that took at least
- * min_busy of the window (a loop that mostly sleeps is not held up by its
- * data); then input-bound when the share reaches share_pct. The loader
- * workers (the tree's children) at saturated_pct of a core or more each
- * are saturated; at idle_worker_pct or less they wait themselves. */
+ * productive step). Judged once the run's data cover min_coverage of the
+ * window, on at least min_steps steps that took at least min_busy of it (a loop that mostly sleeps is not held up by its
+ * data); then input-bound when the share reaches share_pct over the window
+ * and in at least two thirds of its sixths that have steps: one stall (a slow
+ * file, a collection) lifts the share of a minute, a loader that cannot keep
+ * up lifts it all along. The loader workers (the tree's children) at
+ * saturated_pct of a core or more each are saturated; at idle_worker_pct or
+ * less they wait themselves. */
+#define INPUT_BOUND_PARTS 6
 struct input_bound_params {
         double share_pct;       /* default 20 */
         double window_s;        /* default 60 */
         double min_steps;       /* default 10 */
         double min_busy;        /* default 0.1: steps and data wait cover a tenth of the window */
+        double min_coverage;    /* default 0.5: judged once the run's data cover half the window */
         double saturated_pct;   /* default 80 */
         double idle_worker_pct; /* default 30 */
 };
@@ -40,7 +45,14 @@ struct input_bound_in {
         double workers_cpu_pct;  /* mean per worker over the window (100 = one core) */
         bool has_gpu;            /* a GPU is known */
         double gpu_util_pct;     /* the run's utilisation over the window */
+        unsigned parts;          /* the window's sixths with steps or data wait (input_bound_sum()) */
+        unsigned parts_over;     /* those whose own share reaches share_pct */
 };
+/* The window's seconds, oldest first, into in: the sums and its sixths
+ * (parts_in_step: the data wait was timed inside the steps, and is taken
+ * off them). */
+void input_bound_sum(const struct input_bound_params *p, const double *data_ms, const double *step_ms,
+                     const double *steps, size_t n, bool parts_in_step, struct input_bound_in *in);
 
 struct input_bound_verdict {
         bool flagged;
