@@ -177,12 +177,13 @@ static void input_bound_eval(struct manager *m, struct run *r, int64_t now_ms) {
 
 /* ---- the tick ---------------------------------------------------------------- */
 
-/* The slices closed at ts_ms, by what their ops are for. */
+/* The slices closed in the second at ts_ms, by what their ops are for (a
+ * mark cuts a second's slice in two). */
 static void slice_at(struct run *r, const struct goodput_rules *rules, int64_t ts_ms, struct goodput_slice *ret) {
         *ret = (struct goodput_slice){ .ts_ms = ts_ms };
         for (size_t j = 0; j < r->ops.n_done; j++) {
                 const struct op_slice *x = &r->ops.done[j];
-                if (x->ts != ts_ms || x->h.count == 0)
+                if (ops_slice_of(x->ts) != ts_ms || x->h.count == 0)
                         continue;
                 switch (goodput_classify(rules, x->op, x->category)) {
                 case GOODPUT_STEP:
@@ -223,9 +224,11 @@ void manager_verdicts_rotated(struct manager *m, struct run *r, int64_t now_ms) 
         int64_t done_to = INT64_MIN;
         for (;;) {
                 int64_t ts = INT64_MAX;
-                for (size_t j = 0; j < r->ops.n_done; j++)
-                        if (r->ops.done[j].ts > done_to && r->ops.done[j].ts < ts)
-                                ts = r->ops.done[j].ts;
+                for (size_t j = 0; j < r->ops.n_done; j++) {
+                        int64_t s = ops_slice_of(r->ops.done[j].ts);
+                        if (s > done_to && s < ts)
+                                ts = s;
+                }
                 if (ts == INT64_MAX)
                         break;
                 struct goodput_slice in;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "format.h"
 #include "util.h"
 
 #define MIB 1048576.0
@@ -30,12 +31,7 @@ void verdict_fmt_duration(char *buf, size_t size, double s) {
 }
 
 void verdict_fmt_bytes(char *buf, size_t size, double b) {
-        if (b >= 1024 * MIB)
-                snprintf(buf, size, "%.1f GiB", b / (1024 * MIB));
-        else if (b >= MIB)
-                snprintf(buf, size, "%.1f MiB", b / MIB);
-        else
-                snprintf(buf, size, "%.0f KiB", b / 1024);
+        format_bytes(buf, size, b, "", 0);
 }
 
 /* ---- input-bound ---------------------------------------------------------- */

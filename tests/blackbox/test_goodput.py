@@ -160,8 +160,9 @@ def test_report_and_show(loop):
     assert "input-bound: " in out and "GPU idle: " in out and "time to OOM: " in out
     r = d.ctl("--json", "report", "1")
     assert json.loads(r.stdout)["goodput"]["steps"] == 59
+    # the 10 s job is shorter than half the default window: no input-bound verdict, and why
     r = d.ctl("show", "1")
-    assert "input-bound: YES (input-bound: waiting for data took" in r.stdout.decode(), r.stdout
+    assert "input-bound: no verdict (not judged yet: " in r.stdout.decode(), r.stdout
 
 
 def test_no_step_timings(make_mlmond, helpers):

@@ -1,4 +1,4 @@
--- Schema version 9: what the goodput ledger needs of a run, and the verdicts
+-- Schema version 10: what the goodput ledger needs of a run, and the verdicts
 -- beside the leak verdict (input-bound, GPU held but idle, time to OOM) as
 -- typed rows: the latest of each run, kept so that a finished run still shows
 -- how it ended. Figures are NULL where they are not known.
