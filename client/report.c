@@ -466,7 +466,7 @@ int verb_report(struct args *a) {
         _cleanup_free_ char *gpath = NULL;
         _cleanup_json_ json_object *gp = NULL;
         if (asprintf(&gpath, "/v1/runs/%" PRIu64 "/goodput?%s", id, sq) < 0)
-                return oom();
+                return gpath = NULL, oom();
         (void)fetch_goodput(gpath, &gp);
 
         doc = report_document(run, latency, window);
