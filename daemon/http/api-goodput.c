@@ -236,8 +236,10 @@ static bool parse_series_step(struct request *rq, int64_t from, int64_t until, s
                 return false;
         }
         ret->step_ms = (int64_t)(step / USEC_PER_MSEC);
-        ret->from = from;
-        int64_t n = (until - from) / ret->step_ms + 1;
+        /* steps of whole slices from the slice holding from: each holds the
+         * slices that start in it (the first may begin before from) */
+        ret->from = ops_slice_of(from);
+        int64_t n = until > ret->from ? (until - ret->from + ret->step_ms - 1) / ret->step_ms : 1;
         if (n > MAX_SERIES) {
                 respond_error(rq, 400, "bad_request", "step: the span would have more than %d steps", MAX_SERIES);
                 return false;

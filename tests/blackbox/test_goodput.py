@@ -20,7 +20,7 @@ from conftest import ROOT, wait_for
 PYTHONPATH = os.path.join(ROOT, "client", "python")
 PARTS = ("startup_s", "step_s", "data_wait_s", "checkpoint_s", "eval_s", "idle_s", "lost_s", "other_s")
 
-# A training loop of known shape: 0.7 s of startup, 40 iterations of a 15 ms
+# A training loop of known shape: 1.5 s of startup, 40 iterations of a 15 ms
 # data wait and a 40 ms step with a 3 s stall after the 20th, a checkpoint of
 # 1.2 s between two marks, a 0.5 s evaluation timed as an op of category
 # eval, 20 more iterations. Each timing is the one mlmon sends (t.ms).
@@ -38,7 +38,7 @@ def it(i):
     rec["step"].append(t.ms)
     if "first_step_end" not in rec:
         rec["first_step_end"] = time.time() * 1000
-time.sleep(0.7)
+time.sleep(1.5)
 for i in range(40):
     it(i)
     if i == 19:
@@ -143,8 +143,8 @@ def test_series_and_spans(loop):
     assert m["since_mark"]["label"] == "checkpoint-end" and m["startup_s"] == 0
     assert m["steps"] == 20 and m["checkpoint_s"] == 0
     assert m["eval_s"] == pytest.approx(rec["eval"] / 1000, rel=0.01)
-    st, w = d.get(f"/v1/runs/1/goodput?from={run['registered_ts']}&until={run['registered_ts'] + 500}")
-    assert st == 200 and w["wall_s"] == 0.5 and w["reason"] is not None  # no step yet: no split
+    st, w = d.get(f"/v1/runs/1/goodput?from={run['registered_ts']}&until={run['registered_ts'] + 300}")
+    assert st == 200 and w["wall_s"] == 0.3 and w["reason"] is not None  # no step yet: no split
     assert all(w[k] is None for k in PARTS) and w["goodput_pct"] is None and w["steps"] is None
 
 
