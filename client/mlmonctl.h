@@ -80,6 +80,7 @@ enum {
         ARG_RANKS,
         ARG_JOB,
         ARG_ATTEMPT,
+        ARG_STEP_OP,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -91,10 +92,11 @@ enum {
         }
 
 /* The register options, taken by `register` and `run` */
-#define OPTIONS_REGISTER                                                                                        \
-        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL },   \
-                { "children", no_argument, NULL, ARG_CHILDREN }, { "tag", required_argument, NULL, ARG_TAG }, { \
-                "no-discover", no_argument, NULL, ARG_NO_DISCOVER                                               \
+#define OPTIONS_REGISTER                                                                                      \
+        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL }, \
+                { "children", no_argument, NULL, ARG_CHILDREN }, { "tag", required_argument, NULL, ARG_TAG }, \
+                { "no-discover", no_argument, NULL, ARG_NO_DISCOVER }, {                                      \
+                "step-op", required_argument, NULL, ARG_STEP_OP                                               \
         }
 
 /* Everything any verb may be given; which options a verb accepts is decided
@@ -120,6 +122,7 @@ struct args {
         const char *op;      /* top --op */
         const char *job;     /* report --job */
         const char *attempt; /* report --job --attempt */
+        const char *step_op; /* register, run: the op of the run's steps (goodput) */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;

@@ -247,11 +247,13 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         break;
                 case ARG_CATEGORY:
                 case ARG_OP:
-                        r = c == ARG_OP ? check_word("--op", "operation name", optarg)
-                                        : check_word("--category", "category", optarg);
+                case ARG_STEP_OP:
+                        r = c == ARG_OP        ? check_word("--op", "operation name", optarg)
+                            : c == ARG_STEP_OP ? check_word("--step-op", "operation name", optarg)
+                                               : check_word("--category", "category", optarg);
                         if (r != CONTINUE)
                                 return r;
-                        *(c == ARG_OP ? &a->op : &a->category) = optarg;
+                        *(c == ARG_OP ? &a->op : c == ARG_STEP_OP ? &a->step_op : &a->category) = optarg;
                         break;
                 case ARG_WINDOW: {
                         usec_t u;
@@ -300,6 +302,8 @@ json_object *registration_body(const struct args *a, pid_t pid) {
         if (a->tags && json_object_object_add(o, "tags", json_object_get(a->tags)) < 0)
                 return NULL;
         if (a->no_discover && json_object_object_add(o, "discover", json_object_new_boolean(false)) < 0)
+                return NULL;
+        if (a->step_op && json_object_object_add(o, "step_op", json_object_new_string(a->step_op)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "report.h"
 #include "util.h"
 
 /* ---- typed lookups -------------------------------------------------------- */
@@ -681,4 +682,5 @@ void print_run(FILE *f, json_object *run) {
 
         fputc('\n', f);
         print_leak(f, run);
+        print_verdicts(f, run);
 }

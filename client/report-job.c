@@ -206,11 +206,16 @@ static void print_job_report(FILE *f, json_object *doc) {
                 }
         }
         print_stragglers(f, doc);
+        json_object *gp = json_get_object(doc, "goodput");
+        if (gp) {
+                fputc('\n', f);
+                print_goodput(f, gp, " of the job (the mean of its ranks)");
+        }
 }
 
 int verb_report_job(struct args *a) {
         _cleanup_json_ json_object *doc = NULL;
-        _cleanup_free_ char *id = NULL, *path = NULL, *q = NULL;
+        _cleanup_free_ char *id = NULL, *path = NULL, *q = NULL, *span = NULL, *gpath = NULL;
         unsigned attempt = 0;
         char at[32] = "";
         if (!*a->job)
@@ -234,16 +239,19 @@ int verb_report_job(struct args *a) {
                 q = url_escape(a->since_mark);
         if ((a->window || a->since_mark) && !q)
                 return oom();
-        if (asprintf(&path, "/v1/jobs/%s?q=" REPORT_QUANTILES "%s%s%s", id,
-                     a->window       ? "&window="
-                     : a->since_mark ? "&since_mark="
-                                     : "",
-                     q ? q : "", at) < 0) {
-                path = NULL;
-                return oom();
-        }
+        /* the span, the same for the job and its goodput ledger (asprintf
+         * leaves its pointer undefined on failure) */
+        if (asprintf(&span, "%s%s", a->window ? "window=" : a->since_mark ? "since_mark=" : "", q ? q : "") < 0)
+                return span = NULL, oom();
+        if (asprintf(&path, "/v1/jobs/%s?q=" REPORT_QUANTILES "%s%s%s", id, *span ? "&" : "", span, at) < 0)
+                return path = NULL, oom();
+        if (asprintf(&gpath, "/v1/jobs/%s/goodput%s%s", id, *span ? "?" : "", span) < 0)
+                return gpath = NULL, oom();
         if (api_call("GET", path, NULL, &doc, NULL) < 0)
                 return EXIT_FAILED;
+        json_object *gp = NULL;
+        if (fetch_goodput(gpath, &gp) == 0 && gp)
+                json_object_object_add(doc, "goodput", gp);
         if (arg_json) {
                 if (print_json_pretty(doc) < 0)
                         return oom();

@@ -125,12 +125,29 @@ static const struct config_key keys[] = {
         /* NVIDIA's resiliency extension flags a score below 0.75 by default */
         { "jobs", "score_threshold", KEY_DOUBLE, OFF(jobs_score_threshold), "0.75", 0, 1, NULL },
         { "jobs", "score_window", KEY_DURATION, OFF(jobs_score_window_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
-        { "jobs", "step_op", KEY_STRING, OFF(jobs_step_op), "step", 0, 0, NULL },
         /* a step takes at most its p99 99 times in 100: ten of those without
          * one is no slow step, and a minute covers the pauses of a healthy
          * job that are not steps (an evaluation, a checkpoint) on small ones */
         { "jobs", "stall_factor", KEY_DOUBLE, OFF(jobs_stall_factor), "10", 1, 10000, NULL },
         { "jobs", "stall_floor", KEY_DURATION, OFF(jobs_stall_floor_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
+        /* the goodput ledger (daemon/analyze/goodput.h) */
+        { "goodput", "step_op", KEY_STRING, OFF(goodput_step_op), "step", 0, 0, NULL },
+        { "goodput", "data_categories", KEY_STRING, OFF(goodput_data_categories), "data", 0, 0, NULL },
+        { "goodput", "data_ops", KEY_STRING, OFF(goodput_data_ops), "data_wait,dataloader", 0, 0, NULL },
+        { "goodput", "checkpoint_categories", KEY_STRING, OFF(goodput_checkpoint_categories), "checkpoint", 0, 0,
+          NULL },
+        { "goodput", "eval_categories", KEY_STRING, OFF(goodput_eval_categories), "eval", 0, 0, NULL },
+        { "goodput", "checkpoint_marks", KEY_STRING, OFF(goodput_checkpoint_marks), "checkpoint*", 0, 0, NULL },
+        { "goodput", "eval_marks", KEY_STRING, OFF(goodput_eval_marks), "eval*", 0, 0, NULL },
+        { "goodput", "idle_k", KEY_DOUBLE, OFF(goodput_idle_k), "3", 1, 1000, NULL },
+        { "goodput", "parts_in_step", KEY_STRING, OFF(goodput_parts_in_step), "no", 0, 0, "yes|no" },
+        /* the verdicts beside the leak (daemon/analyze/verdict.h explains the defaults) */
+        { "verdicts", "input_bound_pct", KEY_DOUBLE, OFF(input_bound_pct), "20", 1, 100, NULL },
+        { "verdicts", "input_bound_window", KEY_DURATION, OFF(input_bound_window_usec), "1m", 10 * USEC_PER_SEC,
+          10 * USEC_PER_MINUTE, NULL },
+        { "verdicts", "gpu_idle_mib", KEY_DOUBLE_MIB, OFF(gpu_idle_mem_bytes), "1024", 1, 16777216, NULL },
+        { "verdicts", "gpu_idle_util_pct", KEY_DOUBLE, OFF(gpu_idle_util_pct), "5", 0, 100, NULL },
+        { "verdicts", "gpu_idle_for", KEY_DURATION, OFF(gpu_idle_for_usec), "10m", USEC_PER_SEC, USEC_PER_DAY, NULL },
 };
 
 #define MIB 1048576.0

@@ -82,9 +82,21 @@ struct config {
         char *jobs_collective_ops;     /* fnmatch patterns of the ops that hold a collective */
         double jobs_score_threshold;   /* a straggler score below it is flagged */
         usec_t jobs_score_window_usec; /* the windows of the individual score */
-        char *jobs_step_op;            /* the op that times a whole step */
         double jobs_stall_factor;      /* stalled: no step for this many times the recent p99 step... */
         usec_t jobs_stall_floor_usec;  /* ...and at least this long */
+        /* [goodput]: what ops and marks are for (comma-separated fnmatch(3) patterns) */
+        char *goodput_step_op; /* a run's steps, unless its registration names its own */
+        char *goodput_data_categories, *goodput_data_ops;
+        char *goodput_checkpoint_categories, *goodput_eval_categories;
+        char *goodput_checkpoint_marks, *goodput_eval_marks;
+        double goodput_idle_k;
+        char *goodput_parts_in_step; /* "yes" | "no" */
+        /* [verdicts] */
+        double input_bound_pct;
+        usec_t input_bound_window_usec;
+        double gpu_idle_mem_bytes;
+        double gpu_idle_util_pct;
+        usec_t gpu_idle_for_usec;
         /* [categories]: a table, not keys; in file order, the first match wins */
         struct category_rule *categories;
         size_t n_categories;

@@ -134,7 +134,7 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
         if (!r)
                 return -ENOENT;
         struct run_live l = { .info = r->info, .n_ops = r->ops.n_open };
-        l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = NULL;
+        l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = l.info.step_op = NULL;
         l.info.leak = NULL;
         int q = (what & RUN_LIVE_INFO) ? run_info_copy(&r->info, &l.info) : 0;
         const struct probe *p = r->probe;
@@ -154,6 +154,8 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
                 l.has_leak = true;
                 run_leak_report(r, &l.leak);
         }
+        if (what & RUN_LIVE_VERDICTS)
+                manager_verdicts_live(r, &l);
         if (q == 0 && (what & RUN_LIVE_GAUGES)) {
                 l.gauges_live = r->gauges_live;
                 q = gauge_values_copy(r->ops.gauge_last, r->ops.n_gauge_last, &l.gauges);

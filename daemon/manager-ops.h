@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
+#include "analyze/goodput.h"
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
+#include "analyze/verdict.h"
 #include "collect/accel/gpu.h"
 #include "collect/procfs.h"
 #include "collect/sample.h"
@@ -45,6 +47,7 @@ struct register_request {
         bool children;
         const char *tags_json; /* a JSON object text, or NULL */
         bool no_discover;      /* no tags from the process's environment and cgroup */
+        const char *step_op;   /* the op of its steps (goodput); NULL: [goodput] step_op */
 };
 
 /* Who asks: over the unix socket the peer's credentials, root may do
@@ -108,10 +111,11 @@ struct run_ref {
  * answer: nothing in it points into the manager's state, so it stays valid
  * whatever the tick does meanwhile. run_live_done() it. */
 enum {
-        RUN_LIVE_INFO = 1 << 0,   /* info's strings: name, comm, cmdline, tags */
-        RUN_LIVE_LAST = 1 << 1,   /* the latest sample and its per-device use */
-        RUN_LIVE_LEAK = 1 << 2,   /* the leak verdicts */
-        RUN_LIVE_GAUGES = 1 << 3, /* the latest value of each gauge */
+        RUN_LIVE_INFO = 1 << 0,     /* info's strings: name, comm, cmdline, tags */
+        RUN_LIVE_LAST = 1 << 1,     /* the latest sample and its per-device use */
+        RUN_LIVE_LEAK = 1 << 2,     /* the leak verdicts */
+        RUN_LIVE_GAUGES = 1 << 3,   /* the latest value of each gauge */
+        RUN_LIVE_VERDICTS = 1 << 4, /* the verdicts beside the leak, the goodput ledger's totals */
 };
 struct run_live {
         struct run_info info; /* always its numbers (totals, leak_detected, ...); its strings with RUN_LIVE_INFO */
@@ -126,6 +130,14 @@ struct run_live {
         bool gauges_live; /* gauges holds every gauge stored for the run (else the store has more) */
         struct gauge_value *gauges;
         size_t n_gauges;
+        bool has_verdicts;
+        struct verdict_report verdicts;
+        bool has_goodput;                     /* the run reported an op: its ledger runs */
+        double goodput_ms[_GOODPUT_KIND_MAX]; /* final so far (GOODPUT_HORIZON behind), since registration or
+                                               * since mlmond started */
+        double goodput_steps;                 /* productive steps in it */
+        uint64_t step_timings;                /* every step op timing in the same time */
+        bool goodput_since_registration;      /* (false: since mlmond started again) */
 };
 static inline void run_live_done(struct run_live *l) {
         run_info_done(&l->info);

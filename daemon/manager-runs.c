@@ -132,7 +132,9 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
         ri->cmdline = cmd;
         ri->comm = strdup(id->comm);
         ri->name = req->name ? strdup(req->name) : NULL;
-        if (!ri->comm || run_tags(r, req, &ri->tags_json) < 0 || (req->name && !ri->name))
+        ri->step_op = req->step_op ? strdup(req->step_op) : NULL;
+        if (!ri->comm || run_tags(r, req, &ri->tags_json) < 0 || (req->name && !ri->name) ||
+            (req->step_op && !ri->step_op))
                 return -ENOMEM;
         memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
         usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
@@ -375,6 +377,7 @@ int manager_restore_runs(struct manager *m) {
                 }
                 run_watch_exit(m, r);
                 restore_gauges(m, r);
+                manager_verdicts_restored(r, now_realtime_ms());
                 resumed++;
         }
         free(v);
@@ -456,7 +459,10 @@ int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const c
                 category = config_category_for(&m->config, op, op_len);
                 category_len = category ? strlen(category) : 0;
         }
-        return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+        int q = ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+        if (q == 0)
+                manager_verdicts_observed(m, r, kind, op, op_len, value);
+        return q;
 }
 
 int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
@@ -481,6 +487,7 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
                 if (r->leak_main.pts)
                         leakwatch_mark(&r->leak_main, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+                manager_verdicts_mark(m, r, label, ts);
         }
         return q;
 }

@@ -185,6 +185,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 if (r->leak_gpu.pts)
                         leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
                 manager_store_leak(m, r);
+                manager_verdicts_end(m, r, state == RUN_EXITED, now_ms);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;
                 if (state == RUN_EXITED)
@@ -313,6 +314,7 @@ void manager_record_sample(struct manager *m, struct run *r, const struct sample
         r->info.has_left_out = r->info.children;
         r->info.left_out = r->probe->left_out;
         manager_leak_step(m, r, s);
+        manager_verdicts_sample(m, r, s);
         if (run_take_identity(r) && store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
                 m->tick_errors++;
         store_run_baseline(m, r);
@@ -354,8 +356,10 @@ static int manager_tick(struct manager *m) {
                 struct sample s;
                 int q = probe_sample(&m->collect, r->probe, start, now_ms, false, &s);
                 if (q == -ESRCH) {
-                        if (in_txn)
+                        if (in_txn) {
+                                manager_verdicts_end(m, r, true, now_ms);
                                 run_record_exit(m, r);
+                        }
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {
@@ -388,11 +392,13 @@ static int manager_tick(struct manager *m) {
         for (size_t i = 0; i < m->n_runs; i++) {
                 struct run *r = m->runs[i];
                 ops_rotate(&r->ops, now_ms);
-                if (r->ops.n_done == 0 && r->ops.n_gauges == 0)
+                manager_verdicts_rotated(m, r, now_ms);
+                if (r->ops.n_done == 0 && r->ops.n_gauges == 0 && !r->v.dirty && !r->v.first_step_dirty)
                         continue;
                 if (!tick_txn(m, &in_txn))
                         break;
                 store_run_ops(m, r);
+                manager_verdicts_store(m, r);
         }
         if (in_txn && store_commit(m->store) < 0)
                 m->tick_errors++;

@@ -163,6 +163,8 @@
     document.getElementById('span').textContent = mlmon.fmtTime(doc.from) + ' to ' + mlmon.fmtTime(doc.until);
     mlmon.reportTable(document.getElementById('report'), doc.ops, (doc.until - doc.from) / 1000);
     renderRanks(doc);
+    await mlmon.goodput(document.getElementById('goodput'), '/v1/jobs/' + encodeURIComponent(jobId), q.slice(1),
+      doc.until - doc.from, null);
     if (mlmon.chartsAvailable()) await renderPlots(doc);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     return running;

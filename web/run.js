@@ -180,6 +180,7 @@
       (smp.truncated ? ' (truncated)' : '');
     renderPlots(run, smp.samples, smp.gauges, lat, mk.marks);
     mlmon.reportTable(document.getElementById('report'), lat.ops, lat.window_s);
+    await mlmon.goodput(document.getElementById('goodput'), base, range, until - from, run);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     return run.state === 'running';
   }

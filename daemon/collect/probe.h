@@ -174,6 +174,19 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
  * reads as 0, an exit with status 0. */
 int probe_exit_status(const struct probe *r, int *ret_status);
 
+/* A member that still holds GPU memory after the main process exited
+ * (linger.c): its pid and stat state, and one device it holds memory on. */
+struct probe_linger {
+        int pid;
+        char state;
+        char device[GPU_ID_MAX];
+        uint64_t mem_bytes;
+};
+/* 1 and *ret when a member of the last sample (the main process as a
+ * zombie, or a child that lingers) is still there and holds GPU memory,
+ * 0 when none does. */
+int probe_lingering_gpu(struct collect_ctx *ctx, struct probe *r, struct probe_linger *ret);
+
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
 

@@ -30,9 +30,10 @@ void run_info_done(struct run_info *ri) {
         free(ri->comm);
         free(ri->cmdline);
         free(ri->tags_json);
+        free(ri->step_op);
         free(ri->leak); /* plain data */
         ri->leak = NULL;
-        ri->name = ri->comm = ri->cmdline = ri->tags_json = NULL;
+        ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->step_op = NULL;
 }
 
 void run_baseline_done(struct run_baseline *b) {
@@ -97,8 +98,9 @@ int run_info_copy(const struct run_info *src, struct run_info *ret) {
         c.comm = src->comm ? strdup(src->comm) : NULL;
         c.cmdline = src->cmdline ? strdup(src->cmdline) : NULL;
         c.tags_json = src->tags_json ? strdup(src->tags_json) : NULL;
+        c.step_op = src->step_op ? strdup(src->step_op) : NULL;
         if ((src->name && !c.name) || (src->comm && !c.comm) || (src->cmdline && !c.cmdline) ||
-            (src->tags_json && !c.tags_json)) {
+            (src->tags_json && !c.tags_json) || (src->step_op && !c.step_op)) {
                 run_info_done(&c);
                 return -ENOMEM;
         }

@@ -132,6 +132,9 @@ struct run_info {
         int64_t registered_ts_ms;
         int64_t ended_ts_ms; /* 0 = still running */
         struct run_totals totals;
+        char *step_op;            /* the op of its steps, as registered; NULL: [goodput] step_op */
+        int64_t first_step_ts_ms; /* when its first step op timing arrived; 0: none yet */
+        double first_step_ms;     /* that timing */
         struct leak_report *leak; /* the last stored verdicts (analyze/leakwatch.h), NULL if none */
         bool leak_detected;       /* a leak was suspected at some point */
         /* a running tree's processes left out of it at its latest sample

@@ -27,7 +27,7 @@ static int member_cmp(const void *a, const void *b) {
         return (x->ri->id > y->ri->id) - (x->ri->id < y->ri->id);
 }
 
-static void job_members_free(struct job_member *m, size_t n) {
+void job_members_free(struct job_member *m, size_t n) {
         for (size_t i = 0; m && i < n; i++) {
                 json_object_put(m[i].tags);
                 op_aggs_done(&m[i].ops);
@@ -50,8 +50,8 @@ static const char *tag_of(json_object *tags, const char *key, unsigned *ret_numb
 
 /* The runs tagged job_id, live totals overlaid, in rank order. -ENOENT:
  * none. */
-static int load_members(struct request *rq, const char *job_id, struct run_info **ret_runs, size_t *ret_nruns,
-                        struct job_member **ret) {
+int job_load_members(struct request *rq, const char *job_id, struct run_info **ret_runs, size_t *ret_nruns,
+                     struct job_member **ret) {
         struct query_limits lim = limits(rq);
         struct runs_filter f = { .state = -1, .job_id = job_id };
         bool truncated;
@@ -92,6 +92,14 @@ static void mark_attempt(struct job_member *m, size_t n, unsigned attempt) {
                 m[i].in_attempt = !m[i].launcher && m[i].attempt == attempt;
 }
 
+/* Every rank of every attempt; *ret the latest. */
+static bool every_attempt(struct job_member *m, size_t n, unsigned *ret) {
+        for (size_t i = 0; i < n; i++)
+                m[i].in_attempt = !m[i].launcher;
+        *ret = latest_attempt(m, n);
+        return true;
+}
+
 /* attempt=N, else the latest; false: answered (400 not a number, 404 no
  * run of that attempt). */
 static bool select_attempt(struct request *rq, struct job_member *m, size_t n, unsigned *ret) {
@@ -111,19 +119,10 @@ static bool select_attempt(struct request *rq, struct job_member *m, size_t n, u
         return false;
 }
 
-/* The question: the span [from, until] (each member's own start with
- * since_mark), the percentiles. */
-struct job_span {
-        int64_t from, until;
-        const char *mark;
-        double qs[MAX_QUANTILES];
-        size_t nq;
-};
-
 /* Default: from the attempt's first registration to now, or to its last end
  * when none of its runs is running. window=DUR ends at until. False:
  * answered. */
-static bool parse_job_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
         int64_t first = INT64_MAX, last = 0;
         bool running = false;
         for (size_t i = 0; i < n; i++) {
@@ -311,7 +310,7 @@ static int render_job(struct request *rq, const char *job_id, unsigned attempt, 
         json_object_object_add(root, "attempts", render_attempts(m, n));
         add_view(root, world, here, view);
         if (r == 0)
-                job_stall_render(&stall, m, n, cfg->jobs_step_op, now, root);
+                job_stall_render(&stall, m, n, cfg->goodput_step_op, now, root);
         _cleanup_free_ char *ended = job_end_reason(m, n, attempt);
         json_add_string(root, "end_reason", ended);
         json_add_i64(root, "from", true, from == INT64_MAX ? sp->from : from);
@@ -345,39 +344,50 @@ static bool check_job_id(struct request *rq, const char *job_id) {
         return false;
 }
 
-void h_job_get(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const allowed[] = { "window", "q", "since_mark", "attempt", "collective", NULL };
-        const char *job_id = parts[2];
-        if (!check_args(rq, allowed) || !check_job_id(rq, job_id))
-                return;
+void job_answer(struct request *rq, const char *job_id, bool by_attempt, job_answer_fn answer) {
         struct run_info *runs = NULL;
         size_t nruns = 0;
         struct job_member *m = NULL;
         struct job_span sp;
         unsigned attempt;
         json_object *doc = NULL;
+        if (!check_job_id(rq, job_id))
+                return;
         _cleanup_free_ char *clean = utf8_sanitize(job_id, strnlen(job_id, 256));
-        int r = load_members(rq, job_id, &runs, &nruns, &m);
+        int r = job_load_members(rq, job_id, &runs, &nruns, &m);
         if (r == -ENOENT)
                 respond_error(rq, 404, "not_found", "no job '%s' (no run is tagged job_id=%s)", clean ? clean : "?",
                               clean ? clean : "?");
         else if (r < 0)
                 respond_query_error(rq, r);
-        else if (select_attempt(rq, m, nruns, &attempt) && parse_job_span(rq, m, nruns, &sp)) {
-                r = collect_members(rq, m, nruns, &sp);
-                if (r == 0)
-                        r = render_job(rq, job_id, attempt, m, nruns, &sp, &doc);
+        else if ((by_attempt ? select_attempt(rq, m, nruns, &attempt) : every_attempt(m, nruns, &attempt)) &&
+                 job_parse_span(rq, m, nruns, &sp)) {
+                r = answer(rq, job_id, attempt, m, nruns, &sp, &doc);
                 if (r == -ENOENT) {
                         _cleanup_free_ char *label = utf8_sanitize(sp.mark, strnlen(sp.mark, 64));
                         respond_error(rq, 404, "not_found", "no run of job '%s' has a mark '%s'", clean ? clean : "?",
                                       label ? label : "?");
-                } else if (r < 0)
+                } else if (r == -ECANCELED)
+                        ; /* answered */
+                else if (r < 0)
                         respond_query_error(rq, r);
                 else
                         respond_json(rq, 200, doc);
         }
         job_members_free(m, nruns);
         run_infos_free(runs, nruns);
+}
+
+static int job_doc(struct request *rq, const char *job_id, unsigned attempt, struct job_member *m, size_t n,
+                   struct job_span *sp, json_object **ret) {
+        int r = collect_members(rq, m, n, sp);
+        return r < 0 ? r : render_job(rq, job_id, attempt, m, n, sp, ret);
+}
+
+void h_job_get(struct request *rq, const char *const *parts, size_t nparts) {
+        static const char *const allowed[] = { "window", "q", "since_mark", "attempt", "collective", NULL };
+        if (check_args(rq, allowed))
+                job_answer(rq, parts[2], true, job_doc);
 }
 
 /* ---- the list, and the count /v1/health gives ----------------------------- */
@@ -396,7 +406,7 @@ static int judge_job_now(struct request *rq, const char *job_id, struct job_now 
         struct job_member *m = NULL;
         struct job_stall stall = {};
         char view[64];
-        int r = load_members(rq, job_id, &runs, &nruns, &m);
+        int r = job_load_members(rq, job_id, &runs, &nruns, &m);
         if (r == 0) {
                 *ret = (struct job_now){ .attempt = latest_attempt(m, nruns) };
                 mark_attempt(m, nruns, ret->attempt);

@@ -37,6 +37,7 @@ static int write_runs(struct request *rq, struct runs_filter *f, FILE *out, bool
                         _cleanup_json_ json_object *o = run_with_latest(rq, &v[i]);
                         /* the verdict, without its history (GET /v1/runs/ID has it) */
                         json_object_object_add(o, "leak", run_leak(rq, &v[i], false));
+                        run_add_verdicts(rq, &v[i], o);
                         if (written++ > 0)
                                 fputc(',', out);
                         fputs(json_to_string(o), out);
@@ -103,6 +104,7 @@ static void add_leaking(struct request *rq, int64_t id, json_object *arr) {
         overlay_live(rq, &ri);
         json_object *o = run_with_latest(rq, &ri);
         json_object_object_add(o, "leak", run_leak(rq, &ri, false));
+        run_add_verdicts(rq, &ri, o);
         json_object_array_add(arr, o);
         run_info_done(&ri);
 }
@@ -160,7 +162,9 @@ static bool json_tags_valid(json_object *tags, struct request *rq) {
 }
 
 void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", "discover", NULL };
+        static const char *const fields[] = {
+                "pid", "name", "interval", "children", "tags", "discover", "step_op", NULL
+        };
         if (!check_args(rq, NULL))
                 return;
         _cleanup_json_ json_object *body = parse_body(rq);
@@ -201,6 +205,17 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         if (f > 0)
                 req.no_discover = !json_object_get_boolean(v);
+        f = optional_field(rq, body, "step_op", json_type_string, "an op name", &v);
+        if (f < 0)
+                return;
+        if (f > 0) {
+                req.step_op = json_object_get_string(v);
+                size_t l = strlen(req.step_op);
+                if (l == 0 || l > OPS_NAME_MAX || !utf8_is_valid(req.step_op, l)) {
+                        respond_error(rq, 400, "bad_request", "step_op: must be 1 to %d bytes of UTF-8", OPS_NAME_MAX);
+                        return;
+                }
+        }
         if (json_object_object_get_ex(body, "tags", &v) && v) {
                 if (!json_tags_valid(v, rq))
                         return;
@@ -225,7 +240,9 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         }
         overlay_live(rq, &ri);
-        respond_json(rq, 201, run_with_latest(rq, &ri));
+        json_object *o = run_with_latest(rq, &ri);
+        run_add_verdicts(rq, &ri, o);
+        respond_json(rq, 201, o);
         run_info_done(&ri);
 }
 

@@ -8,6 +8,7 @@
 #include "http/render.h"
 #include "http/server.h"
 #include "json-util.h"
+#include "store/verdicts.h"
 
 struct query_limits limits(struct request *rq) {
         const struct config *c = api_of(rq)->config;
@@ -239,10 +240,41 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
         return leak;
 }
 
+/* A forecast into a leak verdict's object: oom_eta_s and the oom that
+ * says why. */
+static void leak_add_oom(json_object *leak, bool has, const struct oom_forecast *f) {
+        if (!leak)
+                return;
+        json_add_double(leak, "oom_eta_s", has && f->known, f->eta_s);
+        json_object_object_add(leak, "oom", has ? render_oom(f) : NULL);
+}
+
+void run_add_verdicts(struct request *rq, const struct run_info *ri, json_object *o) {
+        struct run_live live = {};
+        struct verdict_report rep = {};
+        struct query_limits lim = limits(rq);
+        if (ri->state == RUN_RUNNING && api_live(api_of(rq), ri->id, RUN_LIVE_VERDICTS, &live) == 0 &&
+            live.has_verdicts)
+                rep = live.verdicts;
+        else if (query_run_verdicts(api_of(rq)->store, &lim, ri->id, &rep) < 0)
+                rep = (struct verdict_report){};
+        run_live_done(&live);
+        json_add_string(o, "step_op", ri->step_op ? ri->step_op : api_of(rq)->config->goodput_step_op);
+        json_object_object_add(o, "input_bound", rep.has_input_bound ? render_input_bound(&rep.input_bound) : NULL);
+        json_object_object_add(o, "gpu_idle", rep.has_gpu_idle ? render_gpu_idle(&rep.gpu_idle) : NULL);
+        json_object *leak, *gpu;
+        if (json_object_object_get_ex(o, "leak", &leak) && leak) {
+                leak_add_oom(leak, rep.has_oom[OOM_RSS], &rep.oom[OOM_RSS]);
+                if (json_object_object_get_ex(leak, "gpu_mem", &gpu) && gpu)
+                        leak_add_oom(gpu, rep.has_oom[OOM_GPU], &rep.oom[OOM_GPU]);
+        }
+}
+
 json_object *run_full(struct request *rq, const struct run_info *ri) {
         json_object *o = run_with_latest(rq, ri);
         json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
+        run_add_verdicts(rq, ri, o);
         return o;
 }
 
@@ -286,6 +318,7 @@ const struct route api_routes[] = {
         { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
         { { "v1", "runs", "*", "latency" }, "GET", h_run_latency },
         { { "v1", "runs", "*", "summary" }, "GET", h_run_summary },
+        { { "v1", "runs", "*", "goodput" }, "GET", h_run_goodput },
         { { "v1", "runs", "*", "observations" }, "POST", h_run_observations },
         { { "v1", "runs", "*", "marks" }, "POST", h_run_marks_post },
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
@@ -293,6 +326,7 @@ const struct route api_routes[] = {
         { { "v1", "leaks" }, "GET", h_leaks },
         { { "v1", "jobs" }, "GET", h_jobs_list },
         { { "v1", "jobs", "*" }, "GET", h_job_get },
+        { { "v1", "jobs", "*", "goodput" }, "GET", h_job_goodput },
         { { "metrics" }, "GET", h_metrics },
         /* the web page, built on the routes above */
         { { NULL }, "GET", h_web_overview },

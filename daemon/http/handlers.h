@@ -53,6 +53,11 @@ bool parse_window(struct request *rq, const char *w, usec_t *ret);
  * false the response is already set. */
 #define MAX_QUANTILES 10
 bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n);
+/* The span [from, until] a question about a run is about: window (ending
+ * at until; default 1 minute, or the whole run with whole_run), or
+ * from/until, or since_mark (*ret_mark: {label, ts}). False: answered. */
+bool parse_run_span(struct request *rq, const struct run_info *ri, bool whole_run, int64_t *ret_from,
+                    int64_t *ret_until, double *ret_window_s, json_object **ret_mark);
 /* Looks the run up; on failure the response is already set. */
 bool load_run(struct request *rq, const char *idtext, struct run_info *ri);
 /* A running run's totals are kept in memory and written at intervals. */
@@ -62,6 +67,9 @@ json_object *run_with_latest(struct request *rq, const struct run_info *ri);
 /* The leak verdict: live for a running run, as stored otherwise;
  * with_history adds the stored verdict changes. */
 json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history);
+/* step_op, input_bound, gpu_idle and, in its "leak" (added before), the
+ * time to OOM: live for a running run, as stored otherwise. */
+void run_add_verdicts(struct request *rq, const struct run_info *ri, json_object *o);
 /* The run with its latest sample, summary and leak verdict. */
 json_object *run_full(struct request *rq, const struct run_info *ri);
 
@@ -73,4 +81,5 @@ handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;          
 handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get;           /* api-series.c */
 handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_post, h_run_exit_post; /* api-feed.c */
 handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
+handler_fn h_run_goodput, h_job_goodput;                                                             /* api-goodput.c */
 handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;                         /* web.c */

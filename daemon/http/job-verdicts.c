@@ -335,7 +335,7 @@ int job_stall_judge(struct request *rq, struct job_member *m, size_t n, int64_t 
                 struct job_member *x = &m[i];
                 if (!x->in_attempt)
                         continue;
-                member_live(rq, x, cfg->jobs_step_op);
+                member_live(rq, x, cfg->goodput_step_op);
                 ranks[k] = (struct stall_rank){ .running = x->ri->state == RUN_RUNNING,
                                                 .proc_state = x->proc_state,
                                                 .last_step_ms = x->last_step_ms,
@@ -344,7 +344,7 @@ int job_stall_judge(struct request *rq, struct job_member *m, size_t n, int64_t 
                 idx[k++] = i;
                 struct op_aggs recent = {};
                 int64_t from;
-                r = run_ops(rq, x->ri->id, now_ms - STALL_P99_WINDOW_MS, now_ms, false, cfg->jobs_step_op, &recent,
+                r = run_ops(rq, x->ri->id, now_ms - STALL_P99_WINDOW_MS, now_ms, false, cfg->goodput_step_op, &recent,
                             &from);
                 for (size_t j = 0; r == 0 && j < recent.n; j++)
                         r = hist_merge(&step, &recent.v[j].h);

@@ -25,6 +25,36 @@ struct job_member {
         int64_t last_op_ms;   /* of any op; 0: none */
 };
 
+/* The question: the span [from, until] (each member's own start with
+ * since_mark), the percentiles. */
+struct job_span {
+        int64_t from, until;
+        const char *mark;
+        double qs[MAX_QUANTILES];
+        size_t nq;
+};
+
+/* The runs tagged job_id, live totals overlaid, in rank order. -ENOENT:
+ * none. */
+int job_load_members(struct request *rq, const char *job_id, struct run_info **ret_runs, size_t *ret_nruns,
+                     struct job_member **ret);
+void job_members_free(struct job_member *m, size_t n);
+/* Default: from the attempt's first registration to now, or to its last end
+ * when none of its runs is running; window=DUR ends at until; q= the
+ * percentiles. False: answered. */
+bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret);
+
+/* The document of a job over its span, about attempt (its members marked
+ * in_attempt); -ENOENT: no run has the span's mark; -ECANCELED: answered
+ * already. */
+typedef int (*job_answer_fn)(struct request *rq, const char *job_id, unsigned attempt, struct job_member *m, size_t n,
+                             struct job_span *sp, json_object **ret);
+/* Checks the job id, loads the job's runs, picks the attempt (by_attempt:
+ * attempt=, else the latest; else every attempt), parses the span, and
+ * answers with what answer makes: a 400 for a bad job id, a 404 for an
+ * unknown job, attempt or a mark no run has. */
+void job_answer(struct request *rq, const char *job_id, bool by_attempt, job_answer_fn answer);
+
 /* "rank 2 (run 3)", or "run 3" for a run without a rank. */
 void job_member_name(const struct job_member *m, char *buf, size_t size);
 

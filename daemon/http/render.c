@@ -3,6 +3,7 @@
 #include "http/metrics-host.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,7 +11,9 @@
 #include "collect/accel/accel.h"
 #include "collect/procfs.h"
 #include "json-util.h"
+#include "analyze/goodput.h"
 #include "analyze/leakwatch.h"
+#include "analyze/verdict.h"
 #include "version.h"
 
 #define NS_PER_SEC 1e9
@@ -379,5 +382,107 @@ json_object *render_system(const struct manager_stats *m) {
         json_add_double(en, "package_energy_j", pkg && pkg->has_energy, pkg ? pkg->energy_j : 0);
         json_add_double(en, "grid_g_per_kwh", true, m->grid_g_per_kwh);
         json_object_object_add(o, "energy", en);
+        return o;
+}
+
+/* ---- the goodput ledger and the verdicts beside the leak --------------------- */
+
+/* The parts in whole milliseconds, other taking what rounding leaves: they
+ * add up to wall_ms exactly. */
+static void goodput_parts(json_object *o, const double *ms, double wall_ms, bool known, bool has_startup) {
+        double r[_GOODPUT_KIND_MAX], rest = round(wall_ms);
+        for (int k = 0; k < _GOODPUT_KIND_MAX; k++)
+                if (k != GOODPUT_OTHER) {
+                        r[k] = round(ms[k]);
+                        rest -= r[k];
+                }
+        r[GOODPUT_OTHER] = rest > 0 ? rest : 0;
+        for (int k = 0; k < _GOODPUT_KIND_MAX; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_s", goodput_kind_name(k));
+                json_add_double(o, key, known && (k != GOODPUT_STARTUP || has_startup), r[k] / 1000);
+        }
+}
+
+json_object *render_goodput(const struct goodput_ledger *l) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "from", true, l->from_ms);
+        json_add_i64(o, "until", true, l->until_ms);
+        json_add_double(o, "wall_s", true, round(l->wall_ms) / 1000);
+        json_add_string(o, "step_op", l->step_op);
+        goodput_parts(o, l->ms, l->wall_ms, l->has_split, l->has_startup);
+        bool ideal = l->has_split && isfinite(l->ideal_step_ms);
+        double pct = ideal && l->wall_ms > 0 ? 100 * l->steps * l->ideal_step_ms / l->wall_ms : 0;
+        json_add_double(o, "steps", l->has_split, round(l->steps));
+        json_add_double(o, "ideal_step_ms", ideal, l->ideal_step_ms);
+        json_add_double(o, "goodput_pct", ideal && l->wall_ms > 0, pct > 100 ? 100 : pct);
+        double step_h = l->ms[GOODPUT_STEP] / 3.6e6;
+        json_add_double(o, "energy_j", l->has_energy, l->energy_j);
+        json_add_double(o, "energy_per_step_j", l->has_energy && l->has_split && l->steps >= 1,
+                        l->steps >= 1 ? l->energy_j / l->steps : 0);
+        json_add_double(o, "energy_per_productive_hour_j", l->has_energy && l->has_split && step_h > 0,
+                        step_h > 0 ? l->energy_j / step_h : 0);
+        json_add_string(o, "reason", l->reason);
+        return o;
+}
+
+json_object *render_goodput_point(int64_t ts_ms, const double *ms, double span_ms) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "ts", true, ts_ms);
+        goodput_parts(o, ms, span_ms, true, true);
+        return o;
+}
+
+json_object *render_input_bound(const struct input_bound_verdict *v) {
+        json_object *o = json_object_new_object();
+        bool ev = v->evaluated;
+        json_object_object_add(o, "flagged", json_object_new_boolean(v->flagged));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(ev));
+        json_add_double(o, "share_pct", ev, v->share_pct);
+        json_add_double(o, "data_wait_s", ev, v->data_wait_s);
+        json_add_double(o, "step_s", ev, v->step_s);
+        json_add_double(o, "window_s", true, v->window_s);
+        json_add_u64(o, "workers", ev, v->workers);
+        json_add_double(o, "workers_cpu_pct", ev && v->has_workers_cpu, v->workers_cpu_pct);
+        json_add_double(o, "gpu_util_pct", ev && v->has_gpu, v->gpu_util_pct);
+        json_add_i64(o, "since", v->flagged && v->since_ms, v->since_ms);
+        json_add_i64(o, "evaluated_ts", v->evaluated_ms != 0, v->evaluated_ms);
+        json_add_string(o, "reason", v->reason);
+        return o;
+}
+
+json_object *render_gpu_idle(const struct gpu_idle_verdict *v) {
+        json_object *o = json_object_new_object();
+        char state[2] = { v->lingering_state, 0 };
+        json_object_object_add(o, "flagged", json_object_new_boolean(v->flagged));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(v->evaluated));
+        json_object_object_add(o, "lingering", json_object_new_boolean(v->lingering));
+        json_add_string(o, "device", v->device[0] ? v->device : NULL);
+        json_add_u64(o, "mem_bytes", v->has_mem, v->mem_bytes);
+        json_add_double(o, "util_pct", v->has_util, v->util_pct);
+        json_add_double(o, "idle_s", v->since_ms != 0, v->idle_s);
+        json_add_i64(o, "since", v->since_ms != 0, v->since_ms);
+        json_add_i64(o, "lingering_pid", v->lingering, v->lingering_pid);
+        json_add_string(o, "lingering_state", v->lingering && state[0] ? state : NULL);
+        json_add_i64(o, "evaluated_ts", v->evaluated_ms != 0, v->evaluated_ms);
+        json_add_string(o, "reason", v->reason);
+        return o;
+}
+
+json_object *render_oom(const struct oom_forecast *f) {
+        const struct oom_limit *l = &f->limit;
+        bool lim = l->source != OOM_NONE;
+        json_object *o = json_object_new_object();
+        json_add_double(o, "eta_s", f->known, f->eta_s);
+        json_add_double(o, "slope_lo_bytes_per_s", f->slope_lo_bytes_per_s > 0, f->slope_lo_bytes_per_s);
+        json_add_string(o, "limit", oom_source_name(l->source));
+        json_add_u64(o, "limit_bytes", lim, l->limit_bytes);
+        json_add_u64(o, "usage_bytes", lim && l->has_usage, l->usage_bytes);
+        json_add_u64(o, "high_bytes", lim && l->has_high, l->high_bytes);
+        json_add_double(o, "high_eta_s", f->has_high_eta, f->high_eta_s);
+        json_add_string(o, "cgroup",
+                        (l->source == OOM_MEMORY_MAX || l->source == OOM_LIMIT_IN_BYTES) ? l->where : NULL);
+        json_add_string(o, "device", l->source == OOM_DEVICE ? l->where : NULL);
+        json_add_string(o, "reason", f->reason);
         return o;
 }

@@ -256,7 +256,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
             (r = prepare(s->w,
                          "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
-                         "interval_ms, children, state, registered_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         "interval_ms, children, state, registered_ts, step_op) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          &s->insert_run)) < 0 ||
             (r = prepare(s->w,
                          "INSERT OR REPLACE INTO op_slices (ts, run_id, op, category, count, timings, hist) "
@@ -481,7 +481,7 @@ int store_insert_run(struct store *s, struct run_info *ri) {
                                    p_u64(ri->has_uid, ri->uid), p_text(ri->name), p_text(ri->comm), p_text(ri->cmdline),
                                    p_text(ri->tags_json ? ri->tags_json : "{}"), p_int(ri->interval_ms),
                                    p_int(ri->children), p_text(run_state_to_string(ri->state)),
-                                   p_int(ri->registered_ts_ms)));
+                                   p_int(ri->registered_ts_ms), p_text(ri->step_op)));
         if (r < 0)
                 return r;
         ri->id = sqlite3_last_insert_rowid(s->w);
@@ -498,6 +498,11 @@ int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri
         return exec_params(s, "UPDATE runs SET exit_code=?, exit_signal=? WHERE id=?",
                            PARAMS(ri->has_exit_code ? p_int(ri->exit_code) : p_null(),
                                   ri->has_exit_signal ? p_int(ri->exit_signal) : p_null(), p_int(id)));
+}
+
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms) {
+        return exec_params(s, "UPDATE runs SET first_step_ts=?, first_step_ms=? WHERE id=?",
+                           PARAMS(p_int(ts_ms), p_double(true, step_ms), p_int(id)));
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
@@ -670,6 +675,9 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
                 ri->exit_code = (int)(u & 0xff);
         if ((ri->has_exit_signal = col_u64(st, 35, &u)))
                 ri->exit_signal = (int)(u & 0x7f);
+        ri->step_op = col_strdup(st, 36);
+        ri->first_step_ts_ms = sqlite3_column_int64(st, 37);
+        col_double(st, 38, &ri->first_step_ms);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -46,6 +46,8 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
  * has_exit_signal/exit_signal; NULL where unknown). */
 int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
+/* When the run's first step op timing arrived, and how long it took. */
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 /* A finished run's totals as its process's parent saw them when it reaped
  * it (wait4()): the peak RSS where higher than the sampled one, and with
@@ -103,7 +105,7 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "netns_rx_bytes, netns_tx_bytes, "                                                                    \
         "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "                 \
         "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j, peak_pss_bytes, final_pss_bytes, " \
-        "final_uss_bytes, exit_code, exit_signal"
+        "final_uss_bytes, exit_code, exit_signal, step_op, first_step_ts, first_step_ms"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                               \
