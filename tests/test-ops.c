@@ -97,6 +97,11 @@ static void test_cut_at_mark(void) {
         CHECK_EQ_INT(ops_observe(&u, "step", 4, NULL, 0, OP_TIMING, 11, 1, t0 + 1200), 0);
         CHECK(u.n_done == 2 && u.done[1].ts == mark && u.done[1].h.count == 5);
         CHECK(u.open[0].ts == t0 + 1000);
+        /* an op first seen after the mark, in its second, starts there too */
+        CHECK_EQ_INT(ops_cut(&t, mark), 0);
+        CHECK_EQ_INT(t.n_done, 1); /* t's open slice, cut */
+        CHECK_EQ_INT(ops_observe(&t, "new", 3, NULL, 0, OP_TIMING, 7, 1, mark + 100), 0);
+        CHECK(t.n_open == 2 && t.open[1].ts == mark);
         /* a cut at an open slice's own start changes nothing */
         CHECK_EQ_INT(ops_cut(&u, t0 + 1000), 0);
         CHECK_EQ_INT(u.n_done, 2);

@@ -149,6 +149,8 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 return -EINVAL;
 
         int64_t slice = ops_slice_of(now_ms);
+        /* a slice opened in the second of a mark, after it, starts at it */
+        int64_t start = t->cut_ms > slice && ops_slice_of(t->cut_ms) == slice ? t->cut_ms : slice;
         struct op_slice *s = find_open(t, op, op_len);
         if (s && category && category_len && !same_category(s->category, category, category_len))
                 return -EEXIST; /* the op's first observation set another */
@@ -167,14 +169,14 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                         return -ENOMEM;
                 }
                 hist_init(&s->h);
-                s->ts = slice;
+                s->ts = start;
                 t->n_open++;
         } else if (ops_slice_of(s->ts) != slice) { /* (a mark may have cut it: s->ts inside the slice) */
                 int r = close_slice(t, s);
                 if (r < 0)
                         return r;
                 s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
-                s->ts = slice;
+                s->ts = start;
         }
         s->last = now_ms;
         if (kind == OP_TIMING) {
@@ -202,6 +204,8 @@ int ops_rotate(struct op_table *t, int64_t now_ms) {
 }
 
 int ops_cut(struct op_table *t, int64_t ts_ms) {
+        if (ts_ms > t->cut_ms)
+                t->cut_ms = ts_ms;
         for (size_t i = 0; i < t->n_open; i++)
                 if (t->open[i].ts < ts_ms) {
                         int r = close_slice(t, &t->open[i]);

@@ -59,6 +59,7 @@ struct op_table {
         struct gauge_value *gauge_last; /* last value per gauge name (for deltas) */
         size_t n_gauge_last;
         uint64_t dropped; /* over OPS_MAX_PER_RUN or OPS_MAX_PENDING_GAUGES */
+        int64_t cut_ms;   /* the latest mark (ops_cut): no slice of its second starts before it */
 };
 
 static inline int64_t ops_slice_of(int64_t ts_ms) {
