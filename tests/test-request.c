@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The TCP API's bearer token check: the exact token passes, and nothing
- * else does -- not a token with a suffix, a prefix of it, an empty one, one
- * with trailing blanks, another case or another scheme. */
+/* The TCP API's bearer token check: the exact token passes, with or
+ * without the blanks HTTP allows around a header value, and nothing else
+ * does -- not a token with a suffix, a prefix of it, an empty one, another
+ * case or another scheme. */
 #include <string.h>
 
 #include "http/request.h"
@@ -28,8 +29,12 @@ static void test_bearer(void) {
                 { "Bearer ", AUTH_WRONG }, /* empty */
                 { "Bearer", AUTH_WRONG },
                 { "", AUTH_WRONG },
-                { "Bearer s3cret-token-5c1e ", AUTH_WRONG }, /* a trailing space */
-                { "Bearer s3cret-token-5c1e\t", AUTH_WRONG },
+                { "Bearer s3cret-token-5c1e ", AUTH_OK }, /* blanks after the value are no part of it */
+                { "Bearer s3cret-token-5c1e\t", AUTH_OK },
+                { "Bearer s3cret-token-5c1e \t ", AUTH_OK },
+                { "Bearer s3cret-token-5c1e x", AUTH_WRONG }, /* but anything after them is */
+                { "Bearer s3cret-token-5c1e\v", AUTH_WRONG }, /* and no other blank is OWS */
+                { "Bearer  ", AUTH_WRONG },
                 { "Bearer S3CRET-TOKEN-5C1E", AUTH_WRONG }, /* the token's case does */
                 { "Bearer t3cret-token-5c1e", AUTH_WRONG }, /* one byte off, first or last */
                 { "Bearer s3cret-token-5c1f", AUTH_WRONG },

@@ -499,5 +499,11 @@ enum auth_result request_check_bearer(const char *authorization, const char *tok
                 return AUTH_WRONG;
         const char *given = authorization + 7;
         given += strspn(given, " ");
-        return ct_equal(given, strlen(given), token, token_len) ? AUTH_OK : AUTH_WRONG;
+        /* the blanks around a field value are not part of it (RFC 9110
+         * 5.5: OWS is spaces and tabs); libmicrohttpd drops those before
+         * it, not those after it */
+        size_t len = strlen(given);
+        while (len > 0 && (given[len - 1] == ' ' || given[len - 1] == '\t'))
+                len--;
+        return ct_equal(given, len, token, token_len) ? AUTH_OK : AUTH_WRONG;
 }
