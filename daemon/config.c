@@ -324,10 +324,7 @@ static int categories_copy(struct config *dst, const struct config *src) {
  * a StatsD tag could carry. */
 static int add_category(struct config *c, const char *pattern, const char *category, char *err, size_t errlen) {
         size_t pl = strlen(pattern);
-        bool pattern_ok = pl > 0 && pl <= OPS_NAME_MAX && utf8_is_valid(pattern, pl);
-        for (size_t i = 0; pattern_ok && i < pl; i++)
-                pattern_ok = (unsigned char)pattern[i] >= 0x20 && pattern[i] != 0x7f;
-        if (!pattern_ok) {
+        if (pl == 0 || pl > OPS_NAME_MAX || !utf8_is_plain_text(pattern, pl)) {
                 snprintf(err, errlen, "'%.64s': a pattern is 1-%d bytes of printable UTF-8", pattern, OPS_NAME_MAX);
                 return -EINVAL;
         }

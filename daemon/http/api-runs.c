@@ -155,6 +155,15 @@ static bool json_tags_valid(json_object *tags, struct request *rq) {
                                       TAG_VALUE_MAX);
                         return false;
                 }
+                /* shown on the web page, in mlmonctl's tables and as labels:
+                 * nothing in them may change how the text around reads */
+                if (!utf8_is_plain_text(k, strlen(k)) ||
+                    !utf8_is_plain_text(json_object_get_string(v), (size_t)json_object_get_string_len(v))) {
+                        respond_error(rq, 400, "bad_request",
+                                      "tags: keys and values must not hold control or bidirectional formatting "
+                                      "characters");
+                        return false;
+                }
         }
         return true;
 }

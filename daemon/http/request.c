@@ -194,12 +194,7 @@ json_object *parse_body(struct request *rq) {
 
 bool valid_label(const char *s, size_t max) {
         size_t l = strlen(s);
-        if (l == 0 || l > max || !utf8_is_valid(s, l))
-                return false;
-        for (size_t i = 0; i < l; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-        return true;
+        return l > 0 && l <= max && utf8_is_plain_text(s, l);
 }
 
 int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
