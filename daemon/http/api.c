@@ -161,18 +161,27 @@ static json_object *run_gauges(struct request *rq, const struct run_info *ri, co
         return o;
 }
 
-json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+static json_object *run_object(struct request *rq, const struct run_info *ri, bool with_gauges) {
         struct sample s;
         json_object *gpu = NULL;
         struct run_live live;
         bool running = ri->state == RUN_RUNNING &&
-                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | RUN_LIVE_GAUGES, &live) == 0;
+                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | (with_gauges ? RUN_LIVE_GAUGES : 0), &live) == 0;
         bool has = latest_sample(rq, ri, running ? &live : NULL, &s, &gpu);
         json_object *o = render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
-        json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
+        if (with_gauges)
+                json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
         if (running)
                 run_live_done(&live);
         return o;
+}
+
+json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, false);
+}
+
+json_object *run_with_gauges(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, true);
 }
 
 /* Looks the run up; on failure the response is already set. */
@@ -229,7 +238,7 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 }
 
 json_object *run_full(struct request *rq, const struct run_info *ri) {
-        json_object *o = run_with_latest(rq, ri);
+        json_object *o = run_with_gauges(rq, ri);
         json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
         return o;

@@ -473,6 +473,27 @@ int request_origins_check(const char *list, char *errbuf, size_t errlen) {
         return 0;
 }
 
+int request_query_append(char **q, const char *key, const char *value) {
+        size_t have = *q ? strlen(*q) : 0, klen = strlen(key), vlen = strlen(value);
+        char *n = realloc(*q, have + 1 + klen + 1 + 3 * vlen + 1);
+        if (!n)
+                return -ENOMEM;
+        char *p = n + have;
+        if (have > 0)
+                *p++ = '&';
+        p = mempcpy(p, key, klen);
+        *p++ = '=';
+        for (const unsigned char *v = (const unsigned char *)value; *v; v++)
+                if ((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+                    strchr("-._~", *v))
+                        *p++ = (char)*v;
+                else
+                        p += sprintf(p, "%%%02X", *v);
+        *p = 0;
+        *q = n;
+        return 0;
+}
+
 void request_done(struct request *rq) {
         if (rq->json)
                 json_object_put(rq->json);
