@@ -98,6 +98,25 @@ static void h_health(struct request *rq, const char *const *parts, size_t nparts
         respond_stats(rq, render_health);
 }
 
+/* POST /v1/health/ack: root has seen to what health reports (a damaged
+ * write-ahead log); the answer is the health that follows. */
+static void h_health_ack(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL) || !caller_known(rq))
+                return;
+        struct api *a = api_of(rq);
+        int r = a->manager.ops->health_ack(a->manager.userdata,
+                                           &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid });
+        if (r == -EPERM) {
+                respond_error(rq, 403, "forbidden", "only root may acknowledge what /v1/health reports");
+                return;
+        }
+        if (r < 0) {
+                respond_error(rq, 503, "unavailable", "the acknowledgement could not be stored");
+                return;
+        }
+        respond_stats(rq, render_health);
+}
+
 static void h_system(struct request *rq, const char *const *parts, size_t nparts) {
         respond_stats(rq, render_system);
 }
@@ -273,6 +292,7 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
 
 const struct route api_routes[] = {
         { { "v1", "health" }, "GET", h_health },
+        { { "v1", "health", "ack" }, "POST", h_health_ack },
         { { "v1", "system" }, "GET", h_system },
         { { "v1", "runs" }, "GET", h_runs_list },
         { { "v1", "runs" }, "POST", h_runs_post },
