@@ -60,7 +60,9 @@
     if (leaking.has(run.id)) name.append(' ', el('span', { class: 'flag leak', title: 'leak verdict: suspected' }, 'leak suspected'));
     const num = (text) => el('td', { class: 'num' }, text);
     const cells = [el('td', {}, String(run.id)), name, el('td', {}, String(run.pid)), el('td', { class: 'tags', title: tagsText(run.tags) }, tagsText(run.tags)),
-      el('td', {}, el('span', { class: 'state ' + run.state }, run.state)), num(mlmon.fmtPct(s.cpu_pct))];
+      el('td', {}, el('span', { class: 'state ' + run.state }, run.state),
+        ...(mlmon.badProcess(run) ? [' ', el('span', { class: 'state ' + run.proc_state }, run.proc_state)] : [])),
+      num(mlmon.fmtPct(s.cpu_pct))];
     cells.push(el('td', {}, d ? mlmon.sparkline(d.samples.map((x) => x.cpu_pct), 'CPU %, last 10 minutes') : null));
     cells.push(num(mlmon.fmtBytes(s.rss_bytes)));
     cells.push(el('td', {}, d ? mlmon.sparkline(d.samples.map((x) => x.rss_bytes), 'RSS, last 10 minutes') : null));
@@ -73,8 +75,8 @@
   }
 
   async function renderJobs(list) {
-    const jobs = list.jobs.filter((j) => j.state === 'running').reverse()
-      .concat(list.jobs.filter((j) => j.state !== 'running').reverse()).slice(0, JOBS_SHOWN);
+    const live = (j) => j.state !== 'finished';
+    const jobs = list.jobs.filter(live).reverse().concat(list.jobs.filter((j) => !live(j)).reverse()).slice(0, JOBS_SHOWN);
     const docs = await Promise.all(jobs.map((j) => mlmon.get('/v1/jobs/' + encodeURIComponent(j.job_id) + '?q=50').catch(() => null)));
     const tbody = clear(document.querySelector('#job-list tbody'));
     jobs.forEach((j, i) => {

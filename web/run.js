@@ -24,8 +24,10 @@
   function renderIdentity(run) {
     document.title = 'mlmond: ' + (run.name || run.comm || 'run ' + run.id);
     clear(document.getElementById('title')).append(el('span', { class: 'run-name' }, run.name || run.comm || ''),
-      ' ', el('span', { class: 'state ' + run.state }, run.state));
-    dl([['run', String(run.id)], ['name', run.name || '-'], ['pid', String(run.pid)], ['comm', run.comm || '-'],
+      ' ', el('span', { class: 'state ' + run.state }, run.state),
+      ...(mlmon.badProcess(run) ? [' ', el('span', { class: 'state ' + run.proc_state }, run.proc_state)] : []));
+    dl([['run', String(run.id)], ['name', run.name || '-'], ['pid', String(run.pid)], ['process', mlmon.processText(run)],
+      ['comm', run.comm || '-'],
       ['command', run.cmdline || '-'], ['tags', Object.entries(run.tags || {}).map(([k, v]) => k + '=' + v).join(' ') || '-'],
       ['registered', mlmon.fmtTime(run.registered_ts)], ['ended', mlmon.fmtTime(run.ended_ts)],
       ['interval', run.interval_ms + ' ms']]);

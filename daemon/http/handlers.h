@@ -68,6 +68,9 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 /* The run with its latest sample, summary and leak verdict. */
 json_object *run_full(struct request *rq, const struct run_info *ri);
 
+/* How many jobs are stalled now (analyze/stall.h), for /v1/health. */
+int api_jobs_stalled(struct request *rq, unsigned *ret);
+
 /* The handlers of the route table (api.c), by file. */
 handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */
 handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get;           /* api-series.c */

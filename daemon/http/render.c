@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "collect/accel/accel.h"
+#include "collect/procfs.h"
 #include "json-util.h"
 #include "analyze/leakwatch.h"
 #include "version.h"
@@ -127,6 +128,11 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        /* the state of a process that runs; an ended run's is how it ended */
+        json_add_string(o, "proc_state",
+                        ri->state == RUN_RUNNING && latest ? proc_state_name(latest->proc_state) : NULL);
+        json_add_i64(o, "exit_code", ri->has_exit_code, ri->exit_code);
+        json_add_i64(o, "exit_signal", ri->has_exit_signal, ri->exit_signal);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
         /* a running tree's processes that are not the owner's to see */
         json_object *left = NULL;
@@ -338,6 +344,7 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         json_add_u64(o, "statsd_refused", true, m->statsd_refused);
+        json_add_u64(o, "jobs_stalled", m->has_jobs_stalled, m->jobs_stalled);
         json_object *wal = NULL;
         if (m->wal.damaged) {
                 /* with the header gone, where the log broke is unknown */
