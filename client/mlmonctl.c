@@ -167,12 +167,12 @@ int verb_show(struct args *a) {
 
 int verb_list(struct args *a) {
         _cleanup_json_ json_object *answer = NULL;
-        _cleanup_free_ char *raw = NULL;
 
-        if (api_call("GET", a->all ? "/v1/runs?state=all" : "/v1/runs", NULL, &answer, &raw) < 0)
+        /* every run: the ended ones come a page at a time */
+        if (api_list_runs(a->all ? "/v1/runs?state=all" : "/v1/runs", false, &answer) < 0)
                 return EXIT_FAILED;
         if (arg_json)
-                return finish_answer(raw);
+                return finish_answer(json_to_string(answer));
         json_object *runs = json_get_array(answer, "runs");
         if (!runs) {
                 error_line("%s: mlmond's answer has no \"runs\" list", daemon_address());

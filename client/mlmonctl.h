@@ -182,6 +182,12 @@ static inline int api_call(const char *method, const char *path, json_object *bo
         return api_call_full(method, path, body, false, ret_json, ret_raw);
 }
 
+/* GET path, a list of runs (/v1/runs?...), and the pages after it: the
+ * answer's "next" is followed until it is null, each page's runs added to
+ * the first's. On success 0 and the whole list as one answer ("truncated"
+ * false, "next" null); else as api_call_full(). */
+int api_list_runs(const char *path, bool quiet, json_object **ret_json);
+
 /* POST /v1/runs; on success the run's id and, if ret_raw, the answer as
  * sent. Prints errors. */
 int register_pid(const struct args *a, pid_t pid, char **ret_raw, int64_t *ret_id);

@@ -54,9 +54,8 @@ int check_label(const char *what, const char *s) {
                 return usage_error("%s: the label is longer than %d bytes", what, LABEL_MAX);
         if (!utf8_is_valid(s, l))
                 return usage_error("%s: the label is not valid UTF-8", what);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-                if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
-                        return usage_error("%s: the label contains control characters", what);
+        if (!utf8_is_plain_text(s, l))
+                return usage_error("%s: the label contains control or bidirectional formatting characters", what);
         return CONTINUE;
 }
 

@@ -57,6 +57,9 @@ static const struct config_key keys[] = {
         { "storage", "retention_rollup", KEY_DURATION, OFF(retention_rollup_usec), "90d", USEC_PER_HOUR,
           3650 * USEC_PER_DAY, NULL },
         { "storage", "synchronous", KEY_STRING, OFF(synchronous), "normal", 0, 0, "normal|full" },
+        /* a user's history of runs, not a few days of it: a sweep of a
+         * thousand trials is 1 000 runs; what goes over is the oldest */
+        { "storage", "ended_runs_per_uid", KEY_UINT, OFF(ended_runs_per_uid), "10000", 0, 10000000, NULL },
         { "http", "connection_limit", KEY_UINT, OFF(http_connection_limit), "256", 4, 10000, NULL },
         { "http", "per_ip_connection_limit", KEY_UINT, OFF(http_per_ip_connection_limit), "16", 1, 10000, NULL },
         { "http", "connection_timeout", KEY_DURATION, OFF(http_connection_timeout_usec), "10s", USEC_PER_SEC,
@@ -355,10 +358,7 @@ static int categories_copy(struct config *dst, const struct config *src) {
  * a StatsD tag could carry. */
 static int add_category(struct config *c, const char *pattern, const char *category, char *err, size_t errlen) {
         size_t pl = strlen(pattern);
-        bool pattern_ok = pl > 0 && pl <= OPS_NAME_MAX && utf8_is_valid(pattern, pl);
-        for (size_t i = 0; pattern_ok && i < pl; i++)
-                pattern_ok = (unsigned char)pattern[i] >= 0x20 && pattern[i] != 0x7f;
-        if (!pattern_ok) {
+        if (pl == 0 || pl > OPS_NAME_MAX || !utf8_is_plain_text(pattern, pl)) {
                 snprintf(err, errlen, "'%.64s': a pattern is 1-%d bytes of printable UTF-8", pattern, OPS_NAME_MAX);
                 return -EINVAL;
         }

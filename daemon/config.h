@@ -39,7 +39,8 @@ struct config {
         /* [storage] */
         usec_t retention_raw_usec;
         usec_t retention_rollup_usec;
-        char *synchronous; /* "normal" | "full" */
+        char *synchronous;           /* "normal" | "full" */
+        unsigned ended_runs_per_uid; /* 0: no bound */
         /* [http] */
         unsigned http_connection_limit;
         unsigned http_per_ip_connection_limit;

@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "http/api.h"
 #include "ingest/ingest.h"
+#include "store/walcheck.h"
 
 int manager_listen_fd(const char *fdname, int type, const char *key, const char *want) {
         char **names = NULL;
@@ -239,6 +240,7 @@ static uint64_t op_data_generation(void *userdata) {
 static void op_stats(void *userdata, struct manager_stats *ret) {
         struct manager *m = userdata;
         const struct ingest_counters *c = ingest_counters(m->ingest);
+        const struct wal_damage *w = store_wal_damage(m->store, now_realtime_ms());
         *ret = (struct manager_stats){
                 .uptime_usec = now_usec(CLOCK_MONOTONIC) - m->started_mono,
                 .ticks = m->ticks,
@@ -260,6 +262,29 @@ static void op_stats(void *userdata, struct manager_stats *ret) {
                 .grid_g_per_kwh = m->config.grid_g_per_kwh,
                 .n_runs = m->n_runs,
         };
+        if (w) {
+                ret->health |= HEALTH_WAL_DAMAGED;
+                ret->wal = (struct health_wal){ .damaged = true,
+                                                .ts_ms = w->ts_ms,
+                                                .header = w->header,
+                                                .log_bytes = w->log_bytes,
+                                                .replayed = w->replayed,
+                                                .frames_lost = w->frames_lost,
+                                                .transactions_lost = w->transactions_lost,
+                                                .copy = w->copy };
+        }
+}
+
+static int op_health_ack(void *userdata, const struct caller *who) {
+        struct manager *m = userdata;
+        if (!who->is_root)
+                return -EPERM;
+        int r = store_wal_damage_ack(m->store);
+        if (r > 0) {
+                log_notice("database: the damaged write-ahead log was acknowledged");
+                m->data_generation++; /* a cached /v1/health says otherwise */
+        }
+        return r;
 }
 
 static const struct manager_ops manager_ops = {
@@ -280,6 +305,7 @@ static const struct manager_ops manager_ops = {
         .run_pids = op_run_pids,
         .data_generation = op_data_generation,
         .stats = op_stats,
+        .health_ack = op_health_ack,
         .yield = op_yield,
 };
 

@@ -63,6 +63,17 @@ enum {
         HEALTH_LISTENER_NOT_ACCEPTING = 1 << 1, /* connections wait unaccepted */
         HEALTH_SAMPLER_LATE = 1 << 2,           /* an overrun recently, or no tick for 2 intervals */
         HEALTH_METRICS_LIMITED = 1 << 3,        /* GET /metrics left series out over its limits recently */
+        HEALTH_WAL_DAMAGED = 1 << 4,            /* a damaged write-ahead log lost data (not acknowledged) */
+};
+
+/* A damaged write-ahead log found when the database was opened (a copy of
+ * the store's record, its strings the manager's for the answer). */
+struct health_wal {
+        bool damaged;
+        int64_t ts_ms;
+        bool header; /* the header was not one: the whole log was ignored */
+        uint64_t log_bytes, replayed, frames_lost, transactions_lost;
+        const char *copy; /* "" if none could be made */
 };
 
 /* The daemon's own figures, copied for one answer (/v1/health,
@@ -87,6 +98,7 @@ struct manager_stats {
          * (analyze/stall.h); has_jobs_stalled false: not counted */
         bool has_jobs_stalled;
         unsigned jobs_stalled;
+        struct health_wal wal;
 };
 
 /* How a run's process ended, as its parent saw it (wait4()): the
@@ -211,6 +223,10 @@ struct manager_ops {
         /* Moves whenever stored or live data changes: a cache key. */
         uint64_t (*data_generation)(void *userdata);
         void (*stats)(void *userdata, struct manager_stats *ret);
+        /* The operator has seen to what /v1/health reports (the damaged
+         * write-ahead log): it is no longer reported. -EPERM unless root;
+         * 1 if something was reported, 0 if not. */
+        int (*health_ack)(void *userdata, const struct caller *who);
         /* Runs the sampler's tick now if it is due. The server calls it
          * before each request, and a handler with a long answer between its
          * pieces, so that answering the API delays a sample by one request

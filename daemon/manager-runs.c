@@ -53,7 +53,7 @@ static int manager_add_run(struct manager *m, struct run *r) {
 
 static bool valid_name(const char *s) {
         size_t l = strlen(s);
-        return l > 0 && l <= 128 && utf8_is_valid(s, l);
+        return l > 0 && l <= 128 && utf8_is_plain_text(s, l);
 }
 
 /* What the caller may register: what ptrace_may_access(PTRACE_MODE_READ)
@@ -189,7 +189,9 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         int q;
 
         if (req->name && !valid_name(req->name)) {
-                snprintf(err, errlen, "name: must be 1 to 128 bytes of UTF-8");
+                snprintf(
+                        err, errlen,
+                        "name: must be 1 to 128 bytes of UTF-8 without control or bidirectional formatting characters");
                 return -EINVAL;
         }
         if (req->interval_usec && (req->interval_usec < MIN_INTERVAL_USEC || req->interval_usec > MAX_INTERVAL_USEC)) {

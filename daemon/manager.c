@@ -25,6 +25,10 @@
 #define RETENTION_BATCH 5000
 
 #define MAINTENANCE_PERIOD_USEC (5 * USEC_PER_SEC)
+/* Ended runs past ended_runs_per_uid deleted per pass (each a transaction
+ * of a few index lookups), looked for once a minute: the query reads every
+ * ended run. */
+#define PRUNE_BATCH 64
 
 /* Two runs due within this much of each other are sampled in the same tick
  * (one transaction), so runs registered a few ms apart share ticks. */
@@ -497,9 +501,19 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         unsigned deleted = 0;
         if (store_retention(m->store, now_ms, RETENTION_BATCH, &deleted) == 0 && deleted > 0)
                 log_debug("retention: deleted %u rows", deleted);
+        /* half a minute after the pass that rolls the minute up */
+        unsigned pruned = 0;
+        if (m->prune_more || (now_ms + 30000) / 60000 != m->pruned_minute) {
+                m->pruned_minute = (now_ms + 30000) / 60000;
+                if (store_prune_ended_runs(m->store, m->config.ended_runs_per_uid, PRUNE_BATCH, &pruned) == 0 &&
+                    pruned > 0)
+                        log_info("retention: deleted %u ended runs past ended_runs_per_uid", pruned);
+                m->prune_more = pruned >= PRUNE_BATCH;
+        }
         /* a full batch, or minutes still to compact, mean more is waiting:
          * come back soon, not in 5 s */
-        usec_t next = deleted >= RETENTION_BATCH || behind ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
+        usec_t next = deleted >= RETENTION_BATCH || behind || m->prune_more ? 200 * USEC_PER_MSEC
+                                                                            : MAINTENANCE_PERIOD_USEC;
         store_checkpoint(m->store, false);
         /* glibc mmaps a large block the first time, then raises its mmap
          * and trim thresholds to its size, and serves later ones from brk

@@ -35,6 +35,8 @@ struct manager {
         bool maintenance_waited; /* the pass due now waited for a tick once */
         int64_t rolled_minute;   /* of the last pass that rolled a minute up and ran
                                   * malloc_trim(), in minutes since the epoch */
+        int64_t pruned_minute;   /* of the last pass that looked for ended runs past ended_runs_per_uid */
+        bool prune_more;         /* it found a full batch: more are waiting */
         struct store *store;
         struct api *api;
         struct collect_ctx collect;

@@ -108,6 +108,25 @@ static void h_health(struct request *rq, const char *const *parts, size_t nparts
         respond_json(rq, 200, render_health(&st));
 }
 
+/* POST /v1/health/ack: root has seen to what health reports (a damaged
+ * write-ahead log); the answer is the health that follows. */
+static void h_health_ack(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL) || !caller_known(rq))
+                return;
+        struct api *a = api_of(rq);
+        int r = a->manager.ops->health_ack(a->manager.userdata,
+                                           &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid });
+        if (r == -EPERM) {
+                respond_error(rq, 403, "forbidden", "only root may acknowledge what /v1/health reports");
+                return;
+        }
+        if (r < 0) {
+                respond_error(rq, 503, "unavailable", "the acknowledgement could not be stored");
+                return;
+        }
+        respond_stats(rq, render_health);
+}
+
 static void h_system(struct request *rq, const char *const *parts, size_t nparts) {
         respond_stats(rq, render_system);
 }
@@ -173,18 +192,27 @@ static json_object *run_gauges(struct request *rq, const struct run_info *ri, co
         return o;
 }
 
-json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+static json_object *run_object(struct request *rq, const struct run_info *ri, bool with_gauges) {
         struct sample s;
         json_object *gpu = NULL;
         struct run_live live;
         bool running = ri->state == RUN_RUNNING &&
-                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | RUN_LIVE_GAUGES, &live) == 0;
+                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | (with_gauges ? RUN_LIVE_GAUGES : 0), &live) == 0;
         bool has = latest_sample(rq, ri, running ? &live : NULL, &s, &gpu);
         json_object *o = render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
-        json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
+        if (with_gauges)
+                json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
         if (running)
                 run_live_done(&live);
         return o;
+}
+
+json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, false);
+}
+
+json_object *run_with_gauges(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, true);
 }
 
 /* Looks the run up; on failure the response is already set. */
@@ -271,7 +299,7 @@ void run_add_verdicts(struct request *rq, const struct run_info *ri, json_object
 }
 
 json_object *run_full(struct request *rq, const struct run_info *ri) {
-        json_object *o = run_with_latest(rq, ri);
+        json_object *o = run_with_gauges(rq, ri);
         json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
         run_add_verdicts(rq, ri, o);
@@ -307,6 +335,7 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
 
 const struct route api_routes[] = {
         { { "v1", "health" }, "GET", h_health },
+        { { "v1", "health", "ack" }, "POST", h_health_ack },
         { { "v1", "system" }, "GET", h_system },
         { { "v1", "runs" }, "GET", h_runs_list },
         { { "v1", "runs" }, "POST", h_runs_post },

@@ -62,8 +62,11 @@ bool parse_run_span(struct request *rq, const struct run_info *ri, bool whole_ru
 bool load_run(struct request *rq, const char *idtext, struct run_info *ri);
 /* A running run's totals are kept in memory and written at intervals. */
 void overlay_live(struct request *rq, struct run_info *ri);
-/* The run with its latest sample. */
+/* The run with its latest sample: an item of a list. A run of a list holds
+ * no gauges: a run may have hundreds, and a list thousands of runs. */
 json_object *run_with_latest(struct request *rq, const struct run_info *ri);
+/* The same with the latest value of each gauge: a run's own answers. */
+json_object *run_with_gauges(struct request *rq, const struct run_info *ri);
 /* The leak verdict: live for a running run, as stored otherwise;
  * with_history adds the stored verdict changes. */
 json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_history);

@@ -325,7 +325,9 @@ json_object *render_health(const struct manager_stats *m) {
         bool has_rss = metrics_self_rss(&rss);
         static const char *const reasons[] = { "database writes failing", "a listener is not accepting", "sampler late",
                                                "GET /metrics left series out over its limits "
-                                               "(mlmond_metrics_left_out_total)" };
+                                               "(mlmond_metrics_left_out_total)",
+                                               "the write-ahead log was damaged: committed data was lost (wal_damage; "
+                                               "POST /v1/health/ack once seen to)" };
         json_object *why = json_object_new_array();
         for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
                 if (m->health & (1u << i))
@@ -346,6 +348,20 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         json_add_u64(o, "statsd_refused", true, m->statsd_refused);
         json_add_u64(o, "jobs_stalled", m->has_jobs_stalled, m->jobs_stalled);
+        json_object *wal = NULL;
+        if (m->wal.damaged) {
+                /* with the header gone, where the log broke is unknown */
+                bool frames = !m->wal.header;
+                wal = json_object_new_object();
+                json_add_i64(wal, "ts", true, m->wal.ts_ms);
+                json_object_object_add(wal, "header_damaged", json_object_new_boolean(m->wal.header));
+                json_add_u64(wal, "log_bytes", true, m->wal.log_bytes);
+                json_add_u64(wal, "frames_replayed", frames, m->wal.replayed);
+                json_add_u64(wal, "frames_lost", frames, m->wal.frames_lost);
+                json_add_u64(wal, "transactions_lost", frames, m->wal.transactions_lost);
+                json_add_string(wal, "copy", m->wal.copy && m->wal.copy[0] ? m->wal.copy : NULL);
+        }
+        json_object_object_add(o, "wal_damage", wal);
         return o;
 }
 

@@ -195,12 +195,7 @@ json_object *parse_body(struct request *rq) {
 
 bool valid_label(const char *s, size_t max) {
         size_t l = strlen(s);
-        if (l == 0 || l > max || !utf8_is_valid(s, l))
-                return false;
-        for (size_t i = 0; i < l; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-        return true;
+        return l > 0 && l <= max && utf8_is_plain_text(s, l);
 }
 
 int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
@@ -518,6 +513,27 @@ int request_origins_check(const char *list, char *errbuf, size_t errlen) {
         return 0;
 }
 
+int request_query_append(char **q, const char *key, const char *value) {
+        size_t have = *q ? strlen(*q) : 0, klen = strlen(key), vlen = strlen(value);
+        char *n = realloc(*q, have + 1 + klen + 1 + 3 * vlen + 1);
+        if (!n)
+                return -ENOMEM;
+        char *p = n + have;
+        if (have > 0)
+                *p++ = '&';
+        p = mempcpy(p, key, klen);
+        *p++ = '=';
+        for (const unsigned char *v = (const unsigned char *)value; *v; v++)
+                if ((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+                    strchr("-._~", *v))
+                        *p++ = (char)*v;
+                else
+                        p += sprintf(p, "%%%02X", *v);
+        *p = 0;
+        *q = n;
+        return 0;
+}
+
 void request_done(struct request *rq) {
         if (rq->json)
                 json_object_put(rq->json);
@@ -539,5 +555,11 @@ enum auth_result request_check_bearer(const char *authorization, const char *tok
                 return AUTH_WRONG;
         const char *given = authorization + 7;
         given += strspn(given, " ");
-        return ct_equal(given, strlen(given), token, token_len) ? AUTH_OK : AUTH_WRONG;
+        /* the blanks around a field value are not part of it (RFC 9110
+         * 5.5: OWS is spaces and tabs); libmicrohttpd drops those before
+         * it, not those after it */
+        size_t len = strlen(given);
+        while (len > 0 && (given[len - 1] == ' ' || given[len - 1] == '\t'))
+                len--;
+        return ct_equal(given, len, token, token_len) ? AUTH_OK : AUTH_WRONG;
 }

@@ -120,6 +120,11 @@ bool request_origin_allowed(const char *list, const char *origin);
  * no path, not even a slash), which is the only way it can ever match;
  * else -EINVAL and why in errbuf. */
 int request_origins_check(const char *list, char *errbuf, size_t errlen);
+/* Appends "&key=value" (no '&' when *q is empty) to the malloc'ed query
+ * *q, value percent-encoded: every byte but the unreserved ones of RFC 3986
+ * (letters, digits, "-._~") as %XX, so that request_parse_target() gives
+ * value back. -ENOMEM, leaving *q as it was. */
+int request_query_append(char **q, const char *key, const char *value);
 /* Frees what the request holds (not rq itself). */
 void request_done(struct request *rq);
 

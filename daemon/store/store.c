@@ -13,6 +13,7 @@
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
 #include "store/param.h"
+#include "store/walcheck.h"
 #include "util.h"
 
 extern const char *const sql_migrations[];
@@ -40,6 +41,8 @@ struct store {
         bool in_txn;
         uint64_t write_errors;
         int64_t retention_raw_ms, retention_rollup_ms;
+        bool has_wal_damage; /* reported until acknowledged or a day old */
+        struct wal_damage wal_damage;
         struct {
                 const char *sql;
                 sqlite3_stmt *st;
@@ -198,6 +201,9 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         char e[256];
         int r;
 
+        /* before SQLite replays the log, and resets it */
+        int64_t now_ms = now_realtime_ms();
+        bool wal_damaged = walcheck_before_open(path, now_ms, &s->wal_damage) > 0;
         if (sqlite3_open_v2(path, &s->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
             SQLITE_OK) {
                 snprintf(errbuf, errlen, "cannot open database %s: %s", path,
@@ -227,6 +233,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         r = store_migrate(s->w, 0, errbuf, errlen);
         if (r < 0)
                 goto fail;
+        s->has_wal_damage = walcheck_recorded(s->w, wal_damaged, &s->wal_damage, now_ms) > 0;
 
         if (sqlite3_open_v2(path, &s->r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
                 snprintf(errbuf, errlen, "cannot open database %s read-only: %s", path,
@@ -619,6 +626,18 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
                                   p_double(v->evaluated, v->slope_bytes_per_s), p_double(v->evaluated, v->growth_bytes),
                                   p_double(v->evaluated, v->window_s), p_double(v->evaluated, v->confidence),
                                   p_text(v->reason)));
+}
+
+const struct wal_damage *store_wal_damage(struct store *s, int64_t now_ms) {
+        if (s->has_wal_damage && now_ms - s->wal_damage.ts_ms >= WAL_DAMAGE_REPORT_MS)
+                (void)store_wal_damage_ack(s);
+        return s->has_wal_damage ? &s->wal_damage : NULL;
+}
+
+int store_wal_damage_ack(struct store *s) {
+        bool had = s->has_wal_damage;
+        s->has_wal_damage = false;
+        return walcheck_forget(s->w) < 0 ? -EIO : had;
 }
 
 int store_checkpoint(struct store *s, bool truncate) {

@@ -73,6 +73,15 @@ void store_set_retention(struct store *s, usec_t raw, usec_t rollup);
 int64_t store_retention_raw_ms(const struct store *s);
 int64_t store_retention_rollup_ms(const struct store *s);
 
+/* The damaged write-ahead log found when the database was opened, or at an
+ * earlier start and not yet acknowledged, while it is reported (less than
+ * a day old: walcheck.h); NULL: none. */
+struct wal_damage;
+const struct wal_damage *store_wal_damage(struct store *s, int64_t now_ms);
+/* Acknowledged: no longer reported, and forgotten by the database. 1 if
+ * one was reported, 0 if none, -EIO. */
+int store_wal_damage_ack(struct store *s);
+
 /* WAL checkpoint (PASSIVE normally, TRUNCATE at exit). */
 int store_checkpoint(struct store *s, bool truncate);
 

@@ -31,7 +31,9 @@ from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_statsd import agents, registered, settle  # noqa: F401
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-WEIRD_NAME = 'we"ird\\name\nline 2 \\n'
+# a run's name may not hold a newline (mlmond refuses control characters in
+# what users name); a process's comm may, and carries it into the labels
+WEIRD_NAME = 'we"ird\\name line 2 \\n'
 WEIRD_COMM = b'q"\\\xff\nx'  # a comm is raw bytes: 0xff is not UTF-8
 QUANTILE_REL = 0.01
 

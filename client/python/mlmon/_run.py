@@ -29,7 +29,9 @@ OWN_RUN_POLL_S = 0.05
 # A mark's label, as mlmond takes it: 1 to 64 bytes of UTF-8 without
 # control characters.
 MARK_LABEL_MAX_BYTES = 64
-_BAD_LABEL = re.compile("[\x00-\x1f\x7f]")
+# what mlmond refuses in a label: controls (C0, DEL, C1) and bidirectional
+# formatting characters
+_BAD_LABEL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # How long `mlmonctl report` may take (it makes a few requests).
 REPORT_TIMEOUT_S = 3 * _http.QUERY_TIMEOUT_S
 
