@@ -23,16 +23,8 @@ void h_jobs_list(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *j = json_object_new_object();
-                json_add_string(j, "job_id", v[i].job_id);
-                json_add_u64(j, "runs", true, v[i].runs);
-                json_add_u64(j, "ranks", true, v[i].ranks);
-                json_add_string(j, "state", v[i].running > 0 ? "running" : "finished");
-                json_add_i64(j, "first_registered_ts", true, v[i].first_registered_ts_ms);
-                json_add_i64(j, "last_ended_ts", v[i].running == 0, v[i].last_ended_ts_ms);
-                json_object_array_add(arr, j);
-        }
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(arr, render_job_info(&v[i]));
         job_infos_free(v, n);
         json_object_object_add(root, "jobs", arr);
         json_object_object_add(root, "truncated", json_object_new_boolean(truncated));
@@ -83,9 +75,9 @@ struct job_span {
         size_t nq;
 };
 
-/* Default: from the first registration to now, or to the last end when no
- * run is running. window=DUR ends at until. False: answered. */
-static bool parse_job_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+/* The whole job: from the first registration to now, or to the last end
+ * when no run is running. */
+static void job_whole_span(const struct job_member *m, size_t n, struct job_span *ret) {
         int64_t first = INT64_MAX, last = 0;
         bool running = false;
         for (size_t i = 0; i < n; i++) {
@@ -94,9 +86,15 @@ static bool parse_job_span(struct request *rq, const struct job_member *m, size_
                 running = running || ri->state == RUN_RUNNING || !ri->ended_ts_ms;
                 last = ri->ended_ts_ms > last ? ri->ended_ts_ms : last;
         }
-        const char *w = arg(rq, "window"), *q = arg(rq, "q");
         ret->until = running ? now_realtime_ms() : last;
         ret->from = first;
+        ret->mark = NULL;
+}
+
+/* Default: the whole job. window=DUR ends at until. False: answered. */
+static bool parse_job_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+        const char *w = arg(rq, "window"), *q = arg(rq, "q");
+        job_whole_span(m, n, ret);
         ret->mark = arg(rq, "since_mark");
         if (w && ret->mark) {
                 respond_error(rq, 400, "bad_request",
@@ -333,4 +331,25 @@ void h_job_get(struct request *rq, const char *const *parts, size_t nparts) {
         }
         job_members_free(m, nruns);
         run_infos_free(runs, nruns);
+}
+
+int job_stragglers(struct request *rq, const char *job_id, json_object **ret) {
+        struct run_info *runs = NULL;
+        size_t nruns = 0;
+        struct job_member *m = NULL;
+        json_object *doc = NULL;
+        struct job_span sp = { .qs = { 50 }, .nq = 1 };
+        int r = load_members(rq, job_id, &runs, &nruns, &m);
+        if (r == 0) {
+                job_whole_span(m, nruns, &sp);
+                r = collect_members(rq, m, nruns, &sp);
+        }
+        if (r == 0)
+                r = render_job(rq, job_id, m, nruns, &sp, &doc);
+        if (r == 0)
+                *ret = json_object_get(json_object_object_get(doc, "stragglers"));
+        json_object_put(doc);
+        job_members_free(m, nruns);
+        run_infos_free(runs, nruns);
+        return r;
 }

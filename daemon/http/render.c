@@ -358,3 +358,83 @@ json_object *render_system(const struct manager_stats *m) {
         json_object_object_add(o, "energy", en);
         return o;
 }
+
+json_object *render_job_info(const struct job_info *v) {
+        json_object *j = json_object_new_object();
+        json_add_string(j, "job_id", v->job_id);
+        json_add_u64(j, "runs", true, v->runs);
+        json_add_u64(j, "ranks", true, v->ranks);
+        json_add_string(j, "state", v->running > 0 ? "running" : "finished");
+        json_add_i64(j, "first_registered_ts", true, v->first_registered_ts_ms);
+        json_add_i64(j, "last_ended_ts", v->running == 0, v->last_ended_ts_ms);
+        return j;
+}
+
+/* The few figures of a sample that a list of runs shows. */
+static json_object *render_sample_brief(const struct sample *s) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "ts", true, s->ts_ms);
+        json_add_double(o, "cpu_pct", s->has_cpu_pct, s->cpu_pct);
+        json_add_u64(o, "rss_bytes", s->has_rss, s->rss_bytes);
+        json_add_double(o, "read_bytes_per_s", s->has_io_rate, s->read_bytes_per_s);
+        json_add_double(o, "write_bytes_per_s", s->has_io_rate, s->write_bytes_per_s);
+        json_add_double(o, "netns_rx_bytes_per_s", s->has_net_rate, s->netns_rx_bytes_per_s);
+        json_add_double(o, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s);
+        return o;
+}
+
+static json_object *render_spark(const struct overview_run *o, size_t npoints) {
+        json_object *j = json_object_new_object(), *cpu = json_object_new_array_ext((int)npoints),
+                    *rss = json_object_new_array_ext((int)npoints);
+        json_add_i64(j, "from", true, o->spark_from);
+        for (size_t k = 0; k < npoints; k++) {
+                const struct spark_point *p = &o->spark[k];
+                json_object_array_add(cpu, p->cpu_n ? json_double_round(p->cpu_sum / (double)p->cpu_n, 2) : NULL);
+                json_object_array_add(rss, p->rss_n ? json_object_new_int64((int64_t)(p->rss_sum / (double)p->rss_n))
+                                                    : NULL);
+        }
+        json_object_object_add(j, "cpu_pct", cpu);
+        json_object_object_add(j, "rss_bytes", rss);
+        return j;
+}
+
+static json_object *render_top_op(const struct op_agg *a, double covered_s) {
+        bool timed = a->h.count > 0;
+        json_object *o = json_object_new_object();
+        json_add_string(o, "op", a->op);
+        json_add_string(o, "category", a->category);
+        json_add_double(o, "count", true, a->count);
+        json_add_double(o, "per_s", covered_s > 0, covered_s > 0 ? a->count / covered_s : 0);
+        json_add_double(o, "total_ms", timed, a->h.sum);
+        json_add_double(o, "p99_ms", timed, timed ? hist_quantile(&a->h, 0.99) : 0);
+        return o;
+}
+
+json_object *render_overview_run(const struct overview_run *o, size_t npoints) {
+        const struct run_info *ri = &o->info;
+        json_object *j = json_object_new_object(), *leak = json_object_new_object();
+        json_add_i64(j, "id", true, ri->id);
+        json_add_i64(j, "pid", true, ri->pid);
+        json_add_string(j, "name", ri->name);
+        json_add_string(j, "comm", ri->comm);
+        json_add_string(j, "state", run_state_to_string(ri->state));
+        json_object *tags = ri->tags_json ? json_tokener_parse(ri->tags_json) : NULL;
+        json_object_object_add(j, "tags", tags ? tags : json_object_new_object());
+        json_add_i64(j, "registered_ts", true, ri->registered_ts_ms);
+        json_add_i64(j, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        json_object_object_add(j, "latest", o->has_last ? render_sample_brief(&o->last) : NULL);
+        /* the verdict of the series that is suspected, else of RSS */
+        const struct leak_state *l = NULL;
+        if (o->has_leak)
+                l = o->leak.has_gpu && o->leak.gpu.suspected && !o->leak.rss.suspected ? &o->leak.gpu : &o->leak.rss;
+        if (l && l->evaluated)
+                json_object_object_add(leak, "suspected", json_object_new_boolean(l->suspected));
+        else
+                json_object_object_add(leak, "suspected", NULL);
+        json_object_object_add(leak, "detected", json_object_new_boolean(ri->leak_detected || (l && l->suspected)));
+        json_add_string(leak, "reason", l && l->reason[0] ? l->reason : NULL);
+        json_object_object_add(j, "leak", leak);
+        json_object_object_add(j, "spark", render_spark(o, npoints));
+        json_object_object_add(j, "top_op", o->top ? render_top_op(o->top, o->covered_s) : NULL);
+        return j;
+}

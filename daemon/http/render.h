@@ -55,3 +55,23 @@ json_object *render_leak(const struct leak_state *l, const char *metric);
  * "gpu_mem" (null while the run has no GPU memory). */
 json_object *render_run_leak(const struct leak_report *r);
 json_object *render_system(const struct manager_stats *st);
+
+/* A job of GET /v1/jobs: its id, runs, ranks, state and times. */
+struct job_info;
+json_object *render_job_info(const struct job_info *j);
+
+/* One run of GET /v1/overview, as its handler gathered it. */
+struct overview_run {
+        struct run_info info; /* info.leak_detected: a leak was suspected at some point */
+        bool has_last;
+        struct sample last;
+        bool has_leak; /* the verdicts now (the last stored ones for a run that ended) */
+        struct leak_report leak;
+        int64_t spark_from; /* the minute of the first point of spark */
+        const struct spark_point *spark;
+        const struct op_agg *top; /* the op that cost the most time in the window; NULL: none */
+        double covered_s;         /* the part of the window the run covers (what per_s divides by) */
+};
+/* Its identity, latest figures, leak flags, CPU and RSS a minute at a
+ * time (npoints minutes from spark_from) and its top op. */
+json_object *render_overview_run(const struct overview_run *o, size_t npoints);
