@@ -73,6 +73,15 @@ mlmon.get = async function (path) {
   return body;
 };
 
+// The page of one run or of one job (web/page.html, for /runs/{id} and
+// /jobs/{job_id}): when the address is the page of `name`, puts its
+// template in <main> and returns true.
+mlmon.page = function (name) {
+  if (location.pathname.split('/')[1] !== name + 's') return false;
+  document.querySelector('main').append(document.getElementById(name + '-page').content.cloneNode(true));
+  return true;
+};
+
 mlmon.chartsAvailable = () => typeof Dygraph !== 'undefined';
 
 // Says what to install when the chart library could not be loaded. With

@@ -5,7 +5,8 @@
 'use strict';
 
 (function () {
-  const { el, clear, known } = mlmon;
+  if (!mlmon.page('job')) return;
+  const { el, clear, known, bdi } = mlmon;
   // The path's segment is the URL-encoded job id.
   const jobId = decodeURIComponent(location.pathname.split('/')[2] || '');
   const REFRESH_MS = 5000;

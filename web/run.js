@@ -4,7 +4,8 @@
 'use strict';
 
 (function () {
-  const { el, clear, known } = mlmon;
+  if (!mlmon.page('run')) return;
+  const { el, clear, known, bdi } = mlmon;
   const id = Number(location.pathname.split('/')[2]);
   const REFRESH_MS = 5000;
   // Points per plot: about a screen's width; the API merges steps.
