@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// What both pages share: building elements (every value from a process is
-// inserted as text, never as HTML), number formats (those of mlmonctl), the
-// JSON API, plots and the note shown when the chart library is missing.
+// What the pages share: building elements (every value from a process is
+// inserted as text, never as HTML, and isolated from the text around it),
+// number formats (those of mlmonctl), the JSON API, plots and the note shown
+// when the chart library is missing.
 'use strict';
 
 const mlmon = {};
@@ -17,6 +18,25 @@ mlmon.el = function (tag, attrs, ...children) {
     e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
   }
   return e;
+};
+
+// A string a process or a user supplied (a name, a tag, an op, a mark...),
+// as text in a <bdi>: its direction is isolated from the text around it, so
+// a right-to-left override inside it (U+202E) cannot make the rest of the
+// line read differently.
+mlmon.bdi = (s, attrs) => mlmon.el('bdi', attrs || {}, String(s));
+
+// The same where no element can hold it (an attribute, an <option>, the
+// document's title): the direction controls (U+202A-U+202E, U+2066-U+2069)
+// shown as U+FFFD, so nothing in it changes the text beyond it.
+mlmon.plain = (s) => String(s).replace(/[\u202a-\u202e\u2066-\u2069]/g, '\ufffd');
+
+// A run's tags: each "key=value" isolated, one after the other.
+mlmon.tagsText = (tags) => Object.entries(tags || {}).map(([k, v]) => k + '=' + v);
+mlmon.tags = function (tags) {
+  const f = document.createDocumentFragment();
+  mlmon.tagsText(tags).forEach((t, i) => f.append(i ? ' ' : '', mlmon.bdi(t)));
+  return f;
 };
 
 mlmon.clear = function (e) {
@@ -105,18 +125,19 @@ mlmon.sparkline = function (values, title) {
   const c = mlmon.el('canvas', { width: 64, height: 20, class: 'spark', title: title });
   const pts = values.filter(mlmon.known);
   c.dataset.points = String(pts.length);
-  if (pts.length < 2) return c;
+  if (pts.length === 0) return c;
   const ctx = c.getContext('2d');
   const max = Math.max(...pts), min = Math.min(0, ...pts), span = max - min || 1;
-  ctx.strokeStyle = '#2a6fdb';
+  const at = (v, i) => [(i / Math.max(1, values.length - 1)) * (c.width - 2) + 1, c.height - 2 - ((v - min) / span) * (c.height - 4)];
+  ctx.strokeStyle = ctx.fillStyle = '#2a6fdb';
   ctx.lineWidth = 1.2;
   ctx.beginPath();
-  let first = true;
   values.forEach((v, i) => {
-    if (!mlmon.known(v)) { first = true; return; }
-    const x = (i / (values.length - 1)) * (c.width - 2) + 1, y = c.height - 2 - ((v - min) / span) * (c.height - 4);
-    if (first) ctx.moveTo(x, y); else ctx.lineTo(x, y);
-    first = false;
+    if (!mlmon.known(v)) return;
+    const [x, y] = at(v, i), joined = i > 0 && mlmon.known(values[i - 1]);
+    if (joined) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+    // a point with no neighbour is a dot
+    if (!joined && !mlmon.known(values[i + 1])) ctx.fillRect(x - 1, y - 1, 2.5, 2.5);
   });
   ctx.stroke();
   return c;

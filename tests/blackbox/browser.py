@@ -37,8 +37,8 @@ def unavailable(why):
 
 
 class Page:
-    def __init__(self, browser, session):
-        self.browser, self.session = browser, session
+    def __init__(self, browser, target, session):
+        self.browser, self.target, self.session = browser, target, session
         self.requests, self.console = [], []
 
     def call(self, method, params=None, timeout=30):
@@ -63,6 +63,10 @@ class Page:
             if time.monotonic() > deadline:
                 raise BrowserError(f"timed out after {timeout} s waiting for {what or expr}")
             self.browser.pump(0.05)
+
+    def close(self):
+        self.browser.pages.pop(self.session, None)
+        self.browser.call("Target.closeTarget", {"targetId": self.target})
 
     def api_requests(self):
         """The requests made of the JSON API (/v1/...), as paths with their
@@ -179,12 +183,16 @@ class Browser:
             raise BrowserError(f"{method}: {r['error']}")
         return r.get("result", {})
 
-    def open(self, url, ready=True, timeout=60):
+    def open(self, url, ready=True, timeout=60, alone=True):
         """A new tab on url; with ready, once the page has marked its body
-        data-ready="1" (it has drawn what it loaded first)."""
+        data-ready="1" (it has drawn what it loaded first); alone: the tabs
+        opened before are closed (they would go on refreshing)."""
+        if alone:
+            for page in list(self.pages.values()):
+                page.close()
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        page = Page(self, session)
+        page = Page(self, target, session)
         self.pages[session] = page
         for domain in ("Network", "Runtime", "Log", "Page"):
             page.call(domain + ".enable")
