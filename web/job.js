@@ -21,12 +21,12 @@
   function renderIdentity(doc) {
     const running = doc.runs.filter((r) => r.state === 'running').length;
     const jobState = running > 0 ? 'running' : 'finished';
-    document.title = 'mlmond: job ' + doc.job_id;
-    clear(document.getElementById('title')).append('job ', el('span', { class: 'job-id' }, doc.job_id), ' ',
+    document.title = 'mlmond: job ' + mlmon.plain(doc.job_id);
+    clear(document.getElementById('title')).append('job ', bdi(doc.job_id, { class: 'job-id' }), ' ',
       el('span', { class: 'state ' + jobState }, jobState));
     const ranks = new Set(doc.runs.filter((r) => r.rank !== null).map((r) => r.rank));
     const d = clear(document.getElementById('ident'));
-    for (const [k, v] of [['job', doc.job_id], ['state', jobState], ['runs', doc.runs.length + ' (' + running + ' running)'],
+    for (const [k, v] of [['job', bdi(doc.job_id)], ['state', jobState], ['runs', doc.runs.length + ' (' + running + ' running)'],
       ['ranks', String(ranks.size)], ['straggler threshold', known(doc.straggler_pct) ? doc.straggler_pct + '%' : '-']]) {
       d.append(el('dt', {}, k), el('dd', { 'data-field': k }, v));
     }
@@ -36,9 +36,9 @@
   function renderRuns(doc) {
     const tbody = clear(document.querySelector('#runs tbody'));
     for (const r of doc.runs) {
-      tbody.append(el('tr', { 'data-run': r.id }, el('td', { class: 'rank' }, r.rank === null ? '-' : r.rank),
+      tbody.append(el('tr', { 'data-run': r.id }, el('td', { class: 'rank' }, r.rank === null ? '-' : bdi(r.rank)),
         el('td', {}, el('a', { href: '/runs/' + r.id }, String(r.id))),
-        el('td', { class: 'name' }, el('a', { href: '/runs/' + r.id }, r.name || '-')),
+        el('td', { class: 'name' }, el('a', { href: '/runs/' + r.id }, r.name ? bdi(r.name) : '-')),
         el('td', { class: 'num' }, String(r.pid)), el('td', {}, el('span', { class: 'state ' + r.state }, r.state)),
         el('td', {}, mlmon.fmtTime(r.registered_ts)), el('td', {}, mlmon.fmtTime(r.ended_ts))));
     }
@@ -52,7 +52,7 @@
     sec.className = 'leak-box suspected';
     sec.append(el('strong', {}, n + (n === 1 ? ' straggler' : ' stragglers')));
     const ul = el('ul', { class: 'reasons' });
-    for (const s of doc.stragglers) ul.append(el('li', { class: 'reason', 'data-run': s.run }, s.reason || ''));
+    for (const s of doc.stragglers) ul.append(el('li', { class: 'reason', 'data-run': s.run }, bdi(s.reason || '')));
     sec.append(ul);
   }
 
@@ -76,16 +76,16 @@
         const vs = known(r.p50_ms) && known(jobP50) && jobP50 > 0 ? (r.p50_ms / jobP50 - 1) * 100 + 0 : null;
         const num = (t, k) => el('td', { class: 'num', 'data-field': k }, t);
         tbody.append(el('tr', { 'data-run': r.run, 'data-rank-of': name, class: s ? 'straggler' : null },
-          el('td', { 'data-field': 'rank' }, r.rank === null ? '-' : r.rank),
+          el('td', { 'data-field': 'rank' }, r.rank === null ? '-' : bdi(r.rank)),
           el('td', {}, el('a', { href: '/runs/' + r.run }, String(r.run))),
           num(known(r.count) ? r.count.toFixed(0) : '-', 'count'), num(mlmon.fmtMs(r.p50_ms), 'p50'),
           num(mlmon.fmtMs(r.p99_ms), 'p99'), num(vs === null ? '-' : (vs >= 0 ? '+' : '') + vs.toFixed(1) + '%', 'vs_job'),
           el('td', { class: 'bar-cell' }, el('div', { class: 'bar', title: 'p50 ' + mlmon.fmtMs(r.p50_ms) }, fill)),
-          el('td', {}, s ? el('span', { class: 'flag leak', title: s.reason || '' }, 'STRAGGLER') : null)));
+          el('td', {}, s ? el('span', { class: 'flag leak', title: mlmon.plain(s.reason || '') }, 'STRAGGLER') : null)));
       }
-      const op = el('div', { class: 'job-op', 'data-op': name }, el('h3', {}, name),
+      const op = el('div', { class: 'job-op', 'data-op': name }, el('h3', {}, bdi(name)),
         el('table', { class: 'grid ranks' }, el('thead', {}, el('tr', {}, ...heads.map((h, i) => el('th', { class: i >= 2 && i <= 5 ? 'num' : null }, h)))), tbody));
-      for (const s of slow.values()) op.append(el('p', { class: 'reason', 'data-run': s.run }, s.reason || ''));
+      for (const s of slow.values()) op.append(el('p', { class: 'reason', 'data-run': s.run }, bdi(s.reason || '')));
       box.append(op);
     }
   }
@@ -98,7 +98,7 @@
     const lats = await Promise.all(runs.map((r) => mlmon.get('/v1/runs/' + r.id + '/latency?from=' + doc.from +
       '&until=' + doc.until + '&q=50&step=' + lStep + 'ms')));
     const box = clear(document.getElementById('plots'));
-    const names = runs.map((r) => (r.rank === null ? 'run ' + r.id : 'rank ' + r.rank));
+    const names = runs.map((r) => (r.rank === null ? 'run ' + r.id : ['rank ', r.rank]));
     for (const { name } of mlmon.sortedOps(doc.ops)) {
       const byTs = new Map();
       lats.forEach((lat, i) => {
@@ -109,7 +109,7 @@
         }
       });
       const rows = [...byTs.keys()].sort((a, b) => a - b).map((ts) => [new Date(ts)].concat(byTs.get(ts)));
-      mlmon.plot(box, name + ': p50 per rank', names, rows, (v) => mlmon.fmtMs(v), { includeZero: false });
+      mlmon.plot(box, { title: [bdi(name), ': p50 per rank'], names, rows, fmt: (v) => mlmon.fmtMs(v), opts: { includeZero: false } });
     }
   }
 
@@ -120,7 +120,9 @@
     renderStragglers(doc);
     renderRuns(doc);
     document.getElementById('span').textContent = mlmon.fmtTime(doc.from) + ' to ' + mlmon.fmtTime(doc.until);
-    mlmon.reportTable(document.getElementById('report'), doc.ops, (doc.until - doc.from) / 1000);
+    const spanS = (doc.until - doc.from) / 1000, ranks = doc.runs.filter((r) => r.since_mark_ts !== null).length;
+    mlmon.reportTable(document.getElementById('report'), doc.ops, spanS, spanS * ranks,
+      ranks === 1 ? 'the span\u2019s wall time' : 'the wall time of the span times its ' + ranks + ' runs');
     renderRanks(doc);
     if (mlmon.chartsAvailable()) await renderPlots(doc);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
