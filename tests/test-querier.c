@@ -289,7 +289,9 @@ static void test_sparks(void) {
         struct spark_point *p = calloc(ELEMENTSOF(ids) * npoints, sizeof *p);
         if (!p)
                 return;
-        CHECK_EQ_INT(querier_sparks(s, &lim, ids, ELEMENTSOF(ids), from, from + (int64_t)npoints * MIN, p), 0);
+        CHECK_EQ_INT(
+                querier_sparks(s, &lim, ids, ELEMENTSOF(ids), from, from + (int64_t)npoints * MIN, true, npoints, p),
+                0);
         unsigned bad = 0;
         for (size_t i = 0; i < ELEMENTSOF(ids); i++)
                 for (size_t k = 0; k < npoints; k++) {
@@ -310,6 +312,10 @@ static void test_sparks(void) {
                 }
         CHECK_EQ_INT(bad, 0);
         CHECK(p[0].cpu_n > 0 && p[14].rss_n > 0 && p[15].rss_n == 0); /* run a: the tier, the head, no data */
+        /* the tier alone: the head's minutes stay empty */
+        memset(p, 0, ELEMENTSOF(ids) * npoints * sizeof *p);
+        CHECK_EQ_INT(querier_sparks(s, &lim, ids, 2, from, from + (int64_t)npoints * MIN, false, npoints, p), 0);
+        CHECK(p[9].cpu_n == 60 && p[10].cpu_n == 0 && p[npoints + 9].rss_n == 60);
         free(p);
         store_close(s);
 }

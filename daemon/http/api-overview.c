@@ -128,7 +128,11 @@ static int64_t end_of(const struct run_info *ri, int64_t now_ms) {
 }
 
 /* The minutes and the ops of runs [first, first + n) of o, all ending at
- * end: one query per tier for them all. */
+ * end: one query per tier for them all. The running runs' minutes are the
+ * minute tier's, and the minute being sampled is their latest sample: the
+ * store's head has a row per run and sample, too many to read on every
+ * refresh of the page, so a minute just ended shows once compacted (a few
+ * seconds later). */
 static int read_series(struct request *rq, struct overview *o, size_t first, size_t n, int64_t end, int64_t window_ms,
                        int64_t now_ms) {
         struct api *a = api_of(rq);
@@ -140,11 +144,13 @@ static int read_series(struct request *rq, struct overview *o, size_t first, siz
                 ids[i] = o->v[first + i].info.id;
         /* the minute holding end is the last point */
         int64_t last = end / SPARK_STEP_MS * SPARK_STEP_MS, from = last - (int64_t)(o->npoints - 1) * SPARK_STEP_MS;
-        int r = querier_sparks(a->store, &lim, ids, n, from, last + SPARK_STEP_MS, &o->points[first * o->npoints]);
+        bool running = first < o->n_running;
+        int r = querier_sparks(a->store, &lim, ids, n, from, running ? last : last + SPARK_STEP_MS, !running,
+                               o->npoints, &o->points[first * o->npoints]);
         /* the ops over the slices of [end - window, end] */
         int64_t span_from = ops_slice_of(end - window_ms);
         if (r == 0)
-                r = querier_runs_ops(a->store, &lim, first < o->n_running ? &a->live : NULL, ids, n, span_from, end + 1,
+                r = querier_runs_ops(a->store, &lim, running ? &a->live : NULL, ids, n, span_from, end + 1,
                                      &o->ops[first]);
         for (size_t i = 0; i < n && r == 0; i++) {
                 struct overview_run *v = &o->v[first + i];
@@ -156,6 +162,13 @@ static int read_series(struct request *rq, struct overview *o, size_t first, siz
                         cu = end;
                 v->spark_from = from;
                 v->spark = &o->points[(first + i) * o->npoints];
+                struct spark_point *now = &o->points[(first + i + 1) * o->npoints - 1];
+                if (running && v->has_last && v->last.has_cpu_pct)
+                        *now = (struct spark_point){ .cpu_n = 1, .cpu_sum = v->last.cpu_pct };
+                if (running && v->has_last && v->last.has_rss) {
+                        now->rss_n = 1;
+                        now->rss_sum = (double)v->last.rss_bytes;
+                }
                 v->top = op_aggs_top(&o->ops[first + i]);
                 v->covered_s = cu > cf ? (double)(cu - cf) / 1000.0 : 0;
         }

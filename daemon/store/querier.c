@@ -531,7 +531,7 @@ static ssize_t id_index(const int64_t *ids, size_t n, int64_t id) {
 #define IN_IDS "run_id IN (SELECT value FROM json_each(?1))"
 
 int querier_sparks(struct store *s, const struct query_limits *l, const int64_t *ids, size_t n, int64_t from,
-                   int64_t until, struct spark_point *ret) {
+                   int64_t until, bool head, size_t stride, struct spark_point *ret) {
         /* the minute tier, and the head's rows grouped by minute: a minute
          * is in one or the other (the compaction moves it in one
          * transaction), save late rows, which add up */
@@ -543,14 +543,13 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
         };
         if (n == 0 || until <= from)
                 return 0;
-        size_t npoints = (size_t)((until - from) / SPARK_STEP_MS);
         _cleanup_free_ char *list = ids_json(ids, n);
         if (!list)
                 return -ENOMEM;
         struct budget bg;
         sqlite3 *db = reader_begin(s, l, &bg);
         int r = 0;
-        for (size_t q = 0; q < ELEMENTSOF(sql) && r == 0; q++) {
+        for (size_t q = 0; q < (head ? 2 : 1) && r == 0; q++) {
                 _cleanup_reset_ sqlite3_stmt *st = NULL;
                 r = reader_prepare(s, db, sql[q], &st);
                 if (r < 0)
@@ -559,9 +558,9 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
                 while ((r = step_one(db, st)) == 1) {
                         ssize_t i = id_index(ids, n, sqlite3_column_int64(st, 0));
                         int64_t k = (sqlite3_column_int64(st, 1) - from) / SPARK_STEP_MS;
-                        if (i < 0 || k < 0 || (size_t)k >= npoints)
+                        if (i < 0 || k < 0 || (size_t)k >= stride)
                                 continue;
-                        struct spark_point *p = &ret[(size_t)i * npoints + (size_t)k];
+                        struct spark_point *p = &ret[(size_t)i * stride + (size_t)k];
                         p->cpu_n += (uint64_t)sqlite3_column_int64(st, 2);
                         p->cpu_sum += sqlite3_column_double(st, 3);
                         p->rss_n += (uint64_t)sqlite3_column_int64(st, 4);

@@ -88,12 +88,14 @@ struct spark_point {
         double cpu_sum, rss_sum;
 };
 #define SPARK_STEP_MS 60000
-/* The minutes [from, until) (both whole minutes) of each run: point k of
- * run i (the minute from + k minutes) into ret[i * npoints + k], npoints =
- * (until - from) / SPARK_STEP_MS, ret zeroed by the caller. The minutes
- * compacted come from the minute tier, the others from the head. */
+/* The minutes [from, until) (both whole minutes, at most stride of them)
+ * of each run: point k of run i (the minute from + k minutes) added to
+ * ret[i * stride + k]. The minutes compacted come from the minute tier,
+ * the others from the head with head (else they stay empty: the head holds
+ * a row per run and sample of the minutes not compacted yet, 60 000 a
+ * minute for 1 000 runs at 1 s, too many to read for every page). */
 int querier_sparks(struct store *s, const struct query_limits *l, const int64_t *ids, size_t n, int64_t from,
-                   int64_t until, struct spark_point *ret);
+                   int64_t until, bool head, size_t stride, struct spark_point *ret);
 
 /* The op data of each run within [from, until), stored and live (live may
  * be NULL), merged per op into ret[i]. */
