@@ -178,7 +178,7 @@ static int read_series(struct request *rq, struct overview *o, size_t first, siz
 /* The jobs as the page lists them: the running ones, the latest first,
  * then the finished ones, the latest first; at most max, each with the
  * stragglers of the whole job (null when they cannot be had). */
-static int render_jobs(struct request *rq, size_t max, json_object *root) {
+static int jobs_shown(struct request *rq, size_t max, json_object **ret, size_t *ret_total) {
         struct query_limits lim = limits(rq);
         struct job_info *v = NULL;
         size_t n = 0;
@@ -198,9 +198,9 @@ static int render_jobs(struct request *rq, size_t max, json_object *root) {
                         json_object_object_add(o, "stragglers", stragglers);
                         json_object_array_add(arr, o);
                 }
-        json_object_object_add(root, "jobs", arr);
-        json_add_u64(root, "jobs_total", true, n);
         job_infos_free(v, n);
+        *ret = arr;
+        *ret_total = n;
         return 0;
 }
 
@@ -258,25 +258,32 @@ void h_overview(struct request *rq, const char *const *parts, size_t nparts) {
                 r = read_series(rq, &o, 0, o.n_running, now_ms, window_ms, now_ms);
         for (size_t i = o.n_running; i < o.n && r == 0; i++)
                 r = read_series(rq, &o, i, 1, end_of(&o.v[i].info, now_ms), window_ms, now_ms);
-        json_object *root = NULL;
+        struct overview_doc doc = { .ts_ms = now_ms,
+                                    .window_s = (double)window_ms / 1000.0,
+                                    .runs = o.v,
+                                    .n = o.n,
+                                    .n_running = o.n_running,
+                                    .npoints = o.npoints,
+                                    .truncated = o.truncated };
+        if (r == 0)
+                r = jobs_shown(rq, jobs, &doc.jobs, &doc.jobs_total);
+        char *text = NULL;
+        size_t len = 0;
         if (r == 0) {
-                root = json_object_new_object();
-                json_object *runs = json_object_new_array_ext((int)o.n);
-                json_add_i64(root, "ts", true, now_ms);
-                json_add_double(root, "spark_step_s", true, SPARK_STEP_MS / 1000.0);
-                json_add_double(root, "window_s", true, (double)window_ms / 1000.0);
-                json_add_u64(root, "running", true, o.n_running);
-                for (size_t i = 0; i < o.n; i++)
-                        json_object_array_add(runs, render_overview_run(&o.v[i], o.npoints));
-                json_object_object_add(root, "runs", runs);
-                json_object_object_add(root, "truncated", json_object_new_boolean(o.truncated));
-                r = render_jobs(rq, jobs, root);
+                FILE *f = open_memstream(&text, &len);
+                if (f) {
+                        render_overview(f, &doc);
+                        if (fclose(f) < 0 || !text)
+                                r = -ENOMEM;
+                } else
+                        r = -ENOMEM;
         }
+        json_object_put(doc.jobs);
         overview_done(&o);
         if (r < 0) {
-                json_object_put(root);
+                free(text);
                 respond_query_error(rq, r);
                 return;
         }
-        respond_json(rq, 200, root);
+        respond_json_text(rq, 200, text, len);
 }
