@@ -208,20 +208,22 @@ mlmon.reportTable = function (box, opsObj, spanS, wallS, wallWhat) {
 };
 
 // A page's refresh: runs load() (which renders, and resolves to true while
-// what it shows is still running), shows its error as "Cannot show WHAT",
-// marks the body ready and, while running, runs again after ms. Calling it
-// again starts over (a new window selected).
-mlmon.refresher = function (load, what, ms) {
+// what it shows is still running), shows its error as "Cannot show WHAT"
+// (what: a string, or [text, a process's string, text]), marks the body
+// ready and, while running (or, with always, whatever happened), runs again
+// after ms. Calling it again starts over (a new window selected).
+mlmon.refresher = function (load, what, ms, always) {
   let timer = null;
   return async function refresh() {
     clearTimeout(timer);
     const err = document.getElementById('error');
-    let again = false;
+    let again = always;
     try {
-      again = await load();
+      again = (await load()) || always;
       err.hidden = true;
     } catch (e) {
-      err.textContent = 'Cannot show ' + what + ': ' + e.message;
+      const w = Array.isArray(what) ? [what[0], mlmon.bdi(what[1]), what[2]] : [what];
+      mlmon.clear(err).append('Cannot show ', ...w, ': ', mlmon.plain(e.message));
       err.hidden = false;
     }
     document.body.dataset.ready = '1';

@@ -130,7 +130,7 @@
   }
 
   // Loads the page now, then every REFRESH_MS while load() says it is running.
-  const refresh = mlmon.refresher(load, 'job \u201c' + jobId + '\u201d', REFRESH_MS);
+  const refresh = mlmon.refresher(load, ['job \u201c', jobId, '\u201d'], REFRESH_MS);
 
   function select(win) {
     state.window = WINDOWS[win] ? win : 'all';

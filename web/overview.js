@@ -87,8 +87,7 @@
       ' recently finished shown' + (ov.truncated ? ' (list truncated)' : '') +
       (ov.jobs_total > ov.jobs.length ? '; ' + ov.jobs.length + ' of ' + ov.jobs_total + ' jobs shown' : '');
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
-    return true;
   }
 
-  mlmon.refresher(load, 'the overview', REFRESH_MS)();
+  mlmon.refresher(load, 'the overview', REFRESH_MS, true)();
 })();

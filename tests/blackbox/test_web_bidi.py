@@ -98,12 +98,14 @@ def scene(make_module_mlmond):
             p.wait()
 
 
-def check(scene, path, units):
+def check(scene, path, units, error=False):
     """Loads path: each string with a direction control that it shows is one
-    of units, alone in an isolating element, and each of units is shown."""
+    of units, alone in an isolating element, and each of units is shown;
+    the page says it cannot show what it shows when error is true."""
     d, _, b = scene
     page = b.open(f"http://127.0.0.1:{d.port}{path}")
-    assert page.eval("document.getElementById('error').hidden"), page.eval("document.getElementById('error').textContent")
+    assert page.eval("!document.getElementById('error').hidden") == error, \
+        page.eval("document.getElementById('error').textContent")
     got = page.eval(f"{CHECK}({json.dumps(units)})")
     assert got["bad"] == [], f"{path}: strings not isolated: {got['bad']}"
     assert set(got["found"]) == set(units), f"{path}: shown {got['found']}, expected {units}"
@@ -142,3 +144,6 @@ def test_run_pages_isolate_them(scene):
 
 def test_job_page_isolates_them(scene):
     check(scene, f"/jobs/{quote(JOB, safe='')}", [JOB, OP, CATEGORY] + RANKS)
+    # a job that does not exist: its id in the page's error, isolated too
+    page = check(scene, f"/jobs/{quote(RLO + 'nope', safe='')}", [RLO + "nope"], error=True)
+    assert "no job" in page.eval("document.getElementById('error').textContent")
