@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "format.h"
 #include "util.h"
 
 /* ---- typed lookups -------------------------------------------------------- */
@@ -96,37 +97,16 @@ char *text_printable(const char *s) {
         return c;
 }
 
-static const char *human_size(char *buf, size_t size, double v, const char *suffix) {
-        static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
-        if (fabs(v) < 1024) {
-                snprintf(buf, size, "%.0f B%s", v, suffix);
-                return buf;
-        }
-        size_t i = 0;
-        v /= 1024;
-        while (fabs(v) >= 1024 && i + 1 < ELEMENTSOF(units)) {
-                v /= 1024;
-                i++;
-        }
-        /* 1023.96 KiB would print as "1024.0 KiB": go one unit up */
-        if (fabs(v) >= 1023.95 && i + 1 < ELEMENTSOF(units)) {
-                v /= 1024;
-                i++;
-        }
-        snprintf(buf, size, "%.1f %s%s", v, units[i], suffix);
-        return buf;
-}
-
 const char *fmt_bytes(char *buf, size_t size, bool known, double bytes) {
         if (!known)
                 return "-";
-        return human_size(buf, size, bytes, "");
+        return format_bytes(buf, size, bytes, "", 0);
 }
 
 const char *fmt_rate(char *buf, size_t size, bool known, double bytes_per_s) {
         if (!known)
                 return "-";
-        return human_size(buf, size, bytes_per_s, "/s");
+        return format_bytes(buf, size, bytes_per_s, "/s", 0);
 }
 
 const char *fmt_seconds(char *buf, size_t size, bool known, double s) {
@@ -430,6 +410,12 @@ void print_summary(FILE *f, json_object *s) {
         field_number(f, "avg CPU:", s, "cpu_util_avg_pct", fmt_pct);
         field_number(f, "peak RSS:", s, "peak_rss_bytes", fmt_bytes);
         field_number(f, "final RSS:", s, "final_rss_bytes", fmt_bytes);
+        /* a tree's footprint, each shared page once (its RSS sums count a
+         * page its forked workers share once per process) */
+        if (has_value(s, "peak_pss_bytes")) {
+                field_number(f, "peak PSS:", s, "peak_pss_bytes", fmt_bytes);
+                field_number(f, "final PSS:", s, "final_pss_bytes", fmt_bytes);
+        }
         field_number(f, "read:", s, "read_bytes", fmt_bytes);
         field_number(f, "write:", s, "write_bytes", fmt_bytes);
         field_number(f, "netns rx:", s, "netns_rx_bytes", fmt_bytes);
@@ -619,6 +605,12 @@ void print_run(FILE *f, json_object *run) {
         field(f, "interval:", b);
         int children = json_get_bool(run, "children");
         field(f, "children:", children == 1 ? "yes" : children == 0 ? "no" : "-");
+        json_object *left = json_get_object(run, "processes_left_out");
+        if (left && json_get_int(left, "count", &i) && i > 0) {
+                const char *why = json_get_str(left, "reason");
+                snprintf(b, sizeof b, "%" PRId64 " process%s (%s)", i, i == 1 ? "" : "es", why ? why : "-");
+                field(f, "left out:", b);
+        }
         print_tags(f, run);
 
         fputc('\n', f);

@@ -47,6 +47,7 @@ static const struct config_key keys[] = {
         { "daemon", "statsd_socket", KEY_STRING, OFF(statsd_socket), "/run/mlmond/statsd.sock", 0, 0, NULL },
         { "daemon", "statsd_udp", KEY_STRING, OFF(statsd_udp), "127.0.0.1:8125", 0, 0, NULL },
         { "daemon", "interval", KEY_DURATION, OFF(interval_usec), "1s", MIN_INTERVAL_USEC, MAX_INTERVAL_USEC, NULL },
+        { "daemon", "pss_interval", KEY_DURATION, OFF(pss_interval_usec), "5s", 0, USEC_PER_HOUR, NULL },
         { "daemon", "proc_root", KEY_STRING, OFF(proc_root), "/proc", 0, 0, NULL },
         { "daemon", "sys_root", KEY_STRING, OFF(sys_root), "/sys", 0, 0, NULL },
         { "daemon", "max_runs", KEY_UINT, OFF(max_runs), "4096", 1, 100000, NULL },

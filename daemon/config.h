@@ -31,6 +31,7 @@ struct config {
         char *statsd_socket;
         char *statsd_udp;
         usec_t interval_usec;
+        usec_t pss_interval_usec; /* a tree run's smaps_rollup; 0: never */
         char *proc_root;
         char *sys_root;
         unsigned max_runs;

@@ -3,33 +3,20 @@
 #include "manager.h"
 
 #include <fcntl.h>
-
-#include <netdb.h>
-
-#include <signal.h>
-
-#include <stdlib.h>
-
-#include <string.h>
-
 #include <limits.h>
-
 #include <malloc.h>
-
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
-
 #include <sys/resource.h>
-
 #include <sys/socket.h>
-
 #include <systemd/sd-daemon.h>
 
 #include "collect/accel/accel.h"
-
 #include "http/api.h"
-
 #include "ingest/ingest.h"
-
 #include "version.h"
 
 /* Retention deletes at most this many rows per transaction, so the sampler
@@ -62,8 +49,6 @@ usec_t grid_next(usec_t after, usec_t interval) {
 static void manager_set_status(struct manager *m, const char *fmt, ...) _printf_(2, 3);
 
 static void store_run_ops(struct manager *m, struct run *r);
-
-static void store_leak(struct manager *m, struct run *r);
 
 int manager_new(struct manager **ret) {
         struct manager *m = calloc(1, sizeof *m);
@@ -187,7 +172,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 leakwatch_end(&r->leak, &m->leak_params, t_end_s);
                 if (r->leak_gpu.pts)
                         leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
-                store_leak(m, r);
+                manager_store_leak(m, r);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
@@ -230,47 +215,6 @@ static void sample_host(struct manager *m, int64_t now_ms) {
         h.has_mem = proc_read_meminfo(m->config.proc_root, &h.mem) == 0;
         h.has_load = proc_read_loadavg(m->config.proc_root, &h.load) == 0;
         m->host = h;
-}
-
-static void store_leak(struct manager *m, struct run *r) {
-        struct leak_report rep;
-        run_leak_report(r, &rep);
-        if (store_update_run_leak(m->store, r->info.id, &rep) < 0)
-                m->tick_errors++;
-}
-
-/* Feeds one memory series to its leak watch (inside the tick's
- * transaction): a change of verdict is stored and logged. */
-static void leak_feed(struct manager *m, struct run *r, struct leakwatch *w, const char *metric, const struct sample *s,
-                      uint64_t bytes) {
-        double t_s = (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0;
-        enum leakwatch_change c = leakwatch_add(w, &m->leak_params, t_s, s->ts_ms, (double)bytes,
-                                                (int64_t)(m->config.leak_clear_after_usec / USEC_PER_MSEC));
-        if (c == LEAKWATCH_NONE)
-                return;
-        bool suspected = c == LEAKWATCH_SUSPECTED;
-        if (store_insert_leak_event(m->store, r->info.id, s->ts_ms, suspected, metric, &w->v) < 0)
-                m->tick_errors++;
-        if (suspected)
-                r->info.leak_detected = true;
-        store_leak(m, r);
-        log_notice("run %lld (pid %d): %s leak %s: %s", (long long)r->info.id, r->info.pid, metric,
-                   suspected ? "suspected" : "cleared", w->v.reason);
-}
-
-/* Anonymous RSS always; GPU memory once the run has some (its watch starts
- * then, with the grace). */
-void manager_leak_step(struct manager *m, struct run *r, const struct sample *s) {
-        if (s->has_rss)
-                leak_feed(m, r, &r->leak, "rss_anon_bytes", s, s->rss_anon_bytes);
-        if (s->has_gpu_mem && s->gpu_mem_bytes > 0) {
-                if (!r->leak_gpu.pts) {
-                        if (leakwatch_init(&r->leak_gpu, &m->leak_params) < 0)
-                                return;
-                        leakwatch_mark(&r->leak_gpu, (double)(s->ts_ms - r->info.registered_ts_ms) / 1000.0);
-                }
-                leak_feed(m, r, &r->leak_gpu, "gpu_mem_bytes", s, s->gpu_mem_bytes);
-        }
 }
 
 /* A sample with the run's per-device use beside it. */
@@ -352,6 +296,8 @@ static void end_run_credentials(struct manager *m, struct run *r, bool *in_txn) 
 
 void manager_record_sample(struct manager *m, struct run *r, const struct sample *s, bool persist_totals) {
         run_totals_add(&r->info.totals, s);
+        r->info.has_left_out = r->info.children;
+        r->info.left_out = r->probe->left_out;
         manager_leak_step(m, r, s);
         if (run_take_identity(r) && store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
                 m->tick_errors++;
@@ -724,11 +670,13 @@ int manager_reload(struct manager *m, char *err, size_t errlen) {
         m->config = c;
         m->leak_params = lp;
         store_set_retention(m->store, m->config.retention_raw_usec, m->config.retention_rollup_usec);
+        m->collect.pss_interval_usec = m->config.pss_interval_usec;
         m->data_generation++;
         /* new windows mean a new floor resolution: the watches start over */
         for (size_t i = 0; windows_changed && i < m->n_runs; i++) {
                 struct run *r = m->runs[i];
                 leakwatch_done(&r->leak);
+                leakwatch_done(&r->leak_main); /* it starts again at the next reading */
                 if (leakwatch_init(&r->leak, &m->leak_params) == 0)
                         leakwatch_mark(&r->leak, (double)(now_realtime_ms() - r->info.registered_ts_ms) / 1000.0);
         }
@@ -781,6 +729,7 @@ int manager_start(struct manager *m) {
         if (!m->collect.proc_root)
                 return log_error_errno(ENOMEM, "out of memory");
         m->collect.real_proc = streq(m->config.proc_root, "/proc");
+        m->collect.pss_interval_usec = m->config.pss_interval_usec;
         q = proc_read_boot_id(m->config.proc_root, m->boot_id);
         if (q < 0)
                 return log_error_errno(q, "cannot read the boot id under %s: %m", m->config.proc_root);
@@ -866,7 +815,7 @@ static void manager_flush_totals(struct manager *m) {
                 store_update_run_totals(m->store, m->runs[i]->info.id, &m->runs[i]->info.totals);
                 ops_rotate(&m->runs[i]->ops, INT64_MAX);
                 store_run_ops(m, m->runs[i]);
-                store_leak(m, m->runs[i]);
+                manager_store_leak(m, m->runs[i]);
         }
         store_commit(m->store);
 }

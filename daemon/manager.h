@@ -144,6 +144,8 @@ unsigned manager_health(struct manager *m);
 int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool final_sample, const char *reason);
 /* Feeds a sample to the run's leak watches and stores verdict changes. */
 void manager_leak_step(struct manager *m, struct run *r, const struct sample *s);
+/* The run's verdicts into the store (inside a transaction). */
+void manager_store_leak(struct manager *m, struct run *r);
 int manager_store_sample(struct manager *m, struct run *r, const struct sample *s);
 /* A sample taken: into the run's totals and leak watches, stored with what
  * changed of the run (inside the caller's transaction); its totals too when

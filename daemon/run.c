@@ -27,11 +27,13 @@ void run_free(struct run *r) {
         ops_table_done(&r->ops);
         leakwatch_done(&r->leak);
         leakwatch_done(&r->leak_gpu);
+        leakwatch_done(&r->leak_main);
         free(r);
 }
 
 void run_leak_report(const struct run *r, struct leak_report *ret) {
         leakwatch_state(&r->leak, r->info.registered_ts_ms, &ret->rss);
+        ret->pss = r->leak_pss;
         ret->has_gpu = r->leak_gpu.pts != NULL;
         if (ret->has_gpu)
                 leakwatch_state(&r->leak_gpu, r->info.registered_ts_ms, &ret->gpu);

@@ -25,7 +25,9 @@ struct run {
         struct op_table ops;          /* what the application reports (StatsD, observations) */
         bool gauges_live;             /* every gauge stored for the run is in ops too (false: a
                                       * resumed run whose gauges could not be read back) */
-        struct leakwatch leak;        /* anonymous RSS floors and the leak verdict */
+        struct leakwatch leak;        /* anonymous memory floors and the leak verdict */
+        bool leak_pss;                /* leak judges a tree's Pss_Anon sum, not its RssAnon sum */
+        struct leakwatch leak_main;   /* a tree's main process's own anonymous memory, once read */
         struct leakwatch leak_gpu;    /* the same on GPU memory, once it is known */
 };
 

@@ -23,7 +23,8 @@ static bool same(const struct sample *a, const struct sample *b) {
                F(write_bytes) && F(rchar_bytes) && F(wchar_bytes) && D(read_bytes_per_s) && D(write_bytes_per_s) &&
                F(has_net) && F(has_net_rate) && F(netns_rx_bytes) && F(netns_tx_bytes) && D(netns_rx_bytes_per_s) &&
                D(netns_tx_bytes_per_s) && F(has_gpu_mem) && F(has_gpu_util) && F(gpu_mem_bytes) && D(gpu_util_pct) &&
-               F(has_energy) && D(energy_j);
+               F(has_energy) && D(energy_j) && F(has_pss) && F(has_pss_anon) && F(pss_bytes) && F(uss_bytes) &&
+               F(pss_anon_bytes);
 #undef F
 #undef D
 }
@@ -103,6 +104,11 @@ static void test_any_values(void) {
                         s->has_io = s->has_io_rate = r & 32;
                         s->read_bytes = xorshift64s(&seed);
                         s->read_bytes_per_s = s->has_io_rate ? 1e300 : 0;
+                        s->has_pss = r & 64; /* a tree's PSS, read every few samples */
+                        s->has_pss_anon = s->has_pss && (r & 128);
+                        s->pss_bytes = s->has_pss ? xorshift64s(&seed) : 0;
+                        s->uss_bytes = s->has_pss ? s->pss_bytes / 3 : 0;
+                        s->pss_anon_bytes = s->has_pss_anon ? s->pss_bytes / 2 : 0;
                 }
                 round_trip("any values", v, 1 + (size_t)round * 4 % 200);
         }
@@ -127,7 +133,7 @@ static void test_bad_input(void) {
         memcpy(longer, p, len);
         longer[len] = 0;
         CHECK_EQ_INT(block_decode(longer, len + 1, &back, &n), -EBADMSG);
-        longer[0] = 2; /* a version this code does not know */
+        longer[0] = 3; /* a version this code does not know */
         CHECK_EQ_INT(block_decode(longer, len, &back, &n), -EBADMSG);
         free(longer);
         /* flipped bytes never crash; what decodes has the right count */

@@ -265,7 +265,7 @@ static const struct reason_case {
         { .sp = { .name = "step", .duration = 300, .base = 300 * MIB, .step_at = 200, .step_size = 1 * GIB },
           .t = 218,
           .evaluated = true,
-          .reason = "growth stopped: the last 10 s are flat after +1.20 GiB",
+          .reason = "growth stopped: the last 10 s are flat after +1.2 GiB",
           .whole = true },
         /* growth that started 20 s ago: the windows' first halves are flat */
         { .sp = { .name = "onset", .duration = 400, .base = 300 * MIB, .leak_from = 300, .rate = 2 * MIB },

@@ -64,6 +64,41 @@ static void test_slices(void) {
         ops_table_done(&t);
 }
 
+/* A mark cuts the slices where it is made: a span from it holds exactly
+ * the timings after it, the second it fell in included. */
+static void test_cut_at_mark(void) {
+        struct op_table t = {};
+        const int64_t t0 = 1700000000000, mark = t0 + 500;
+        for (int i = 0; i < 10; i++) /* 5 before the mark, 5 after it */
+                CHECK_EQ_INT(ops_observe(&t, "step", 4, NULL, 0, OP_TIMING, 1 + i, 1, t0 + 100 * i + 50), 0);
+        CHECK_EQ_INT(t.n_done, 0);
+        /* the same again, with the mark between the fifth and the sixth */
+        struct op_table u = {};
+        for (int i = 0; i < 10; i++) {
+                if (i == 5)
+                        CHECK_EQ_INT(ops_cut(&u, mark), 0);
+                CHECK_EQ_INT(ops_observe(&u, "step", 4, NULL, 0, OP_TIMING, 1 + i, 1, t0 + 100 * i + 50), 0);
+        }
+        CHECK_EQ_INT(u.n_done, 1); /* the part before the mark */
+        CHECK(u.done[0].ts == t0 && u.done[0].h.count == 5);
+        CHECK(u.open[0].ts == mark && u.open[0].h.count == 5);
+        struct op_aggs a = {};
+        CHECK_EQ_INT(op_aggs_add_live(&a, &u, mark, t0 + 1000, NULL), 0);
+        CHECK(a.n == 1 && a.v[0].h.count == 5 && a.v[0].h.min == 6);
+        op_aggs_done(&a);
+        /* the next second closes the cut slice and starts an aligned one */
+        CHECK_EQ_INT(ops_observe(&u, "step", 4, NULL, 0, OP_TIMING, 11, 1, t0 + 1200), 0);
+        CHECK(u.n_done == 2 && u.done[1].ts == mark && u.done[1].h.count == 5);
+        CHECK(u.open[0].ts == t0 + 1000);
+        /* a cut at an open slice's own start changes nothing */
+        CHECK_EQ_INT(ops_cut(&u, t0 + 1000), 0);
+        CHECK_EQ_INT(u.n_done, 2);
+        CHECK_EQ_INT(ops_rotate(&u, t0 + 2000), 0);
+        CHECK(u.n_done == 3 && u.done[2].ts == t0 + 1000);
+        ops_table_done(&t);
+        ops_table_done(&u);
+}
+
 static void test_bad_and_limits(void) {
         struct op_table t = {};
         CHECK_EQ_INT(ops_observe(&t, "a", 1, NULL, 0, OP_TIMING, -1, 1, 0), -EINVAL);
@@ -140,6 +175,7 @@ static void test_top(void) {
 int main(void) {
         test_slices();
         test_top();
+        test_cut_at_mark();
         test_bad_and_limits();
         test_gauges();
         TEST_DONE();

@@ -146,6 +146,43 @@ static void test_stat(void) {
         CHECK(st.num_threads == INT64_MAX && st.rss_pages == INT64_MAX && st.vsize_bytes == UINT64_MAX);
 }
 
+/* ---- smaps_rollup ------------------------------------------------------- */
+
+static void test_smaps_rollup(void) {
+        struct proc_smaps s;
+
+        CHECK_R(proc_parse_smaps_rollup("55c872459000-7ffd55517000 ---p 00000000 00:00 0          [rollup]\n"
+                                        "Rss:                1628 kB\nPss:                 192 kB\n"
+                                        "Pss_Dirty:           112 kB\nPss_Anon:            112 kB\n"
+                                        "Pss_File:             80 kB\nPss_Shmem:             0 kB\n"
+                                        "Shared_Clean:       1476 kB\nShared_Dirty:          0 kB\n"
+                                        "Private_Clean:        40 kB\nPrivate_Dirty:       112 kB\n"
+                                        "Referenced:         1628 kB\nAnonymous:           112 kB\n"
+                                        "Swap:                  0 kB\nSwapPss:               0 kB\n",
+                                        &s),
+                0);
+        CHECK(s.rss_bytes == 1628 * 1024 && s.pss_bytes == 192 * 1024);
+        CHECK(s.has_pss_anon && s.pss_anon_bytes == 112 * 1024);
+        CHECK(s.private_clean_bytes == 40 * 1024 && s.private_dirty_bytes == 112 * 1024);
+
+        /* before Linux 5.9: no Pss_Anon, which is unknown, not 0 */
+        CHECK_R(proc_parse_smaps_rollup("00400000-7ffd55517000 ---p 00000000 00:00 0   [rollup]\nRss:  884 kB\n"
+                                        "Pss:  213 kB\nShared_Clean:  716 kB\nPrivate_Clean:  92 kB\n"
+                                        "Private_Dirty:  76 kB\n",
+                                        &s),
+                0);
+        CHECK(!s.has_pss_anon && s.pss_bytes == 213 * 1024);
+
+        /* a kernel thread's (or an exited process's) file is empty */
+        CHECK_R(proc_parse_smaps_rollup("", &s), -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: 1 kB\nPrivate_Clean: 1 kB\n", &s), -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: 1 kB\nPss: 1 kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 1 kB\n",
+                                        &s),
+                -EINVAL);
+        CHECK_R(proc_parse_smaps_rollup("Rss: 1 kB\nPss: x kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 1 kB\n", &s),
+                -EINVAL);
+}
+
 /* ---- status ------------------------------------------------------------- */
 
 static void test_status(void) {
@@ -787,6 +824,7 @@ int main(int argc, char *argv[]) {
 
         test_stat();
         test_status();
+        test_smaps_rollup();
         test_io();
         test_statm_schedstat();
         test_netdev();

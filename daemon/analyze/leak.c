@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "analyze/leak-stats.h"
+#include "format.h"
 #include "util.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -78,16 +79,7 @@ bool leak_params_valid(const struct leak_params *p) {
 /* ---- formatting ------------------------------------------------------------ */
 
 static void fmt_bytes(char *b, size_t sz, double v, bool plus) {
-        const char *sign = v < 0 ? "-" : plus ? "+" : "";
-        double a = fabs(v);
-        if (a >= 1024 * MIB)
-                snprintf(b, sz, "%s%.2f GiB", sign, a / (1024 * MIB));
-        else if (a >= MIB)
-                snprintf(b, sz, "%s%.1f MiB", sign, a / MIB);
-        else if (a >= 1024)
-                snprintf(b, sz, "%s%.1f KiB", sign, a / 1024);
-        else
-                snprintf(b, sz, "%s%.0f B", sign, a);
+        (void)format_bytes(b, sz, v, "", plus);
 }
 
 static void fmt_rate(char *b, size_t sz, double bps) {

@@ -102,6 +102,7 @@ enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_param
                 w->last_pass_ms = ts_ms;
         if (v.suspected && !w->suspected) {
                 w->suspected = true;
+                w->ever_suspected_before = w->ever_suspected;
                 w->ever_suspected = true;
                 w->suspected_since_ms = ts_ms;
                 return LEAKWATCH_SUSPECTED;
@@ -112,6 +113,13 @@ enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_param
                 return LEAKWATCH_CLEARED;
         }
         return LEAKWATCH_NONE;
+}
+
+void leakwatch_veto(struct leakwatch *w, const char *reason) {
+        w->suspected = false;
+        w->v.suspected = false;
+        w->ever_suspected = w->ever_suspected_before;
+        snprintf(w->v.reason, sizeof w->v.reason, "%s", reason);
 }
 
 void leakwatch_end(struct leakwatch *w, const struct leak_params *p, double t_end_s) {

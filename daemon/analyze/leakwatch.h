@@ -33,7 +33,8 @@ struct leakwatch {
         int64_t last_pass_ms;       /* last evaluation that found growth */
         int64_t evaluated_ms;       /* last evaluation */
         bool ever_suspected;
-        bool ended; /* the run ended: the verdict is final */
+        bool ever_suspected_before; /* before the last suspicion (a veto takes it back) */
+        bool ended;                 /* the run ended: the verdict is final */
 };
 
 /* What changed at this step, for the caller to store. */
@@ -52,6 +53,10 @@ enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_param
  * floors kept, without the verdict's state over time. */
 bool leakwatch_feed(struct leakwatch *w, double t_s, double bytes);
 int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct leak_verdict *ret);
+/* The caller found that the growth just suspected is no leak: the verdict
+ * goes back to not suspected, with reason as its reason, and stays so until
+ * a later evaluation finds growth again (and the caller agrees). */
+void leakwatch_veto(struct leakwatch *w, const char *reason);
 /* A mark restarts the warm-up grace. */
 void leakwatch_mark(struct leakwatch *w, double t_s);
 /* The run ended at t_end_s (seconds since registration): a verdict still
@@ -75,6 +80,7 @@ struct leak_state {
  * some. */
 struct leak_report {
         struct leak_state rss;
+        bool pss; /* rss judges a tree's Pss_Anon sum (pss_anon_bytes), not RssAnon */
         bool has_gpu;
         struct leak_state gpu;
 };

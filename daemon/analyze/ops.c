@@ -160,7 +160,7 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 hist_init(&s->h);
                 s->ts = slice;
                 t->n_open++;
-        } else if (s->ts != slice) {
+        } else if (ops_slice_of(s->ts) != slice) { /* (a mark may have cut it: s->ts inside the slice) */
                 int r = close_slice(t, s);
                 if (r < 0)
                         return r;
@@ -187,6 +187,17 @@ int ops_rotate(struct op_table *t, int64_t now_ms) {
                         if (r < 0)
                                 return r;
                         t->open[i].ts = slice == INT64_MAX ? t->open[i].ts : slice;
+                }
+        return 0;
+}
+
+int ops_cut(struct op_table *t, int64_t ts_ms) {
+        for (size_t i = 0; i < t->n_open; i++)
+                if (t->open[i].ts < ts_ms) {
+                        int r = close_slice(t, &t->open[i]);
+                        if (r < 0)
+                                return r;
+                        t->open[i].ts = ts_ms;
                 }
         return 0;
 }

@@ -83,6 +83,11 @@ int ops_gauge_restore(struct op_table *t, const char *name, double value, int64_
 /* Closes every open slice that started before the slice of now_ms
  * (INT64_MAX: all of them). */
 int ops_rotate(struct op_table *t, int64_t now_ms);
+/* A mark at ts_ms: every open slice that began before it is closed there,
+ * and the op's next timings go into a slice that begins at ts_ms (until the
+ * second ends), so a span from the mark holds exactly the timings that came
+ * after it. */
+int ops_cut(struct op_table *t, int64_t ts_ms);
 /* After the done slices and gauges were stored. */
 void ops_clear_done(struct op_table *t);
 void ops_table_done(struct op_table *t);

@@ -760,6 +760,42 @@ static bool credentials_changed(const struct probe *r) {
         return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
 }
 
+/* A tree's memory with each shared page counted once, every
+ * pss_interval: smaps_rollup walks the page tables, so it costs about as
+ * much as all the other files of a sample together, per process of a big
+ * mapping. A member that left meanwhile, or whose file cannot be read
+ * (another user's), leaves the sums unknown rather than short. */
+static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, size_t nrd,
+                     usec_t now_mono_usec, bool final, struct sample *s) {
+        usec_t every = ctx->pss_interval_usec;
+        if (!r->children || final || every == 0 || rd[0].zombie ||
+            (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
+                return;
+        r->pss_read_usec = now_mono_usec;
+        r->has_main_anon = false;
+        struct sample x = { .has_pss = true, .has_pss_anon = true };
+        for (size_t i = 0; i < nrd; i++) {
+                struct proc_smaps sm;
+                if (rd[i].zombie)
+                        continue; /* its memory is gone */
+                if (proc_read_smaps_rollup(rd[i].dirfd, &sm) < 0)
+                        return;
+                x.pss_bytes += sm.pss_bytes;
+                x.uss_bytes += sm.private_clean_bytes + sm.private_dirty_bytes;
+                x.pss_anon_bytes += sm.pss_anon_bytes;
+                x.has_pss_anon = x.has_pss_anon && sm.has_pss_anon;
+                if (i == 0) {
+                        r->has_main_anon = true;
+                        r->main_anon_bytes = sm.anonymous_bytes;
+                }
+        }
+        s->has_pss = true;
+        s->pss_bytes = x.pss_bytes;
+        s->uss_bytes = x.uss_bytes;
+        s->has_pss_anon = x.has_pss_anon;
+        s->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
+}
+
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                  struct sample *ret) {
         _cleanup_free_ struct reading *rd = NULL;
@@ -799,6 +835,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, &s);
+        tree_pss(ctx, r, rd, nrd, now_mono_usec, final, &s);
         for (size_t i = 0; i < nrd; i++) {
                 member_fds_keep(ctx, &nm[i].fds, &rd[i].fds);
                 reading_done(&rd[i]);

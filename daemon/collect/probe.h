@@ -96,12 +96,20 @@ struct probe {
         struct accel_run accel; /* per-device use and the energy estimate */
         bool has_dir_uid;
         uid_t dir_uid; /* owner of /proc/PID at attach: moves with the process's credentials */
+        /* a tree's smaps_rollup: when last read (0: never), and the main
+         * process's own anonymous memory then (shared pages included:
+         * flat while forked workers merely copy the pages they share) */
+        usec_t pss_read_usec;
+        uint32_t left_out; /* tree members left out at the last sample: not the owner's (collect/tree.c) */
+        bool has_main_anon;
+        uint64_t main_anon_bytes;
 };
 
 /* Host-wide context the collector needs. */
 struct collect_ctx {
         const char *proc_root;
-        bool real_proc; /* proc_root is the kernel's /proc: use pidfds */
+        usec_t pss_interval_usec; /* how often a tree's smaps_rollup is read; 0: never */
+        bool real_proc;           /* proc_root is the kernel's /proc: use pidfds */
         long clk_tck;
         long page_size;
         /* per tick cache of net/dev by namespace inode */

@@ -226,6 +226,38 @@ int proc_parse_status(const char *text, struct proc_status *ret) {
         return 0;
 }
 
+/* /proc/PID/smaps_rollup: a first line naming the rolled-up range, then
+ * "Key:   N kB" lines:
+ *
+ *   55c872459000-7ffd55517000 ---p 00000000 00:00 0      [rollup]
+ *   Rss:                1628 kB
+ *   Pss:                 192 kB
+ *   Pss_Anon:            112 kB
+ *   Private_Clean:        40 kB
+ *   Private_Dirty:       112 kB
+ *
+ * Rss, Pss and the Private_ pair are required; Pss_Anon is newer. */
+int proc_parse_smaps_rollup(const char *text, struct proc_smaps *ret) {
+        struct proc_smaps s = {};
+        const struct proc_key keys[] = {
+                { "Rss", value_kb, &s.rss_bytes },
+                { "Pss", value_kb, &s.pss_bytes },
+                { "Private_Clean", value_kb, &s.private_clean_bytes },
+                { "Private_Dirty", value_kb, &s.private_dirty_bytes },
+                { "Pss_Anon", value_kb, &s.pss_anon_bytes },
+                { "Anonymous", value_kb, &s.anonymous_bytes },
+        };
+        unsigned seen;
+        int r = parse_key_values(text, keys, ELEMENTSOF(keys), &seen);
+        if (r < 0)
+                return r;
+        if ((seen & 0xfu) != 0xfu)
+                return -EINVAL;
+        s.has_pss_anon = seen & 0x10u;
+        *ret = s;
+        return 0;
+}
+
 /* /proc/PID/net/dev, the counters of PID's network namespace:
  *
  *   Inter-|   Receive                                                |  Transmit
@@ -347,6 +379,12 @@ int proc_read_status(int piddir, struct proc_status *ret) {
         _cleanup_free_ char *buf = NULL;
         int r = read_big_at(piddir, "status", PROC_BIG_MAX, &buf);
         return r < 0 ? r : proc_parse_status(buf, ret);
+}
+
+int proc_read_smaps_rollup(int piddir, struct proc_smaps *ret) {
+        char buf[4096]; /* about 800 bytes today */
+        int r = read_small_at(piddir, "smaps_rollup", buf, sizeof buf);
+        return r < 0 ? r : proc_parse_smaps_rollup(buf, ret);
 }
 
 int proc_read_netdev(int piddir, struct proc_netdev *ret) {

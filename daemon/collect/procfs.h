@@ -65,6 +65,18 @@ struct proc_status {
 };
 int proc_parse_status(const char *text, struct proc_status *ret);
 
+/* /proc/PID/smaps_rollup: the process's memory as its mappings' sums. A
+ * page shared by n processes counts 1/n in each one's Pss; Pss_Anon
+ * (Linux 5.9+) is the anonymous part of it; Private_Clean + Private_Dirty is
+ * what the process alone maps (its USS). Each "kB" = KiB. */
+struct proc_smaps {
+        bool has_pss_anon;
+        uint64_t rss_bytes, pss_bytes, pss_anon_bytes, private_clean_bytes, private_dirty_bytes;
+        uint64_t anonymous_bytes; /* anonymous pages mapped, shared or not (0 when absent) */
+};
+int proc_parse_smaps_rollup(const char *text, struct proc_smaps *ret);
+int proc_read_smaps_rollup(int piddir, struct proc_smaps *ret);
+
 /* /proc/PID/net/dev: sum over every interface except "lo". */
 struct proc_netdev {
         uint64_t rx_bytes, tx_bytes, rx_packets, tx_packets;

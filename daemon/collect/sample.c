@@ -57,6 +57,13 @@ void run_totals_add(struct run_totals *t, const struct sample *s) {
         }
         if (s->threads > t->threads_max)
                 t->threads_max = s->threads;
+        if (s->has_pss) {
+                if (!t->has_pss || s->pss_bytes > t->peak_pss_bytes)
+                        t->peak_pss_bytes = s->pss_bytes;
+                t->final_pss_bytes = s->pss_bytes;
+                t->final_uss_bytes = s->uss_bytes;
+                t->has_pss = t->has_final_pss = true;
+        }
         if (s->has_io) {
                 t->has_io = true;
                 t->read_bytes = s->read_bytes;

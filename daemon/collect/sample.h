@@ -21,6 +21,12 @@ struct sample {
         bool has_peak_rss;
         uint64_t peak_rss_bytes; /* the run's peak: its highest sampled RSS, or the main process's VmHWM if higher */
         uint32_t threads, processes;
+        /* a tree's memory with each shared page counted once: the sums of
+         * its members' smaps_rollup (Pss, Pss_Anon, Private_Clean +
+         * Private_Dirty), read every pss_interval (has_pss false between
+         * two readings, and for a run of one process) */
+        bool has_pss, has_pss_anon;
+        uint64_t pss_bytes, pss_anon_bytes, uss_bytes;
         bool has_io, has_io_rate;
         uint64_t read_bytes, write_bytes, rchar_bytes, wchar_bytes;
         double read_bytes_per_s, write_bytes_per_s;
@@ -88,6 +94,8 @@ struct run_totals {
         bool has_rss;
         uint64_t peak_rss_bytes, final_rss_bytes;
         uint32_t threads_max;
+        bool has_pss, has_final_pss; /* a span's last reading may lie too far back to look for */
+        uint64_t peak_pss_bytes, final_pss_bytes, final_uss_bytes;
         bool has_io;
         uint64_t read_bytes, write_bytes;
         bool has_net;
@@ -122,6 +130,10 @@ struct run_info {
         struct run_totals totals;
         struct leak_report *leak; /* the last stored verdicts (analyze/leakwatch.h), NULL if none */
         bool leak_detected;       /* a leak was suspected at some point */
+        /* a running tree's processes left out of it at its latest sample
+         * (another user's, or not dumpable: collect/tree.c); not stored */
+        bool has_left_out;
+        uint32_t left_out;
 };
 
 void run_info_done(struct run_info *ri);

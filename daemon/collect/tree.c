@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 /* A process tree bigger than this is cut (and logged once by the caller):
  * it bounds one run's cost per tick. */
@@ -82,6 +83,35 @@ static int member_children(const struct collect_ctx *ctx, struct probe *r, int p
         }
 }
 
+/* Whether descendant pid of a run whose process is not root's may count in
+ * it. The run's figures are anyone's to read over the TCP API, so a child
+ * that is another user's (su, sudo, a setuid helper: its real, effective,
+ * saved or filesystem uid differs) or that is not dumpable shows nothing:
+ * its io would time its user's keystrokes. The files in /proc/PID belong
+ * to the effective uid, or to root for a process that is not dumpable (the
+ * directory itself keeps the effective uid), and a stat of one costs next
+ * to nothing: checked every sample. A process not seen before also has its
+ * four uids read once (status). Under a fixture root the files belong to
+ * whoever made them: nothing is left out there. */
+static bool member_allowed(const struct collect_ctx *ctx, const struct probe *r, int pid, const struct member *p,
+                           struct member_fds *f) {
+        if (!ctx->real_proc || !r->has_uid || r->uid == 0)
+                return true;
+        if (f->dir < 0)
+                f->dir = proc_open_pid_dir(ctx->proc_root, pid);
+        struct stat st;
+        if (f->dir < 0 || fstatat(f->dir, "statm", &st, 0) < 0)
+                return true; /* gone: its reading will say so */
+        if (st.st_uid != r->uid)
+                return false;
+        if (p)
+                return true;
+        struct proc_status s;
+        if (proc_read_status(f->dir, &s) < 0 || !s.has_uids)
+                return true;
+        return s.uid_real == r->uid && s.uid_effective == r->uid && s.uid_saved == r->uid && s.uid_fs == r->uid;
+}
+
 static struct member *member_by_pid(struct probe *r, int pid) {
         for (size_t i = 0; i < r->n_members; i++)
                 if (r->members[i].pid == pid)
@@ -98,6 +128,7 @@ int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids,
                 return -ENOMEM;
         pids[0] = r->pid;
         fds[0] = MEMBER_FDS_NONE;
+        r->left_out = 0;
         for (size_t i = 0; i < n && n < MAX_TREE; i++) {
                 _cleanup_free_ int *kids = NULL;
                 size_t nk = 0;
@@ -105,6 +136,13 @@ int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids,
                 if (p) {
                         fds[i] = p->fds;
                         p->fds = MEMBER_FDS_NONE;
+                }
+                if (i > 0 && !member_allowed(ctx, r, pids[i], p, &fds[i])) {
+                        /* it and what it started: the walk does not go through it */
+                        member_fds_close(&fds[i]);
+                        pids[i] = 0;
+                        r->left_out++;
+                        continue;
                 }
                 if (member_children(ctx, r, pids[i], i == 0, p, &fds[i], &kids, &nk) < 0)
                         continue;
@@ -118,8 +156,14 @@ int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids,
                         pids[n++] = kids[j];
                 }
         }
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] != 0) {
+                        pids[kept] = pids[i];
+                        fds[kept++] = fds[i];
+                }
         *ret_pids = TAKE_PTR(pids);
         *ret_fds = TAKE_PTR(fds);
-        *ret_n = n;
+        *ret_n = kept;
         return 0;
 }

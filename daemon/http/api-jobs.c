@@ -130,7 +130,8 @@ static int collect_members(struct request *rq, struct job_member *m, size_t n, s
                 }
                 if (from > sp->until)
                         from = sp->until;
-                int r = run_ops(rq, m[i].ri->id, from, sp->until, NULL, &m[i].ops, &m[i].span_from);
+                int r = run_ops(rq, m[i].ri->id, from, sp->until, sp->mark && from == m[i].mark_ts, NULL, &m[i].ops,
+                                &m[i].span_from);
                 if (r < 0)
                         return r;
                 any = true;

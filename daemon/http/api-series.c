@@ -193,7 +193,7 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
                 int64_t from = until - (int64_t)(windows[i] / USEC_PER_MSEC), span_from;
                 int r = querier_window(api_of(rq)->store, &lim, id, from, until, &w);
                 if (r == 0)
-                        r = run_ops(rq, id, from, until, NULL, &ops, &span_from);
+                        r = run_ops(rq, id, from, until, false, NULL, &ops, &span_from);
                 if (r == 0)
                         r = window_gauges(rq, id, from, until, &gauges);
                 if (r < 0) {
@@ -409,10 +409,10 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
         const char *only = slo ? NULL : op;
         int r;
         if (step_ms > 0) {
-                span_from = ops_slice_of(from < 0 ? 0 : from);
+                span_from = mark ? from : ops_slice_of(from < 0 ? 0 : from);
                 r = latency_steps(rq, id, span_from, until, step_ms, only, qs, nq, &ops, &steps);
         } else
-                r = run_ops(rq, id, from, until, only, &ops, &span_from);
+                r = run_ops(rq, id, from, until, mark != NULL, only, &ops, &span_from);
         if (r < 0) {
                 op_aggs_done(&ops);
                 json_object_put(mark);

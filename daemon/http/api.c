@@ -26,12 +26,14 @@ void respond_query_error(struct request *rq, int r) {
 /* The op data of run id over the slices overlapping [from, until]: stored
  * slices, plus the ones still in memory for a running run. Slices are 1 s,
  * so the span really starts at the slice holding `from` (*ret_span_from);
- * a rate divides by that span clipped to the part the run covers. */
-int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
-            int64_t *ret_span_from) {
+ * a rate divides by that span clipped to the part the run covers. A mark
+ * cut its run's slices where it was made, so a span from a mark (at_mark)
+ * starts right there. */
+int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at_mark, const char *op,
+            struct op_aggs *ret, int64_t *ret_span_from) {
         struct api *a = api_of(rq);
         struct query_limits lim = limits(rq);
-        int64_t span_from = ops_slice_of(from < 0 ? 0 : from);
+        int64_t span_from = at_mark ? from : ops_slice_of(from < 0 ? 0 : from);
         int r = querier_ops(a->store, &lim, &a->live, id, span_from, until + 1, op, ret);
         *ret_span_from = span_from;
         return r;
@@ -154,6 +156,8 @@ void overlay_live(struct request *rq, struct run_info *ri) {
                 return;
         ri->totals = live.info.totals;
         ri->leak_detected = ri->leak_detected || live.info.leak_detected;
+        ri->has_left_out = live.info.has_left_out;
+        ri->left_out = live.info.left_out;
         run_live_done(&live);
 }
 

@@ -43,9 +43,10 @@ void respond_query_error(struct request *rq, int r);
 /* The op data of run id over the 1-second slices overlapping [from,
  * until] (op: only that op; NULL: all): the stored slices, plus those still
  * in memory for a running run. *ret_span_from: the start of the slice
- * holding from, where the data really begins. */
-int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, const char *op, struct op_aggs *ret,
-            int64_t *ret_span_from);
+ * holding from, where the data really begins; at_mark: from is a mark's
+ * time, where its slices were cut, so the span begins there. */
+int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at_mark, const char *op,
+            struct op_aggs *ret, int64_t *ret_span_from);
 /* Windows and ranges longer than the raw retention cannot be answered from
  * raw samples anyway; cap what a client can ask for. */
 #define MAX_WINDOW_USEC (3650 * USEC_PER_DAY)

@@ -74,6 +74,8 @@ enum run_metric {
         RM_RSS,
         RM_RSS_ANON,
         RM_RSS_PEAK,
+        RM_PSS,
+        RM_USS,
         RM_THREADS,
         RM_PROCESSES,
         RM_READ,
@@ -103,6 +105,13 @@ static const struct metric_family run_families[_RM_MAX] = {
                           "Anonymous resident memory (RssAnon) of the run's processes.", NULL },
         [RM_RSS_PEAK] = { "mlmond_run_resident_memory_peak_bytes", METRIC_GAUGE,
                           "Highest resident memory seen since registration (samples and VmHWM).", NULL },
+        [RM_PSS] = { "mlmond_run_pss_bytes", METRIC_GAUGE,
+                     "Proportional set size of a tree run (smaps_rollup: each shared page counted once over the "
+                     "tree), as last read.",
+                     NULL },
+        [RM_USS] = { "mlmond_run_uss_bytes", METRIC_GAUGE,
+                     "Unique set size of a tree run (memory no process outside each member maps), as last read.",
+                     NULL },
         [RM_THREADS] = { "mlmond_run_threads", METRIC_GAUGE, "Threads of the run's processes.", NULL },
         [RM_PROCESSES] = { "mlmond_run_processes", METRIC_GAUGE, "Processes in the run (more than 1 with children).",
                            NULL },
@@ -200,6 +209,8 @@ static void run_view_values(struct run_view *v) {
         set(v, RM_RSS, has && s->has_rss, has ? (double)s->rss_bytes : 0);
         set(v, RM_RSS_ANON, has && s->has_rss, has ? (double)s->rss_anon_bytes : 0);
         set(v, RM_RSS_PEAK, t->has_rss, (double)t->peak_rss_bytes);
+        set(v, RM_PSS, t->has_final_pss, (double)t->final_pss_bytes);
+        set(v, RM_USS, t->has_final_pss, (double)t->final_uss_bytes);
         set(v, RM_THREADS, has, has ? s->threads : 0);
         set(v, RM_PROCESSES, has, has ? s->processes : 0);
         set(v, RM_READ, has && s->has_io, has ? (double)s->read_bytes : 0);

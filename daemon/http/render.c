@@ -26,6 +26,9 @@ json_object *render_sample(const struct sample *s, json_object *gpu) {
         json_add_u64(o, "rss_bytes", s->has_rss, s->rss_bytes);
         json_add_u64(o, "rss_anon_bytes", s->has_rss, s->rss_anon_bytes);
         json_add_u64(o, "peak_rss_bytes", s->has_peak_rss, s->peak_rss_bytes);
+        json_add_u64(o, "pss_bytes", s->has_pss, s->pss_bytes);
+        json_add_u64(o, "uss_bytes", s->has_pss, s->uss_bytes);
+        json_add_u64(o, "pss_anon_bytes", s->has_pss_anon, s->pss_anon_bytes);
         json_add_u64(o, "threads", true, s->threads);
         json_add_u64(o, "processes", true, s->processes);
         json_add_u64(o, "read_bytes", s->has_io, s->read_bytes);
@@ -127,13 +130,24 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
+        /* a running tree's processes that are not the owner's to see */
+        json_object *left = NULL;
+        if (ri->has_left_out) {
+                left = json_object_new_object();
+                json_add_u64(left, "count", true, ri->left_out);
+                json_add_string(left, "reason",
+                                ri->left_out ? "another user's or not dumpable (su, sudo, a setuid program): what "
+                                               "they do is not the run owner's to see, and they are not counted"
+                                             : NULL);
+        }
+        json_object_object_add(o, "processes_left_out", left);
         if (!latest)
                 json_object_put(latest_gpu);
         return o;
 }
 
 json_object *render_run_leak(const struct leak_report *r) {
-        json_object *o = render_leak(&r->rss, "rss_anon_bytes");
+        json_object *o = render_leak(&r->rss, r->pss ? "pss_anon_bytes" : "rss_anon_bytes");
         json_object_object_add(o, "gpu_mem", r->has_gpu ? render_leak(&r->gpu, "gpu_mem_bytes") : NULL);
         return o;
 }
@@ -168,6 +182,8 @@ static json_object *render_totals(const struct run_totals *t, double wall, doubl
         json_add_double(o, "cpu_util_avg_pct", cpu_over > 0, cpu_over > 0 ? cpu / cpu_over * 100.0 : 0);
         json_add_u64(o, "peak_rss_bytes", t->has_rss, t->peak_rss_bytes);
         json_add_u64(o, "final_rss_bytes", t->has_rss, t->final_rss_bytes);
+        json_add_u64(o, "peak_pss_bytes", t->has_pss, t->peak_pss_bytes);
+        json_add_u64(o, "final_pss_bytes", t->has_final_pss, t->final_pss_bytes);
         json_add_u64(o, "peak_gpu_mem_bytes", t->has_gpu_mem, t->peak_gpu_mem_bytes);
         json_add_double(o, "gpu_util_avg_pct", t->gpu_util_samples > 0,
                         t->gpu_util_samples ? t->gpu_util_sum_pct / (double)t->gpu_util_samples : 0);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The layout of a block, version 1 (all integers LEB128 varints; "zz" is
+/* The layout of a block, version 2 (all integers LEB128 varints; "zz" is
  * the zigzag mapping of a signed value to an unsigned one):
  *
  *   version (1), n
@@ -26,13 +26,16 @@
 
 #include "util.h"
 
-#define BLOCK_VERSION 1
+#define BLOCK_VERSION 2
+/* Version 1 had the integer columns up to gpu_mem_bytes: no PSS. */
+#define V1_INT_COLS 18
 
 /* The flags of a sample, packed into one of the integer columns. */
 #define FLAG(f) offsetof(struct sample, f)
 static const size_t flag_fields[] = {
-        FLAG(has_cpu_pct), FLAG(has_rss),      FLAG(has_peak_rss), FLAG(has_io),       FLAG(has_io_rate),
-        FLAG(has_net),     FLAG(has_net_rate), FLAG(has_gpu_mem),  FLAG(has_gpu_util), FLAG(has_energy),
+        FLAG(has_cpu_pct),  FLAG(has_rss),    FLAG(has_peak_rss), FLAG(has_io),
+        FLAG(has_io_rate),  FLAG(has_net),    FLAG(has_net_rate), FLAG(has_gpu_mem),
+        FLAG(has_gpu_util), FLAG(has_energy), FLAG(has_pss),      FLAG(has_pss_anon),
 };
 #undef FLAG
 
@@ -50,6 +53,8 @@ static const struct int_col {
         { offsetof(struct sample, write_bytes), COL_U64 },    { offsetof(struct sample, rchar_bytes), COL_U64 },
         { offsetof(struct sample, wchar_bytes), COL_U64 },    { offsetof(struct sample, netns_rx_bytes), COL_U64 },
         { offsetof(struct sample, netns_tx_bytes), COL_U64 }, { offsetof(struct sample, gpu_mem_bytes), COL_U64 },
+        { offsetof(struct sample, pss_bytes), COL_U64 },      { offsetof(struct sample, uss_bytes), COL_U64 },
+        { offsetof(struct sample, pss_anon_bytes), COL_U64 },
 };
 static const size_t double_cols[] = { offsetof(struct sample, gpu_util_pct), offsetof(struct sample, energy_j) };
 
@@ -417,15 +422,17 @@ static void get_double_col(struct in *in, struct sample *v, size_t n, size_t off
 
 int block_decode(const uint8_t *p, size_t len, struct sample **ret, size_t *ret_n) {
         struct in in = { .p = p, .len = len };
-        if (get_byte(&in) != BLOCK_VERSION)
+        uint8_t version = get_byte(&in);
+        if (version != 1 && version != BLOCK_VERSION)
                 return -EBADMSG;
+        size_t n_int_cols = version == 1 ? V1_INT_COLS : ELEMENTSOF(int_cols);
         uint64_t n = get_varint(&in);
         if (in.bad || n == 0 || n > BLOCK_MAX_SAMPLES)
                 return -EBADMSG;
         struct sample *v = calloc(n, sizeof *v);
         if (!v)
                 return -ENOMEM;
-        for (size_t c = 0; c < ELEMENTSOF(int_cols) && !in.bad; c++)
+        for (size_t c = 0; c < n_int_cols && !in.bad; c++)
                 get_int_col(&in, v, n, &int_cols[c]);
         for (size_t c = 0; c < ELEMENTSOF(double_cols) && !in.bad; c++)
                 get_double_col(&in, v, n, double_cols[c]);

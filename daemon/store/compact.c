@@ -192,7 +192,7 @@ static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
         if (r == 0)
                 r = prepare(db,
                             "INSERT OR REPLACE INTO samples_1m (run_id, ts, " TIER_COLUMNS
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            ") VALUES (?,?," TIER_PLACEHOLDERS ")",
                             &c.tier_put);
         if (r == 0)
                 r = prepare(db, "DELETE FROM samples WHERE ts < ?", &del);
@@ -351,7 +351,7 @@ static int roll_hour_samples(sqlite3 *db, int64_t hour) {
         if (r == 0)
                 r = prepare(db,
                             "INSERT OR REPLACE INTO samples_1h (run_id, ts, " TIER_COLUMNS
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            ") VALUES (?,?," TIER_PLACEHOLDERS ")",
                             &ins);
         if (r < 0)
                 return r;

@@ -70,7 +70,12 @@ static int store_leak_state(struct store *s, int64_t run_id, const char *metric,
 }
 
 int store_update_run_leak(struct store *s, int64_t run_id, const struct leak_report *r) {
-        int q = store_leak_state(s, run_id, "rss_anon_bytes", &r->rss);
+        /* one verdict on anonymous memory: a run's watch moves from one
+         * series to the other when [daemon] pss_interval turns on or off */
+        int q = store_exec(s, "DELETE FROM run_leak WHERE run_id=? AND metric=?",
+                           PARAMS(p_int(run_id), p_text(r->pss ? "rss_anon_bytes" : "pss_anon_bytes")));
+        if (q == 0)
+                q = store_leak_state(s, run_id, r->pss ? "pss_anon_bytes" : "rss_anon_bytes", &r->rss);
         if (q == 0 && r->has_gpu)
                 q = store_leak_state(s, run_id, "gpu_mem_bytes", &r->gpu);
         return q;

@@ -183,6 +183,24 @@ static int take_one(const struct sample *s, void *userdata) {
         return 1;
 }
 
+/* The newest sample with a PSS reading, looking back over at most a few
+ * hundred samples (PSS is read every few): past those, none is taken. */
+struct last_pss {
+        unsigned looked;
+        bool found;
+        struct sample s;
+};
+
+static int take_last_pss(const struct sample *s, void *userdata) {
+        struct last_pss *l = userdata;
+        if (s->has_pss) {
+                l->found = true;
+                l->s = *s;
+                return 1;
+        }
+        return ++l->looked >= 512;
+}
+
 /* Buckets into points, at most limit. */
 static int points_of(const struct buckets *b, size_t limit, struct sample **ret, size_t *ret_n, bool *ret_truncated) {
         size_t n = b->n < limit ? b->n : limit;
@@ -338,6 +356,15 @@ int querier_span_totals(struct store *s, const struct query_limits *l, int64_t r
                 t.peak_gpu_mem_bytes = g.gpu_mem_max;
                 t.gpu_util_samples = g.gpu_util_n;
                 t.gpu_util_sum_pct = g.gpu_util_sum;
+                struct last_pss lp = {};
+                if (g.pss_n > 0 && (r = raw_samples(s, db, run_id, from, until, true, take_last_pss, &lp)) >= 0) {
+                        r = 0;
+                        t.has_pss = true;
+                        t.peak_pss_bytes = g.pss_max;
+                        t.has_final_pss = lp.found;
+                        t.final_pss_bytes = lp.s.pss_bytes;
+                        t.final_uss_bytes = lp.s.uss_bytes;
+                }
         } else if (r == -ENOENT)
                 r = 0; /* no samples in the span */
         reader_end(s);

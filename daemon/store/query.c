@@ -133,6 +133,7 @@ int query_run_leak(struct store *s, const struct query_limits *l, int64_t id, st
                         leak_state_row(st, &rep.gpu);
                 } else {
                         any = true;
+                        rep.pss = metric && streq((const char *)metric, "pss_anon_bytes");
                         leak_state_row(st, &rep.rss);
                 }
                 r = 0;

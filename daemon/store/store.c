@@ -26,7 +26,7 @@ extern const size_t sql_migrations_count;
  * runs: 15 x 64 + 40) goes in 16 and 4 rows, then one by one. */
 static const size_t batch_rows[] = { SAMPLE_BATCH, 16, 4, 1 };
 /* ts, the sample's columns, run_id */
-#define SAMPLE_PARAMS 25
+#define SAMPLE_PARAMS 28
 
 struct store {
         sqlite3 *w, *r;
@@ -250,7 +250,8 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
                          "UPDATE runs SET last_ts=?, samples=?, cpu_time_ns=?, user_time_ns=?, system_time_ns=?, "
                          "peak_rss_bytes=?, final_rss_bytes=?, threads_max=?, read_bytes=?, write_bytes=?, "
                          "netns_rx_bytes=?, netns_tx_bytes=?, peak_gpu_mem_bytes=?, gpu_util_samples=?, "
-                         "gpu_util_sum_pct=?, energy_j=? WHERE id=?",
+                         "gpu_util_sum_pct=?, energy_j=?, peak_pss_bytes=?, final_pss_bytes=?, "
+                         "final_uss_bytes=? WHERE id=?",
                          &s->update_totals)) < 0 ||
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
             (r = prepare(s->w,
@@ -430,6 +431,8 @@ static const struct sample_group {
         { COL_DOUBLE, FIELD(has_gpu_util), { FIELD(gpu_util_pct) } },
         { COL_DOUBLE, FIELD(has_energy), { FIELD(energy_j) } },
         { COL_U64, ALWAYS, { FIELD(interval_us) } },
+        { COL_U64, FIELD(has_pss), { FIELD(pss_bytes), FIELD(uss_bytes) } },
+        { COL_U64, FIELD(has_pss_anon), { FIELD(pss_anon_bytes) } },
 };
 #undef ALWAYS
 #undef FIELD
@@ -506,7 +509,8 @@ int store_update_run_totals(struct store *s, int64_t id, const struct run_totals
                                   p_u64(t->has_net, t->netns_rx_bytes), p_u64(t->has_net, t->netns_tx_bytes),
                                   p_u64(t->has_gpu_mem, t->peak_gpu_mem_bytes), p_u64(true, t->gpu_util_samples),
                                   p_double(true, t->gpu_util_sum_pct), p_double(t->has_energy, t->energy_j),
-                                  p_int(id)));
+                                  p_u64(t->has_pss, t->peak_pss_bytes), p_u64(t->has_final_pss, t->final_pss_bytes),
+                                  p_u64(t->has_final_pss, t->final_uss_bytes), p_int(id)));
 }
 
 int store_apply_rusage(struct store *s, int64_t id, uint64_t max_rss_bytes, bool cpu, uint64_t user_ns,
@@ -653,6 +657,9 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         col_u64(st, 28, &t->gpu_util_samples);
         col_double(st, 29, &t->gpu_util_sum_pct);
         t->has_energy = col_double(st, 30, &t->energy_j);
+        t->has_pss = col_u64(st, 31, &t->peak_pss_bytes);
+        t->has_final_pss = col_u64(st, 32, &t->final_pss_bytes);
+        col_u64(st, 33, &t->final_uss_bytes);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -93,20 +93,22 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
 #define _cleanup_reset_ __attribute__((cleanup(sqlite3_resetp)))
 
 /* Row -> run_info, for "SELECT <STORE_RUN_COLUMNS> FROM runs ...". */
-#define STORE_RUN_COLUMNS                                                                             \
-        "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, " \
-        "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "               \
-        "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "     \
-        "netns_rx_bytes, netns_tx_bytes, "                                                            \
-        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "         \
-        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j"
+#define STORE_RUN_COLUMNS                                                                                     \
+        "id, pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, interval_ms, children, "         \
+        "state, registered_ts, ended_ts, last_ts, samples, cpu_time_ns, user_time_ns, "                       \
+        "system_time_ns, peak_rss_bytes, final_rss_bytes, threads_max, read_bytes, write_bytes, "             \
+        "netns_rx_bytes, netns_tx_bytes, "                                                                    \
+        "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "                 \
+        "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j, peak_pss_bytes, final_pss_bytes, " \
+        "final_uss_bytes"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
-#define STORE_SAMPLE_COLUMNS                                                                          \
-        "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "         \
-        "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "     \
-        "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, " \
-        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j, interval_us"
+#define STORE_SAMPLE_COLUMNS                                                                               \
+        "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "              \
+        "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "          \
+        "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, "      \
+        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j, interval_us, pss_bytes, uss_bytes, " \
+        "pss_anon_bytes"
 void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
 
 /* Loads every run in state 'running' (daemon start). Caller frees with

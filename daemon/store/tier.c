@@ -64,6 +64,18 @@ void sample_agg_add(struct sample_agg *a, const struct sample *s) {
                 a->energy_j = a->has_energy && a->energy_j > s->energy_j ? a->energy_j : s->energy_j;
                 a->has_energy = true;
         }
+        if (s->has_pss) {
+                a->pss_max = a->pss_n == 0 ? s->pss_bytes : umax(a->pss_max, s->pss_bytes);
+                a->uss_max = a->pss_n == 0 ? s->uss_bytes : umax(a->uss_max, s->uss_bytes);
+                a->pss_n++;
+                a->pss_sum += (double)s->pss_bytes;
+                a->uss_sum += (double)s->uss_bytes;
+        }
+        if (s->has_pss_anon) {
+                a->pss_anon_max = a->pss_anon_n == 0 ? s->pss_anon_bytes : umax(a->pss_anon_max, s->pss_anon_bytes);
+                a->pss_anon_n++;
+                a->pss_anon_sum += (double)s->pss_anon_bytes;
+        }
 }
 
 void sample_agg_merge(struct sample_agg *a, const struct sample_agg *b) {
@@ -113,6 +125,17 @@ void sample_agg_merge(struct sample_agg *a, const struct sample_agg *b) {
         if (b->has_energy)
                 a->energy_j = a->has_energy && a->energy_j > b->energy_j ? a->energy_j : b->energy_j;
         a->has_energy = a->has_energy || b->has_energy;
+        if (b->pss_n) {
+                a->pss_max = a->pss_n == 0 ? b->pss_max : umax(a->pss_max, b->pss_max);
+                a->uss_max = a->pss_n == 0 ? b->uss_max : umax(a->uss_max, b->uss_max);
+        }
+        a->pss_n += b->pss_n;
+        a->pss_sum += b->pss_sum;
+        a->uss_sum += b->uss_sum;
+        if (b->pss_anon_n)
+                a->pss_anon_max = a->pss_anon_n == 0 ? b->pss_anon_max : umax(a->pss_anon_max, b->pss_anon_max);
+        a->pss_anon_n += b->pss_anon_n;
+        a->pss_anon_sum += b->pss_anon_sum;
 }
 
 void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret) {
@@ -151,6 +174,11 @@ void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret
                 .gpu_util_pct = a->gpu_util_n ? a->gpu_util_sum / (double)a->gpu_util_n : 0,
                 .has_energy = a->has_energy,
                 .energy_j = a->energy_j,
+                .has_pss = a->pss_n > 0,
+                .pss_bytes = a->pss_n ? (uint64_t)(a->pss_sum / (double)a->pss_n) : 0,
+                .uss_bytes = a->pss_n ? (uint64_t)(a->uss_sum / (double)a->pss_n) : 0,
+                .has_pss_anon = a->pss_anon_n > 0,
+                .pss_anon_bytes = a->pss_anon_n ? (uint64_t)(a->pss_anon_sum / (double)a->pss_anon_n) : 0,
         };
         *ret = s;
 }
@@ -188,6 +216,14 @@ void sample_agg_params(const struct sample_agg *a, struct param *v) {
         v[k++] = p_u64(true, a->gpu_util_n);
         v[k++] = p_double(a->gpu_util_n > 0, a->gpu_util_sum);
         v[k++] = p_double(a->has_energy, a->energy_j);
+        v[k++] = p_u64(true, a->pss_n);
+        v[k++] = p_double(a->pss_n > 0, a->pss_sum);
+        v[k++] = p_u64(a->pss_n > 0, a->pss_max);
+        v[k++] = p_double(a->pss_n > 0, a->uss_sum);
+        v[k++] = p_u64(a->pss_n > 0, a->uss_max);
+        v[k++] = p_u64(true, a->pss_anon_n);
+        v[k++] = p_double(a->pss_anon_n > 0, a->pss_anon_sum);
+        v[k++] = p_u64(a->pss_anon_n > 0, a->pss_anon_max);
 }
 
 /* Column c as an unsigned integer, false when NULL. */
@@ -240,5 +276,13 @@ void sample_agg_row(sqlite3_stmt *st, int c, struct sample_agg *ret) {
         a.gpu_util_sum = col_double(st, c + 29);
         a.has_energy = sqlite3_column_type(st, c + 30) != SQLITE_NULL;
         a.energy_j = col_double(st, c + 30);
+        tier_u64(st, c + 31, &a.pss_n);
+        a.pss_sum = col_double(st, c + 32);
+        tier_u64(st, c + 33, &a.pss_max);
+        a.uss_sum = col_double(st, c + 34);
+        tier_u64(st, c + 35, &a.uss_max);
+        tier_u64(st, c + 36, &a.pss_anon_n);
+        a.pss_anon_sum = col_double(st, c + 37);
+        tier_u64(st, c + 38, &a.pss_anon_max);
         *ret = a;
 }

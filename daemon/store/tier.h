@@ -38,6 +38,12 @@ struct sample_agg {
         double gpu_util_sum;
         bool has_energy;
         double energy_j;
+        uint64_t pss_n; /* samples with a PSS reading; USS comes with it */
+        double pss_sum, uss_sum;
+        uint64_t pss_max, uss_max;
+        uint64_t pss_anon_n;
+        double pss_anon_sum;
+        uint64_t pss_anon_max;
 };
 
 void sample_agg_add(struct sample_agg *a, const struct sample *s);
@@ -51,8 +57,10 @@ void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret
         "rss_sum, rss_max, rss_anon_sum, rss_anon_max, peak_rss_bytes, threads_max, processes_max, "       \
         "read_bytes, write_bytes, rchar_bytes, wchar_bytes, io_rate_n, read_rate_sum, write_rate_sum, "    \
         "netns_rx_bytes, netns_tx_bytes, net_rate_n, rx_rate_sum, tx_rate_sum, gpu_mem_max, gpu_util_n, "  \
-        "gpu_util_sum, energy_j"
-#define TIER_N_COLUMNS 31
+        "gpu_util_sum, energy_j, pss_n, pss_sum, pss_max, uss_sum, uss_max, pss_anon_n, pss_anon_sum, "    \
+        "pss_anon_max"
+#define TIER_N_COLUMNS 39
+#define TIER_PLACEHOLDERS "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?" /* 39 */
 /* The same merged in SQL over a GROUP BY (sums of the counts and sums,
  * maxima of the rest). */
 #define TIER_MERGE_COLUMNS                                                                                    \
@@ -61,7 +69,9 @@ void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret
         "max(rss_anon_max), max(peak_rss_bytes), max(threads_max), max(processes_max), max(read_bytes), "     \
         "max(write_bytes), max(rchar_bytes), max(wchar_bytes), sum(io_rate_n), sum(read_rate_sum), "          \
         "sum(write_rate_sum), max(netns_rx_bytes), max(netns_tx_bytes), sum(net_rate_n), sum(rx_rate_sum), "  \
-        "sum(tx_rate_sum), max(gpu_mem_max), sum(gpu_util_n), sum(gpu_util_sum), max(energy_j)"
+        "sum(tx_rate_sum), max(gpu_mem_max), sum(gpu_util_n), sum(gpu_util_sum), max(energy_j), sum(pss_n), " \
+        "sum(pss_sum), max(pss_max), sum(uss_sum), max(uss_max), sum(pss_anon_n), sum(pss_anon_sum), "        \
+        "max(pss_anon_max)"
 
 /* The TIER_N_COLUMNS parameters of a tier row into v. */
 void sample_agg_params(const struct sample_agg *a, struct param *v);

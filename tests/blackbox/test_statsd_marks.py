@@ -6,6 +6,7 @@ a `#run:` tag with the rights of timings), after the lines sent before it.
 And a query that follows a send sees what was sent: mlmond reads the StatsD
 sockets before it answers."""
 
+import json
 import socket
 import time
 
@@ -107,3 +108,33 @@ def test_a_flood_of_marks_is_held_to_the_budget(mlmond, agents):
     assert 1000 <= kept <= 1000 + 1000 * (time.monotonic() - t0 + elapsed) + 1, kept
     st, h = mlmond.get("/v1/health")
     assert h["overruns"] == 0, h
+
+
+def test_a_span_from_a_mark_holds_the_timings_after_it(mlmond, agents):
+    """Timings at about 200/s and a mark in the middle of a second: the span
+    from the mark counts exactly the timings sent after it (op slices are 1 s:
+    the mark cuts its run's slices where it is made)."""
+    a = agents()
+    rid = registered(mlmond, a)
+    sent_after = None
+    t_end = time.monotonic() + 3
+    marked = False
+    while time.monotonic() < t_end:
+        a.unix(mlmond.statsd_path, ["step:5|ms"])
+        if sent_after is not None:
+            sent_after += 1
+        # the mark half-way through a second, after 1 s of timings
+        if not marked and time.monotonic() > t_end - 2 and 0.45 < time.time() % 1 < 0.55:
+            st, body = mlmond.post(f"/v1/runs/{rid}/marks", {"label": "warmup-done"})
+            assert st == 201, body
+            marked, sent_after = True, 0
+        time.sleep(0.005)
+    assert marked
+    st, body = mlmond.get(f"/v1/runs/{rid}/latency?since_mark=warmup-done")
+    assert st == 200, body
+    got = body["ops"]["step"]["count"]
+    print(f"since the mark: {got} timings counted, {sent_after} sent")
+    assert got == sent_after, (got, sent_after)
+    out = mlmond.ctl("report", rid, "--since-mark", "warmup-done", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["latency"]["ops"]["step"]["count"] == sent_after

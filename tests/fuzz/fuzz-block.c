@@ -63,6 +63,11 @@ static bool same(const struct sample *a, const struct sample *b) {
         COPY(gpu_util_pct);
         COPY(has_energy);
         COPY(energy_j);
+        COPY(has_pss);
+        COPY(has_pss_anon);
+        COPY(pss_bytes);
+        COPY(uss_bytes);
+        COPY(pss_anon_bytes);
 #undef COPY
         return memcmp(&cx, &cy, sizeof cx) == 0;
 }
@@ -109,9 +114,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(v, data, n * sizeof *v);
         for (size_t i = 0; i < n; i++) {
                 struct sample *s = &v[i];
-                bool *flags[] = { &s->has_cpu_pct,  &s->has_rss,   &s->has_peak_rss, &s->has_io,
-                                  &s->has_io_rate,  &s->has_net,   &s->has_net_rate, &s->has_gpu_mem,
-                                  &s->has_gpu_util, &s->has_energy };
+                bool *flags[] = { &s->has_cpu_pct,  &s->has_rss,    &s->has_peak_rss, &s->has_io,
+                                  &s->has_io_rate,  &s->has_net,    &s->has_net_rate, &s->has_gpu_mem,
+                                  &s->has_gpu_util, &s->has_energy, &s->has_pss,      &s->has_pss_anon };
                 for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
                         *flags[k] = as_bool(flags[k]);
                 if (!s->has_cpu_pct)

@@ -31,6 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)proc_parse_io(text, &io);
         struct proc_status status;
         (void)proc_parse_status(text, &status);
+        struct proc_smaps sm;
+        if (proc_parse_smaps_rollup(text, &sm) == 0 && !sm.has_pss_anon && sm.pss_anon_bytes != 0)
+                abort(); /* an absent Pss_Anon is no figure */
         struct proc_netdev nd;
         (void)proc_parse_netdev(text, &nd);
         struct proc_cpu_total cpu;

@@ -22,6 +22,10 @@ def format_report(run, latency):
     out.append(f"  peak RSS: {_fmt(_mib(s.get('peak_rss_bytes')), ' MiB')}  "
                f"final RSS: {_fmt(_mib(s.get('final_rss_bytes')), ' MiB')}  "
                f"peak GPU memory: {_fmt(_mib(s.get('peak_gpu_mem_bytes')), ' MiB')}")
+    if s.get("peak_pss_bytes") is not None:
+        # a tree's footprint: each page its forked workers share counted once
+        out.append(f"  peak PSS: {_fmt(_mib(s.get('peak_pss_bytes')), ' MiB')}  "
+                   f"final PSS: {_fmt(_mib(s.get('final_pss_bytes')), ' MiB')}")
     ops = latency.get("ops") or {}
     if not ops:
         out.append("No timed operations in this span.")

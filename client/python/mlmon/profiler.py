@@ -294,6 +294,15 @@ class PerformanceProfiler:
 
         if not _wait(after_end, timeout=3 * interval_s + 2.0, step=min(0.1, interval_s / 2)):
             log.info("mlmon: no sample after the span's end yet; memory figures cover what there is")
+        if run.info.get("children") and not any(s.get("pss_bytes") is not None for s in samples
+                                                if s["ts"] > until_ms):
+            # A tree's PSS is read every pss_interval (5 s by default): a
+            # sample asked for now reads it.
+            try:
+                _http.request("POST", f"/v1/runs/{run.id}/samples", {}, timeout=_http.TIMEOUT_S)
+                samples = fetch()
+            except (Unavailable, ApiError) as e:
+                log.info("mlmon: no sample with the PSS after the span's end: %s", e)
         return samples
 
     def _from_daemon(self, spans, metrics):
@@ -303,22 +312,29 @@ class PerformanceProfiler:
         if run.id is None:
             raise Unavailable("mlmond is not reachable")
         first, last = spans[0].start.ts_ms, spans[-1].end.ts_ms
-        tree = bool(run.info.get("children"))
         samples = self._samples(run, first - 3000, last)
+        # A tree's memory is its PSS while it has workers: their RSS would
+        # count every page they share with the parent again. A tree of one
+        # process has nothing counted twice, and its RSS and VmHWM catch a
+        # peak between two readings of the PSS (read every pss_interval).
+        tree = bool(run.info.get("children")) and any((s.get("processes") or 0) > 1 for s in samples)
         before = [s for s in samples if s["ts"] <= first]
         after = [s for s in samples if s["ts"] > last]
         until = after[0]["ts"] if after else int(last)
         span = run._get("/summary", {"from": int(first), "until": until}, timeout=_http.TIMEOUT_S)
 
-        def ram(s):
-            pss = s.get("pss_bytes") if tree else None
-            return pss if pss is not None else s.get("rss_bytes")
+        def ram(near):
+            # a tree's footprint is its PSS, read every few samples: the
+            # nearest reading; a run of one process, its RSS
+            if not tree:
+                return near[0].get("rss_bytes") if near else None
+            return next((s["pss_bytes"] for s in near if s.get("pss_bytes") is not None), None)
 
         m = metrics.memory
-        m.initial_ram_mb = _mib(ram(before[-1])) if before else None
-        m.final_ram_mb = _mib(ram(after[0])) if after else None
-        peak = span.get("peak_pss_bytes") if tree else None
-        if peak is None:
+        m.initial_ram_mb = _mib(ram(before[::-1]))
+        m.final_ram_mb = _mib(ram(after))
+        peak = _max([span.get("peak_pss_bytes"), ram(before[::-1]), ram(after)]) if tree else None
+        if not tree:
             peak = span.get("peak_rss_bytes")
             # The high-water mark (VmHWM) catches a peak between two samples:
             # when it rose during the span, the span's peak is the new mark.
@@ -368,22 +384,28 @@ class PerformanceProfiler:
         return metrics
 
     def _latest(self):
-        """The run's latest sample; None where mlmond cannot be asked."""
+        """The run's latest sample, with the summary's final_pss_bytes (a
+        tree's latest PSS reading) as its pss_bytes; None where mlmond cannot
+        be asked."""
         try:
             run = self._run()
             if run.id is not None:
-                return run, run._get("", timeout=_http.TIMEOUT_S).get("latest") or {}
+                got = run._get("", timeout=_http.TIMEOUT_S)
+                latest = dict(got.get("latest") or {})
+                latest["pss_bytes"] = (got.get("summary") or {}).get("final_pss_bytes")
+                return run, latest
         except (Unavailable, ApiError) as e:
             _run._warn_once("profiler-current", "mlmon: profiler: no current figures from mlmond: %s", e)
         return None, None
 
     def get_current_memory(self):
-        """The run's RAM in MB (MiB) at its latest sample: its RSS, or a tree
-        run's PSS where mlmond has it; None where unknown."""
+        """The run's RAM in MB (MiB) at its latest sample: its RSS, or the
+        latest PSS of a tree run that has workers; None where unknown."""
         run, latest = self._latest()
         if latest is None:
             return None
-        pss = latest.get("pss_bytes") if run.info.get("children") else None
+        tree = run.info.get("children") and (latest.get("processes") or 0) > 1
+        pss = latest.get("pss_bytes") if tree else None
         return _mib(pss if pss is not None else latest.get("rss_bytes"))
 
     def get_current_gpu_memory(self):
