@@ -117,11 +117,16 @@
     clear(document.getElementById('plots'));
     if (!mlmon.chartsAvailable()) return;
     plot({ title: 'CPU %', names: ['cpu'], rows: series(samples, ['cpu_pct']), fmt: pctFmt }, marks);
-    // a tree's PSS where it was measured: its footprint, beside the RSS sum
+    // a tree's PSS where it was measured: its footprint, beside the RSS sum,
+    // and its anonymous part, the series a tree's leak verdict judges. They
+    // are read every pss_interval, not every sample: their lines join the
+    // samples that have them.
     const mem = [['rss_bytes', 'RSS'], ['rss_anon_bytes', 'anonymous RSS']];
     if (samples.some((s) => known(s.pss_bytes))) mem.push(['pss_bytes', 'PSS (the tree\u2019s footprint)']);
+    if (samples.some((s) => known(s.pss_anon_bytes))) mem.push(['pss_anon_bytes', 'anonymous PSS']);
+    const sparse = Object.fromEntries(mem.map((m, i) => ['s' + i, { connectSeparatedPoints: i >= 2 }]));
     plot({ title: 'Memory', names: mem.map((m) => m[1]), rows: series(samples, mem.map((m) => m[0])), fmt: bytesFmt,
-      bytes: true, underlay: leakOverlay(run.leak, samples) }, marks);
+      bytes: true, underlay: leakOverlay(run.leak, samples), opts: { series: sparse } }, marks);
     if (samples.some((s) => known(s.gpu_mem_bytes))) {
       plot({ title: 'GPU memory', names: ['GPU memory'], rows: series(samples, ['gpu_mem_bytes']), fmt: bytesFmt, bytes: true,
         underlay: leakOverlay(run.leak && run.leak.gpu_mem, samples) }, marks);

@@ -12,7 +12,10 @@ processes' own behaviour.
   1 B/s, 0 B/s").
 - The state badge in the header can be read (WCAG contrast).
 - The report's share of an op nested in another is its share of the wall
-  time, not a part of a whole the nested ops are counted in twice."""
+  time, not a part of a whole the nested ops are counted in twice.
+- A process tree's PSS (its footprint, each shared page once) is in the
+  summary and on the memory plot, labelled as such, and equals the sums of
+  /proc/PID/smaps_rollup; a run of one process shows none."""
 
 import subprocess
 import time
@@ -21,6 +24,8 @@ import pytest
 
 from browser import Browser
 from conftest import helper, now_ms, wait_for
+from test_tree_memory import CONFIG as PSS_CONFIG
+from test_tree_memory import MiB, STATIC, smaps, start
 
 FAST_LEAK = "[leak]\nwindows = 10s\ngrace = 2s\n"
 WAITS, WAIT_MS = 100, 1.0
@@ -200,3 +205,37 @@ def test_the_share_of_nested_ops_is_of_the_wall_time(scene, browser):
         assert share[op].endswith("%") and lo - 0.05 <= float(share[op][:-1]) <= hi + 0.05, (op, share, lo, hi)
     note = page.eval("document.getElementById('share-note').textContent")
     assert "wall time" in note and "100%" in note, note
+
+
+def test_a_tree_s_pss_is_its_footprint(make_mlmond, browser):
+    d = make_mlmond(interval="250ms", config_text=PSS_CONFIG)
+    h = start(STATIC)  # a parent holding 200 MiB and 3 forked workers
+    try:
+        kids = [int(p) for p in h.expect("ready", timeout=30)]
+        tree = d.register(h.pid, children=True, name="tree")["id"]
+        alone = d.register(kids[0], name="alone")["id"]
+        wait_for(lambda: d.run(tree)["summary"]["final_pss_bytes"] is not None and
+                 len([x for x in d.samples(tree) if x["pss_bytes"] is not None]) >= 3, 15, what="three PSS readings")
+        pss = sum(smaps(p)[0] for p in [h.pid] + kids)
+        page = open_page(browser, d, f"/runs/{tree}")
+        cards = page.eval("""Object.fromEntries([...document.querySelectorAll('#summary .card')].map((c) =>
+            [c.querySelector('.card-title').textContent, c.querySelector('.card-value').textContent]))""")
+        # the memory stands still: the page's final PSS is the test's sum
+        value, unit = cards["final PSS (footprint)"].split()
+        assert unit == "MiB" and float(value) == pytest.approx(pss / MiB, rel=0.02, abs=0.1), (cards, pss)
+        assert "peak PSS (footprint)" in cards, cards
+        note = page.eval("document.getElementById('summary-note').hidden ? '' : "
+                         "document.getElementById('summary-note').textContent")
+        assert "real memory footprint" in note and "once per process" in note, note
+        memory = page.eval("""[...document.querySelectorAll('#plots .plot')].filter((p) =>
+            p.querySelector('h3').textContent === 'Memory').map((p) => [p.dataset.points,
+            p.querySelector('.legend').textContent])[0]""")
+        assert int(memory[0]) > 0 and "PSS (the tree\u2019s footprint)" in memory[1], memory
+        # one process: no PSS, no note
+        page = open_page(browser, d, f"/runs/{alone}")
+        titles = page.eval("[...document.querySelectorAll('#summary .card-title')].map((e) => e.textContent)")
+        assert not [t for t in titles if "PSS" in t], titles
+        assert page.eval("document.getElementById('summary-note').hidden")
+        assert "PSS" not in page.eval("document.getElementById('plots').textContent")
+    finally:
+        h.close()
