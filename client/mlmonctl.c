@@ -48,10 +48,12 @@ void help(void) {
                "                         total, avg, min, max, p50, p90, p99 and share of time,\n"
                "                         grouped by category; default span: the whole run;\n"
                "                         exit 1 if an objective (--slo) is missed\n"
-               "  report --job JOB_ID [--window W | --since-mark LABEL]\n"
-               "                         The runs tagged job_id=JOB_ID: ops of all ranks merged,\n"
-               "                         each rank's p50/p99 against the job, and the\n"
-               "                         stragglers (a rank's median slower than the others')\n"
+               "  report --job JOB_ID [--attempt N] [--window W | --since-mark LABEL]\n"
+               "                         The ranks of job JOB_ID (of its latest attempt, or\n"
+               "                         attempt N): ops of all ranks merged, each rank's\n"
+               "                         p50/p99 against the others' and NVIDIA's scores, the\n"
+               "                         stragglers (slower than the others, or waited for in\n"
+               "                         a collective), a stall, how the ranks ended\n"
                "  compare BASE.json CUR.json [--threshold PCT]\n"
                "                         Compare two reports (report --json, run --report):\n"
                "                         per op p50/p90/p99 and ops/s, peak RSS, CPU and wall\n"
@@ -277,7 +279,7 @@ static const struct verb verbs[] = {
         { "mark", 1, 2, 0, verb_mark, OPTIONS(), OPERANDS("LABEL") },
         { "report", 0, 1, 0, verb_report,
           OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK), REQUIRED("slo", ARG_SLO),
-                  REQUIRED("job", ARG_JOB)),
+                  REQUIRED("job", ARG_JOB), REQUIRED("attempt", ARG_ATTEMPT)),
           OPERANDS("run ID") },
         { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
           OPERANDS("BASE.json", "CUR.json") },

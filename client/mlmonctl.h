@@ -79,6 +79,7 @@ enum {
         ARG_NO_DISCOVER,
         ARG_RANKS,
         ARG_JOB,
+        ARG_ATTEMPT,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -118,6 +119,7 @@ struct args {
         uint64_t iterations; /* 0: not given */
         const char *op;      /* top --op */
         const char *job;     /* report --job */
+        const char *attempt; /* report --job --attempt */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;

@@ -208,8 +208,9 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         arg_json = true;
                         break;
                 case ARG_NAME:
-                case ARG_JOB: /* report --job: checked by verb_report_job() */
-                        *(c == ARG_NAME ? &a->name : &a->job) = optarg;
+                case ARG_JOB:     /* report --job: checked by verb_report_job() */
+                case ARG_ATTEMPT: /* ... and its --attempt */
+                        *(c == ARG_NAME ? &a->name : c == ARG_JOB ? &a->job : &a->attempt) = optarg;
                         break;
                 case ARG_INTERVAL: {
                         usec_t u;

@@ -415,6 +415,8 @@ int verb_report(struct args *a) {
 
         if (a->job)
                 return verb_report_job(a);
+        if (a->attempt)
+                return usage_error("report: --attempt is of a job (--job JOB_ID)");
         if (a->n_operands == 0)
                 return usage_error("report: missing run ID (or --job JOB_ID)");
         if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)

@@ -118,6 +118,19 @@ static const struct config_key keys[] = {
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
         /* a median more than 10x the others' is past any threshold worth setting */
         { "jobs", "straggler_pct", KEY_DOUBLE, OFF(jobs_straggler_pct), "10", 0, 1000, NULL },
+        /* what holds a collective in DDP (the gradients' all-reduce runs in
+         * backward's hooks) and the usual names of timed collectives */
+        { "jobs", "collective_ops", KEY_STRING, OFF(jobs_collective_ops),
+          "backward *all_reduce* *allreduce* *all_gather* *allgather* *reduce_scatter* *barrier*", 0, 0, NULL },
+        /* NVIDIA's resiliency extension flags a score below 0.75 by default */
+        { "jobs", "score_threshold", KEY_DOUBLE, OFF(jobs_score_threshold), "0.75", 0, 1, NULL },
+        { "jobs", "score_window", KEY_DURATION, OFF(jobs_score_window_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
+        { "jobs", "step_op", KEY_STRING, OFF(jobs_step_op), "step", 0, 0, NULL },
+        /* a step takes at most its p99 99 times in 100: ten of those without
+         * one is no slow step, and a minute covers the pauses of a healthy
+         * job that are not steps (an evaluation, a checkpoint) on small ones */
+        { "jobs", "stall_factor", KEY_DOUBLE, OFF(jobs_stall_factor), "10", 1, 10000, NULL },
+        { "jobs", "stall_floor", KEY_DURATION, OFF(jobs_stall_floor_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
 };
 
 #define MIB 1048576.0

@@ -78,7 +78,13 @@ struct config {
         char *energy; /* "auto" | "off" */
         double grid_g_per_kwh;
         /* [jobs] */
-        double jobs_straggler_pct; /* a straggler's median is slower than the other ranks' by more */
+        double jobs_straggler_pct;     /* a straggler's median is slower than the other ranks' by more */
+        char *jobs_collective_ops;     /* fnmatch patterns of the ops that hold a collective */
+        double jobs_score_threshold;   /* a straggler score below it is flagged */
+        usec_t jobs_score_window_usec; /* the windows of the individual score */
+        char *jobs_step_op;            /* the op that times a whole step */
+        double jobs_stall_factor;      /* stalled: no step for this many times the recent p99 step... */
+        usec_t jobs_stall_floor_usec;  /* ...and at least this long */
         /* [categories]: a table, not keys; in file order, the first match wins */
         struct category_rule *categories;
         size_t n_categories;

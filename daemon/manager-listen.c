@@ -220,6 +220,15 @@ static int op_run_pids(void *userdata, struct run_pid **ret, size_t *ret_n) {
         return 0;
 }
 
+static int op_op_last(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms) {
+        const struct run *r = manager_find_run(userdata, id);
+        if (!r)
+                return -ENOENT;
+        *ret_op_ms = op ? ops_last_ms(&r->ops, op) : 0;
+        *ret_any_ms = ops_last_ms(&r->ops, NULL);
+        return 0;
+}
+
 static uint64_t op_data_generation(void *userdata) {
         struct manager *m = userdata;
         return m->data_generation;
@@ -265,6 +274,7 @@ static const struct manager_ops manager_ops = {
         .live = op_live,
         .live_ops = op_live_ops,
         .live_gauges = op_live_gauges,
+        .op_last = op_op_last,
         .run_pids = op_run_pids,
         .data_generation = op_data_generation,
         .stats = op_stats,

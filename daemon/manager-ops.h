@@ -80,11 +80,17 @@ struct manager_stats {
         const struct accel *accel; /* devices and energy; NULL: none */
         double grid_g_per_kwh;     /* [energy] grid_g_per_kwh */
         size_t n_runs;             /* running runs */
+        /* filled by the API, which judges the jobs: jobs now stalled
+         * (analyze/stall.h); has_jobs_stalled false: not counted */
+        bool has_jobs_stalled;
+        unsigned jobs_stalled;
 };
 
 /* How a run's process ended, as its parent saw it (wait4()): the
  * resource use of the process and of the children it waited for. */
 struct exit_report {
+        bool has_exit;
+        int wait_status; /* as wait(2) gives it: how the process ended */
         bool has_rusage;
         uint64_t max_rss_bytes;
         double user_time_s, system_time_s;
@@ -184,6 +190,10 @@ struct manager_ops {
          * stored yet, within [from, until] (names copied; gauge_values_free()). */
         int (*live_gauges)(void *userdata, int64_t id, int64_t from, int64_t until, struct gauge_value **ret,
                            size_t *ret_n);
+        /* Unix ms of the latest timing or count of op that running run id
+         * took (*ret_op_ms), and of any op (*ret_any_ms); 0: none since it
+         * was registered or mlmond started. -ENOENT if it is not running. */
+        int (*op_last)(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms);
         /* Every running run's processes: -ENOMEM. free() *ret. */
         int (*run_pids)(void *userdata, struct run_pid **ret, size_t *ret_n);
         /* Moves whenever stored or live data changes: a cache key. */

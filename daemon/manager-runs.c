@@ -537,19 +537,27 @@ int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t cal
                 return q;
         bool mine = may_touch(&ri, caller_is_root, caller_uid), running = ri.state == RUN_RUNNING;
         bool children = ri.children;
-        run_info_done(&ri);
-        if (!mine)
-                return -EPERM;
-        if (running)
-                return -EBUSY; /* stored as running, not in memory: a restart is resuming it */
-        if (!e->has_rusage)
-                return 0;
+        /* how it ended: what mlmond read from the zombie itself stands */
+        bool take_exit = e->has_exit && !ri.has_exit_code && !ri.has_exit_signal;
+        if (take_exit)
+                run_info_set_exit(&ri, e->wait_status);
+        if (!mine || running || (!e->has_rusage && !take_exit)) {
+                run_info_done(&ri);
+                /* stored as running, not in memory: a restart is resuming it */
+                return !mine ? -EPERM : running ? -EBUSY : 0;
+        }
         q = store_begin(m->store);
-        if (q < 0)
+        if (q < 0) {
+                run_info_done(&ri);
                 return q;
+        }
         /* the CPU of the children it waited for is a tree's only */
-        q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
-                               (uint64_t)(e->system_time_s * 1e9));
+        if (e->has_rusage)
+                q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
+                                       (uint64_t)(e->system_time_s * 1e9));
+        if (q == 0 && take_exit)
+                q = store_update_run_exit(m->store, id, &ri);
+        run_info_done(&ri);
         if (q == 0)
                 q = store_commit(m->store);
         else

@@ -145,6 +145,18 @@ void manager_rearm_tick(struct manager *m, usec_t now) {
         sd_event_source_set_enabled(m->tick_source, SD_EVENT_ONESHOT);
 }
 
+/* How an exited run's process ended, read while it is still a zombie (its
+ * parent has not reaped it yet), into its info and the store (inside the
+ * caller's transaction). A process reaped first leaves it unknown. */
+static void run_record_exit(struct manager *m, struct run *r) {
+        int status;
+        if (probe_exit_status(r->probe, &status) < 0)
+                return;
+        run_info_set_exit(&r->info, status);
+        if (store_update_run_exit(m->store, r->info.id, &r->info) < 0)
+                m->tick_errors++;
+}
+
 /* Ends a run: a last sample where the exited process can still be read (a
  * zombie shows its final CPU time and I/O: a job shorter than one interval
  * is then still measured), the state change stored, fds closed, dropped
@@ -175,6 +187,8 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 manager_store_leak(m, r);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;
+                if (state == RUN_EXITED)
+                        run_record_exit(m, r);
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -340,6 +354,8 @@ static int manager_tick(struct manager *m) {
                 struct sample s;
                 int q = probe_sample(&m->collect, r->probe, start, now_ms, false, &s);
                 if (q == -ESRCH) {
+                        if (in_txn)
+                                run_record_exit(m, r);
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {

@@ -59,6 +59,13 @@ static void test_slices(void) {
                 CHECK_EQ_INT(a.v[0].h.count, 3);
         op_aggs_done(&a);
 
+        /* each op's latest timing or count, through the slices that closed;
+         * a refused observation is none */
+        CHECK(ops_last_ms(&t, "infer") == t0 + 1500);
+        CHECK(ops_last_ms(&t, "req") == t0 + 100);
+        CHECK(ops_last_ms(&t, NULL) == t0 + 1500);
+        CHECK(ops_last_ms(&t, "nope") == 0);
+
         ops_clear_done(&t);
         CHECK_EQ_INT(t.n_done, 0);
         ops_table_done(&t);

@@ -146,6 +146,63 @@ static void test_stat(void) {
         CHECK(st.num_threads == INT64_MAX && st.rss_pages == INT64_MAX && st.vsize_bytes == UINT64_MAX);
 }
 
+/* ---- stat: the state and the exit status -------------------------------- */
+
+/* The 52 fields of a zombie's stat (a real one, of `sh -c 'kill -9 $$'`
+ * before its parent reaped it), with field 52 given. */
+#define STAT_4_51                                                                                                \
+        " 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0 1 0 30576 0 0 18446744073709551615 0 0 0 0 0 0 0 0 " \
+        "0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0"
+#define ZOMBIE_3_51 "Z" STAT_4_51
+
+static void test_stat_exit(void) {
+        static const struct {
+                const char *name, *text;
+                int r;
+                char state;
+                int status;
+        } cases[] = {
+                { "killed by SIGKILL", "3861 (sh) " ZOMBIE_3_51 " 9\n", 0, 'Z', 9 },
+                { "exit 3", "3861 (sh) " ZOMBIE_3_51 " 768", 0, 'Z', 3 << 8 },
+                { "core dump", "3861 (a) b) " ZOMBIE_3_51 " 139\n", 0, 'Z', 0x80 | 11 },
+                /* a process that runs: its exit_code field is 0 */
+                { "running", "1234 (bash) R" STAT_4_51 " 0", 0, 'R', 0 },
+                /* a kernel before 3.5 prints 44 fields: fewer than 52 is no exit status */
+                { "old kernel", "3861 (sh) Z 2595 3861 2595 0 -1 4227084 96 0 0 0 0 0 0 0 20 0", -ENODATA, 0, 0 },
+                { "over 16 bits", "3861 (sh) " ZOMBIE_3_51 " 65536", -ERANGE, 0, 0 },
+                { "negative", "3861 (sh) " ZOMBIE_3_51 " -1", -ERANGE, 0, 0 },
+                { "junk", "3861 (sh) " ZOMBIE_3_51 " 9x", -EINVAL, 0, 0 },
+                { "long state", "3861 (sh) ZZ 1", -EINVAL, 0, 0 },
+                { "no paren", "3861 sh Z", -EINVAL, 0, 0 },
+                { "nothing after comm", "3861 (sh)", -EINVAL, 0, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char state = '?';
+                int status = -7;
+                int r = proc_parse_stat_exit(cases[i].text, &state, &status);
+                CHECK_CASE(cases[i].name, r == cases[i].r);
+                if (r == 0)
+                        CHECK_CASE(cases[i].name, state == cases[i].state && status == cases[i].status);
+                else
+                        CHECK_CASE(cases[i].name, state == '?' && status == -7); /* outputs untouched */
+        }
+        static const struct {
+                char state;
+                const char *name;
+        } names[] = {
+                { 'R', "running" }, { 'S', "sleeping" }, { 'I', "sleeping" }, { 'D', "disk-sleep" }, { 'T', "stopped" },
+                { 't', "stopped" }, { 'Z', "zombie" },   { 'X', "zombie" },   { 'W', NULL },         { 0, NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                const char *got = proc_state_name(names[i].state);
+                CHECK_CASE(names[i].name ? names[i].name : "none",
+                           names[i].name ? got && streq(got, names[i].name) : !got);
+        }
+        /* a tree's state is its worst member's: in this order */
+        for (const char *w = "TDZRS"; *w; w++)
+                CHECK_CASE("badness", proc_state_badness(w[0]) > proc_state_badness(w[1]));
+}
+
 /* ---- smaps_rollup ------------------------------------------------------- */
 
 static void test_smaps_rollup(void) {
@@ -823,6 +880,7 @@ int main(int argc, char *argv[]) {
         }
 
         test_stat();
+        test_stat_exit();
         test_status();
         test_smaps_rollup();
         test_io();

@@ -97,6 +97,17 @@ mlmon.fmtPerS = function (v) {
   return String(Number(v.toPrecision(2)));
 };
 mlmon.fmtTime = (ms) => (mlmon.known(ms) ? new Date(ms).toLocaleString() : '-');
+// A run's process: its state while it runs ("sleeping", "stopped"), how
+// it ended once it has ("exit 1", "signal 9 (SIGKILL)"), else '-'.
+const SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 11: 'SIGSEGV', 15: 'SIGTERM' };
+mlmon.processText = function (run) {
+  if (run.proc_state) return run.proc_state;
+  if (mlmon.known(run.exit_signal)) return 'signal ' + run.exit_signal + (SIGNALS[run.exit_signal] ? ' (' + SIGNALS[run.exit_signal] + ')' : '');
+  if (mlmon.known(run.exit_code)) return 'exit ' + run.exit_code;
+  return '-';
+};
+// States that stop a job, as a flag beside the state.
+mlmon.badProcess = (run) => ['stopped', 'disk-sleep', 'zombie'].includes(run.proc_state);
 
 // GET of the JSON API; rejects with the API's own error message.
 mlmon.get = async function (path) {

@@ -28,8 +28,10 @@
   function renderIdentity(run) {
     document.title = 'mlmond: ' + mlmon.plain(run.name || run.comm || 'run ' + run.id);
     clear(document.getElementById('title')).append(el('span', { class: 'run-name' }, bdi(run.name || run.comm || '')),
-      ' ', el('span', { class: 'state ' + run.state }, run.state));
-    dl([['run', String(run.id)], ['name', text(run.name)], ['pid', String(run.pid)], ['comm', text(run.comm)],
+      ' ', el('span', { class: 'state ' + run.state }, run.state),
+      ...(mlmon.badProcess(run) ? [' ', el('span', { class: 'state ' + run.proc_state }, run.proc_state)] : []));
+    dl([['run', String(run.id)], ['name', text(run.name)], ['pid', String(run.pid)], ['process', mlmon.processText(run)],
+      ['comm', text(run.comm)],
       ['command', text(run.cmdline)], ['tags', Object.keys(run.tags || {}).length ? mlmon.tags(run.tags) : '-'],
       ['registered', mlmon.fmtTime(run.registered_ts)], ['ended', mlmon.fmtTime(run.ended_ts)],
       ['interval', run.interval_ms + ' ms']]);

@@ -26,6 +26,14 @@ int ops_category(const struct op_table *t, const char *op, const char **ret_cate
         return 0;
 }
 
+int64_t ops_last_ms(const struct op_table *t, const char *op) {
+        int64_t last = 0;
+        for (size_t i = 0; i < t->n_open; i++)
+                if ((!op || streq(t->open[i].op, op)) && t->open[i].last > last)
+                        last = t->open[i].last;
+        return last;
+}
+
 static void slice_done(struct op_slice *s) {
         free(s->op);
         free(s->category);
@@ -66,6 +74,7 @@ static int close_slice(struct op_table *t, struct op_slice *s) {
                 return -ENOMEM;
         }
         d->ts = s->ts;
+        d->last = s->last;
         d->count = s->count;
         d->h = s->h; /* the histogram moves; the open slice gets a fresh one */
         hist_init(&s->h);
@@ -167,6 +176,7 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
                 s->ts = slice;
         }
+        s->last = now_ms;
         if (kind == OP_TIMING) {
                 /* a timing sampled at rate r stands for 1/r timings */
                 uint64_t weight = (uint64_t)llround(1.0 / rate);

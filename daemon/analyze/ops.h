@@ -36,6 +36,7 @@ struct op_slice {
         int64_t ts;     /* slice start, Unix ms */
         double count;   /* timings + counter increments, sample rates applied */
         struct hist h;  /* timings */
+        int64_t last;   /* open slices: Unix ms of the op's latest timing or count, ever */
 };
 
 struct gauge_value {
@@ -73,6 +74,9 @@ static inline int64_t ops_slice_of(int64_t ts_ms) {
 bool ops_value_valid(enum op_kind kind, double value, double rate);
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms);
+/* Unix ms of the latest timing or count of op (NULL: of any op) the table
+ * took; 0: none since it was made. */
+int64_t ops_last_ms(const struct op_table *t, const char *op);
 /* 1 and the category (NULL: none) op has in t, or 0: t has not seen op. */
 int ops_category(const struct op_table *t, const char *op, const char **ret_category);
 

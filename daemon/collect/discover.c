@@ -8,12 +8,18 @@
 
 /* the environment's tags come first, in jobenv.h's order */
 _Static_assert(DT_JOB_ID == (int)JOBENV_JOB_ID && DT_RANK == (int)JOBENV_RANK &&
-                       DT_LOCAL_RANK == (int)JOBENV_LOCAL_RANK && DT_WORLD_SIZE == (int)JOBENV_WORLD_SIZE,
+                       DT_LOCAL_RANK == (int)JOBENV_LOCAL_RANK && DT_WORLD_SIZE == (int)JOBENV_WORLD_SIZE &&
+                       DT_ATTEMPT == (int)JOBENV_ATTEMPT,
                "the environment's tags as jobenv.h numbers them");
 
 static const char *const tag_keys[_DT_MAX] = {
-        [DT_JOB_ID] = "job_id",         [DT_RANK] = "rank", [DT_LOCAL_RANK] = "local_rank",
-        [DT_WORLD_SIZE] = "world_size", [DT_UNIT] = "unit", [DT_CONTAINER_ID] = "container_id",
+        [DT_JOB_ID] = "job_id",
+        [DT_RANK] = "rank",
+        [DT_LOCAL_RANK] = "local_rank",
+        [DT_WORLD_SIZE] = "world_size",
+        [DT_ATTEMPT] = "attempt",
+        [DT_UNIT] = "unit",
+        [DT_CONTAINER_ID] = "container_id",
         [DT_POD_UID] = "pod_uid",
 };
 

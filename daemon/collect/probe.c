@@ -760,6 +760,33 @@ static bool credentials_changed(const struct probe *r) {
         return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
 }
 
+/* The tree's state: its worst member's. A stat reused because its member
+ * has not run since (see STAT_REUSE_MAX) still tells its state: a process
+ * stops, sleeps, wakes from a stop or exits only by running, which moves its
+ * CPU clock, and then its stat is read again. */
+static char tree_state(const struct reading *rd, size_t n) {
+        char worst = 0;
+        for (size_t i = 0; i < n; i++)
+                if (proc_state_badness(rd[i].st.state) > proc_state_badness(worst))
+                        worst = rd[i].st.state;
+        return worst;
+}
+
+int probe_exit_status(const struct probe *r, int *ret_status) {
+        char buf[4096], state;
+        int status;
+        ssize_t k = read_member_file(r->fd_stat, r->dirfd, "stat", buf, sizeof buf);
+        if (k < 0)
+                return proc_errno_is_gone((int)k) ? -ESRCH : (int)k;
+        int q = proc_parse_stat_exit(buf, &state, &status);
+        if (q < 0)
+                return q;
+        if (state != 'Z' && state != 'X')
+                return -EBUSY;
+        *ret_status = status;
+        return 0;
+}
+
 /* A tree's memory with each shared page counted once, every
  * pss_interval: smaps_rollup walks the page tables, so it costs about as
  * much as all the other files of a sample together, per process of a big
@@ -831,6 +858,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
                 resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
         peak_update(r, &rd[0], &s);
+        s.proc_state = tree_state(rd, nrd);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)

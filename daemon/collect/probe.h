@@ -167,6 +167,13 @@ void probe_close_fds(struct probe *r);
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                  struct sample *ret);
 
+/* How the main process ended, as wait(2) reports it (/proc/PID/stat field
+ * 52), read while it is a zombie: after its exit, until its parent reaps it.
+ * -EBUSY: it has not exited; -ESRCH: it is gone (reaped); -ENODATA: the
+ * kernel does not tell (before 3.5). A process the reader may not trace
+ * reads as 0, an exit with status 0. */
+int probe_exit_status(const struct probe *r, int *ret_status);
+
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
 

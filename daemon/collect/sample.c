@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "util.h"
 
@@ -103,4 +104,11 @@ int run_info_copy(const struct run_info *src, struct run_info *ret) {
         }
         *ret = c;
         return 0;
+}
+
+void run_info_set_exit(struct run_info *ri, int wait_status) {
+        ri->has_exit_code = WIFEXITED(wait_status);
+        ri->exit_code = ri->has_exit_code ? WEXITSTATUS(wait_status) : 0;
+        ri->has_exit_signal = WIFSIGNALED(wait_status);
+        ri->exit_signal = ri->has_exit_signal ? WTERMSIG(wait_status) : 0;
 }

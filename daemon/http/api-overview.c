@@ -188,17 +188,22 @@ static int jobs_shown(struct request *rq, size_t max, json_object **ret, size_t 
                 return r;
         json_object *arr = json_object_new_array();
         for (int pass = 0; pass < 2; pass++)
-                for (size_t i = n; i > 0 && json_object_array_length(arr) < max; i--) {
+                for (size_t i = n; i > 0 && r == 0 && json_object_array_length(arr) < max; i--) {
                         const struct job_info *j = &v[i - 1];
                         if ((j->running > 0) != (pass == 0))
                                 continue;
-                        json_object *o = render_job_info(j), *stragglers = NULL;
-                        if (job_stragglers(rq, j->job_id, &stragglers) < 0)
+                        json_object *o = NULL, *stragglers = NULL;
+                        r = api_job_item(rq, j, &o);
+                        if (r == 0 && api_job_stragglers(rq, j->job_id, &stragglers) < 0)
                                 stragglers = NULL;
                         json_object_object_add(o, "stragglers", stragglers);
                         json_object_array_add(arr, o);
                 }
         job_infos_free(v, n);
+        if (r < 0) {
+                json_object_put(arr);
+                return r;
+        }
         *ret = arr;
         *ret_total = n;
         return 0;

@@ -69,9 +69,14 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
 /* The run with its latest sample, summary and leak verdict. */
 json_object *run_full(struct request *rq, const struct run_info *ri);
 
-/* The stragglers of the whole job (as GET /v1/jobs/{job_id} names them):
- * -ENOENT no such job. */
-int job_stragglers(struct request *rq, const char *job_id, json_object **ret);
+/* How many jobs are stalled now (analyze/stall.h), for /v1/health. */
+int api_jobs_stalled(struct request *rq, unsigned *ret);
+/* One job as GET /v1/jobs lists it (a running one judged now). */
+struct job_info;
+int api_job_item(struct request *rq, const struct job_info *v, json_object **ret);
+/* The stragglers of the latest attempt of the job over its whole span (as
+ * GET /v1/jobs/{job_id} names them): -ENOENT no such job. */
+int api_job_stragglers(struct request *rq, const char *job_id, json_object **ret);
 
 /* The handlers of the route table (api.c), by file. */
 handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */

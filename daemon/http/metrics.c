@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collect/procfs.h"
 #include "config.h"
 #include "http/metrics-host.h"
 #include "http/tag-labels.h"
@@ -153,6 +154,18 @@ static const struct metric_family latency_family = {
         "Latency of each op: quantiles over the last minute, sum and count since registration.",
         "Latency of each op since registration (native histogram)."
 };
+static const struct metric_family op_last_family = {
+        "mlmond_run_op_last_timestamp_seconds", METRIC_GAUGE,
+        "Unix time of the latest timing or count of each op the application reported (none before the first "
+        "since the run was registered or mlmond started).",
+        NULL
+};
+static const struct metric_family state_family = {
+        "mlmond_run_process_state", METRIC_GAUGE,
+        "1 for the state the run's process is in (a tree's worst member's): running, sleeping, disk-sleep, stopped "
+        "or zombie.",
+        NULL
+};
 static const struct metric_family gauges_family = {
         "mlmond_run_app_value", METRIC_GAUGE,
         "Latest value of each gauge the application reported (StatsD g lines), by gauge name.", NULL
@@ -164,7 +177,8 @@ struct op_view {
         struct metric_label label; /* op="..." */
         double count, sum_s;
         uint64_t timings;
-        struct hist h; /* its buckets since registration (the protobuf format) */
+        int64_t last_ms; /* its latest timing or count; 0: none known */
+        struct hist h;   /* its buckets since registration (the protobuf format) */
         bool has_quantiles;
         double quantile_s[METRIC_QUANTILES];
 };
@@ -348,6 +362,9 @@ static int run_view_ops(struct run_view *v, const struct metrics_op_ledger *l, c
                 if (!o->op || (m->format == METRICS_PROTO && hist_merge(&o->h, &t->out_h) < 0))
                         return -ENOMEM;
                 o->label = (struct metric_label){ "op", o->op };
+                int64_t any;
+                if (m->manager->ops->op_last(m->manager->userdata, v->r.info.id, t->op, &o->last_ms, &any) < 0)
+                        o->last_ms = 0;
                 o->count = t->out_count;
                 o->timings = t->out_timings;
                 o->sum_s = t->out_sum_ms / 1000.0;
@@ -375,14 +392,15 @@ static int run_view_gauges(struct run_view *v, unsigned max_gauges, uint64_t *re
         return 0;
 }
 
-/* The series of an op: its total, and its latency's (three quantiles, a
- * sum and a count in the text format; counted so in both formats). */
-#define OP_SERIES (1 + 2 + METRIC_QUANTILES)
+/* The series of an op: its total, its latest time, and its latency's
+ * (three quantiles, a sum and a count in the text format; counted so in
+ * both formats). */
+#define OP_SERIES (1 + 1 + 2 + METRIC_QUANTILES)
 
 /* The series a view writes at most: its ops are not read yet, so each of
  * those it will write counts as a timed op. */
 static size_t view_series(const struct run_view *v, unsigned max_ops) {
-        size_t n = 1 + v->n_gauges + (v->r.n_ops < max_ops ? v->r.n_ops : max_ops) * OP_SERIES;
+        size_t n = 2 + v->n_gauges + (v->r.n_ops < max_ops ? v->r.n_ops : max_ops) * OP_SERIES; /* info, state */
         for (int k = 0; k < _RM_MAX; k++)
                 n += v->known[k];
         return n;
@@ -455,7 +473,7 @@ static int attach_ledgers(struct metrics *x, struct run_view *views, size_t n, u
 
 /* The families in the order they are written; a run family's stage is
  * S_RUN + its enum run_metric. */
-enum stage { S_INFO, S_RUN, S_OPS = S_RUN + _RM_MAX, S_LATENCY, S_GAUGES, S_REST, S_DONE };
+enum stage { S_INFO, S_RUN, S_OPS = S_RUN + _RM_MAX, S_LATENCY, S_OP_LAST, S_GAUGES, S_STATE, S_REST, S_DONE };
 
 struct metrics_scrape {
         struct metrics *metrics;
@@ -600,6 +618,8 @@ static const struct metric_family *stage_family(enum stage st) {
                : st < S_OPS      ? &run_families[st - S_RUN]
                : st == S_OPS     ? &ops_family
                : st == S_LATENCY ? &latency_family
+               : st == S_OP_LAST ? &op_last_family
+               : st == S_STATE   ? &state_family
                                  : &gauges_family;
 }
 
@@ -632,6 +652,26 @@ static void write_view(struct metrics_scrape *x, const struct metric_family *f, 
                         e->series(e, f, &s);
                 }
                 break;
+        case S_OP_LAST:
+                for (size_t i = 0; v->ops_known && i < v->n_ops; i++) {
+                        if (v->ops[i].last_ms <= 0)
+                                continue;
+                        s.extra = &v->ops[i].label;
+                        s.n_extra = 1;
+                        s.value = (double)v->ops[i].last_ms / 1000.0;
+                        e->series(e, f, &s);
+                }
+                break;
+        case S_STATE: {
+                struct metric_label state = { "state", v->r.has_last ? proc_state_name(v->r.last.proc_state) : NULL };
+                if (!state.value)
+                        break;
+                s.extra = &state;
+                s.n_extra = 1;
+                s.value = 1;
+                e->series(e, f, &s);
+                break;
+        }
         case S_GAUGES:
                 for (size_t i = 0; i < v->n_gauges; i++) {
                         s.extra = &v->gauge_labels[i];

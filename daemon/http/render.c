@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "collect/accel/accel.h"
+#include "collect/procfs.h"
 #include "json-util.h"
 #include "analyze/leakwatch.h"
 #include "version.h"
@@ -129,6 +130,11 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        /* the state of a process that runs; an ended run's is how it ended */
+        json_add_string(o, "proc_state",
+                        ri->state == RUN_RUNNING && latest ? proc_state_name(latest->proc_state) : NULL);
+        json_add_i64(o, "exit_code", ri->has_exit_code, ri->exit_code);
+        json_add_i64(o, "exit_signal", ri->has_exit_signal, ri->exit_signal);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
         /* a running tree's processes that are not the owner's to see */
         json_object *left = NULL;
@@ -338,6 +344,7 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         json_add_u64(o, "statsd_refused", true, m->statsd_refused);
+        json_add_u64(o, "jobs_stalled", m->has_jobs_stalled, m->jobs_stalled);
         return o;
 }
 
@@ -375,17 +382,6 @@ json_object *render_system(const struct manager_stats *m) {
         json_add_double(en, "grid_g_per_kwh", true, m->grid_g_per_kwh);
         json_object_object_add(o, "energy", en);
         return o;
-}
-
-json_object *render_job_info(const struct job_info *v) {
-        json_object *j = json_object_new_object();
-        json_add_string(j, "job_id", v->job_id);
-        json_add_u64(j, "runs", true, v->runs);
-        json_add_u64(j, "ranks", true, v->ranks);
-        json_add_string(j, "state", v->running > 0 ? "running" : "finished");
-        json_add_i64(j, "first_registered_ts", true, v->first_registered_ts_ms);
-        json_add_i64(j, "last_ended_ts", v->running == 0, v->last_ended_ts_ms);
-        return j;
 }
 
 /* ---- GET /v1/overview, written as text -------------------------------------- */
@@ -489,6 +485,10 @@ static void render_overview_run(FILE *f, const struct overview_run *o, size_t np
         text_string(f, &first, "name", ri->name);
         text_string(f, &first, "comm", ri->comm);
         text_string(f, &first, "state", run_state_to_string(ri->state));
+        text_string(f, &first, "proc_state",
+                    ri->state == RUN_RUNNING && o->has_last ? proc_state_name(o->last.proc_state) : NULL);
+        text_i64(f, &first, "exit_code", ri->has_exit_code, ri->exit_code);
+        text_i64(f, &first, "exit_signal", ri->has_exit_signal, ri->exit_signal);
         text_key(f, &first, "tags");
         json_object *tags = ri->tags_json ? json_tokener_parse(ri->tags_json) : NULL;
         fputs(json_object_is_type(tags, json_type_object) ? json_to_string(tags) : "{}", f);

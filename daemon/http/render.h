@@ -57,10 +57,6 @@ json_object *render_leak(const struct leak_state *l, const char *metric);
 json_object *render_run_leak(const struct leak_report *r);
 json_object *render_system(const struct manager_stats *st);
 
-/* A job of GET /v1/jobs: its id, runs, ranks, state and times. */
-struct job_info;
-json_object *render_job_info(const struct job_info *j);
-
 /* One run of GET /v1/overview, as its handler gathered it. */
 struct overview_run {
         struct run_info info; /* info.leak_detected: a leak was suspected at some point */
@@ -81,7 +77,7 @@ struct overview_doc {
         size_t n, n_running;
         size_t npoints; /* of each run's spark */
         bool truncated;
-        json_object *jobs; /* an array of render_job_info() + "stragglers" */
+        json_object *jobs; /* an array of GET /v1/jobs items + "stragglers" */
         size_t jobs_total;
 };
 /* As JSON text (1 000 runs are 600 KB: json-c objects cost 30 to 70 ms of

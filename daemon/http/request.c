@@ -4,6 +4,7 @@
 #include "http/request.h"
 
 #include <stdarg.h>
+#include <fnmatch.h>
 #include <string.h>
 #include <strings.h>
 
@@ -49,7 +50,7 @@ void respond_errno(struct request *rq, int r, const char *message) {
         } map[] = {
                 { -ESRCH, 404, "not_found" },    { -ENOENT, 404, "not_found" },  { -EPERM, 403, "forbidden" },
                 { -EEXIST, 409, "conflict" },    { -EALREADY, 409, "conflict" }, { -EUSERS, 429, "too_many_runs" },
-                { -EINVAL, 400, "bad_request" },
+                { -EINVAL, 400, "bad_request" }, { -EBUSY, 409, "conflict" },
         };
         for (size_t i = 0; i < ELEMENTSOF(map); i++)
                 if (map[i].r == r) {
@@ -229,6 +230,45 @@ int optional_field(struct request *rq, json_object *o, const char *key, json_typ
         }
         *ret = v;
         return 1;
+}
+
+int parse_exit_fields(struct request *rq, json_object *o, int *ret_wait_status) {
+        json_object *code = NULL, *sig = NULL;
+        int c = optional_field(rq, o, "exit_code", json_type_int, "a whole number", &code);
+        int g = c < 0 ? -1 : optional_field(rq, o, "exit_signal", json_type_int, "a whole number", &sig);
+        if (c < 0 || g < 0)
+                return -1;
+        if (c + g == 0)
+                return 0;
+        if (c + g != 1) {
+                respond_error(rq, 400, "bad_request", "exit_code and exit_signal cannot both be given");
+                return -1;
+        }
+        int64_t v = json_object_get_int64(code ? code : sig);
+        if (code ? v < 0 || v > 255 : v < 1 || v > 64) {
+                respond_error(rq, 400, "bad_request",
+                              code ? "exit_code: must be 0 to 255" : "exit_signal: must be 1 to 64");
+                return -1;
+        }
+        /* the status wait(2) gives: the code in the second byte, or the signal */
+        *ret_wait_status = code ? (int)v << 8 : (int)v;
+        return 1;
+}
+
+bool op_matches_list(const char *list, const char *op) {
+        char pattern[256]; /* a longer pattern matches no op name (200 bytes at most) */
+        for (const char *p = list; p && *p;) {
+                size_t skip = strspn(p, " \t,"), len = strcspn(p + skip, " \t,");
+                p += skip;
+                if (len > 0 && len < sizeof pattern) {
+                        memcpy(pattern, p, len);
+                        pattern[len] = 0;
+                        if (fnmatch(pattern, op, 0) == 0)
+                                return true;
+                }
+                p += len;
+        }
+        return false;
 }
 
 static int unhex(char c) {

@@ -161,6 +161,13 @@ bool check_unknown_keys(struct request *rq, json_object *o, const char *const *a
  * when of another type. */
 int optional_field(struct request *rq, json_object *o, const char *key, json_type t, const char *what,
                    json_object **ret);
+/* How a process ended, in the body of POST /v1/runs/{id}/exit: at most one
+ * of "exit_code" (0..255) and "exit_signal" (1..64), into the wait(2)
+ * status that says it. 1 with one, 0 with neither, -1 answered 400. */
+int parse_exit_fields(struct request *rq, json_object *o, int *ret_wait_status);
+/* Does op match one of the fnmatch(3) patterns of list (separated by
+ * spaces or commas)? */
+bool op_matches_list(const char *list, const char *op);
 /* 1..max bytes of printable ASCII without spaces: op names, mark labels. */
 bool valid_label(const char *s, size_t max);
 

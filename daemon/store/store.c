@@ -494,6 +494,12 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
                 PARAMS(p_text(run_state_to_string(state)), ended_ts_ms ? p_int(ended_ts_ms) : p_null(), p_int(id)));
 }
 
+int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri) {
+        return exec_params(s, "UPDATE runs SET exit_code=?, exit_signal=? WHERE id=?",
+                           PARAMS(ri->has_exit_code ? p_int(ri->exit_code) : p_null(),
+                                  ri->has_exit_signal ? p_int(ri->exit_signal) : p_null(), p_int(id)));
+}
+
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
         return exec_params(s, "UPDATE runs SET comm=?, cmdline=? WHERE id=?",
                            PARAMS(p_text(comm), p_text(cmdline), p_int(id)));
@@ -660,6 +666,10 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         t->has_pss = col_u64(st, 31, &t->peak_pss_bytes);
         t->has_final_pss = col_u64(st, 32, &t->final_pss_bytes);
         col_u64(st, 33, &t->final_uss_bytes);
+        if ((ri->has_exit_code = col_u64(st, 34, &u)))
+                ri->exit_code = (int)(u & 0xff);
+        if ((ri->has_exit_signal = col_u64(st, 35, &u)))
+                ri->exit_signal = (int)(u & 0x7f);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -42,6 +42,9 @@ void store_rollback(struct store *s);
 
 int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
+/* How the run's process ended (ri's has_exit_code/exit_code,
+ * has_exit_signal/exit_signal; NULL where unknown). */
+int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 /* A finished run's totals as its process's parent saw them when it reaped
@@ -100,7 +103,7 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "netns_rx_bytes, netns_tx_bytes, "                                                                    \
         "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "                 \
         "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j, peak_pss_bytes, final_pss_bytes, " \
-        "final_uss_bytes"
+        "final_uss_bytes, exit_code, exit_signal"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                               \
