@@ -5,7 +5,8 @@
 'use strict';
 
 (function () {
-  const { el, clear, known } = mlmon;
+  if (!mlmon.page('job')) return;
+  const { el, clear, known, bdi } = mlmon;
   // The path's segment is the URL-encoded job id.
   const jobId = decodeURIComponent(location.pathname.split('/')[2] || '');
   const REFRESH_MS = 5000;
@@ -21,15 +22,15 @@
   function renderIdentity(doc) {
     const running = doc.runs.filter((r) => r.state === 'running').length;
     const jobState = doc.state || (running > 0 ? 'running' : 'finished');
-    document.title = 'mlmond: job ' + doc.job_id;
-    clear(document.getElementById('title')).append('job ', el('span', { class: 'job-id' }, doc.job_id), ' ',
+    document.title = 'mlmond: job ' + mlmon.plain(doc.job_id);
+    clear(document.getElementById('title')).append('job ', bdi(doc.job_id, { class: 'job-id' }), ' ',
       el('span', { class: 'state ' + jobState }, jobState));
     const ranks = new Set(doc.runs.filter((r) => r.rank !== null).map((r) => r.rank));
     const d = clear(document.getElementById('ident'));
-    for (const [k, v] of [['job', doc.job_id], ['state', jobState], ['runs', doc.runs.length + ' (' + running + ' running)'],
+    for (const [k, v] of [['job', bdi(doc.job_id)], ['state', jobState], ['runs', doc.runs.length + ' (' + running + ' running)'],
       ['ranks', String(ranks.size)], ['on this host', doc.view || '-'],
       ['attempt', String(doc.attempt) + (doc.attempts.length > 1 ? ' of ' + doc.attempts.length : '')],
-      ['ended', doc.end_reason || '-'],
+      ['ended', doc.end_reason ? bdi(doc.end_reason) : '-'],
       ['straggler threshold', known(doc.straggler_pct) ? doc.straggler_pct + '%' : '-'],
       ['score threshold', known(doc.score_threshold) ? String(doc.score_threshold) : '-']]) {
       d.append(el('dt', {}, k), el('dd', { 'data-field': k }, v));
@@ -47,7 +48,7 @@
     sec.append(el('strong', {}, 'Stalled: no rank has completed ' + doc.stall.step_op + ' since ' + mlmon.fmtTime(doc.stalled_since)),
       ' ', el('span', { class: 'dim' }, '(more than ' + mlmon.fmtMs(doc.stall.threshold_ms) + ', ten times its p99 or the floor)'));
     const ul = el('ul', { class: 'reasons' });
-    for (const r of doc.stalled_ranks) ul.append(el('li', { class: 'reason', 'data-run': r.run }, r.reason || ''));
+    for (const r of doc.stalled_ranks) ul.append(el('li', { class: 'reason', 'data-run': r.run }, bdi(r.reason || '')));
     sec.append(ul);
   }
 
@@ -56,7 +57,7 @@
     const box = clear(document.getElementById('attempts'));
     box.hidden = doc.attempts.length < 2;
     for (const a of doc.attempts) {
-      const b = el('button', { type: 'button', class: a.attempt === doc.attempt ? 'on' : null, title: a.end_reason || a.state },
+      const b = el('button', { type: 'button', class: a.attempt === doc.attempt ? 'on' : null, title: mlmon.plain(a.end_reason || a.state) },
         'attempt ' + a.attempt + (a.state === 'running' ? ' (running)' : ''));
       b.addEventListener('click', () => select(state.window, a.attempt));
       box.append(b);
@@ -66,9 +67,9 @@
   function renderRuns(doc) {
     const tbody = clear(document.querySelector('#runs tbody'));
     for (const r of doc.runs) {
-      tbody.append(el('tr', { 'data-run': r.id }, el('td', { class: 'rank' }, r.rank === null ? '-' : r.rank),
+      tbody.append(el('tr', { 'data-run': r.id }, el('td', { class: 'rank' }, r.rank === null ? '-' : bdi(r.rank)),
         el('td', {}, el('a', { href: '/runs/' + r.id }, String(r.id))),
-        el('td', { class: 'name' }, el('a', { href: '/runs/' + r.id }, r.name || '-')),
+        el('td', { class: 'name' }, el('a', { href: '/runs/' + r.id }, r.name ? bdi(r.name) : '-')),
         el('td', { class: 'num' }, String(r.pid)), el('td', {}, el('span', { class: 'state ' + r.state }, r.state)),
         el('td', { 'data-field': 'process' }, el('span', { class: mlmon.badProcess(r) ? 'state ' + r.proc_state : null }, mlmon.processText(r))),
         el('td', {}, mlmon.fmtTime(r.registered_ts)), el('td', {}, mlmon.fmtTime(r.ended_ts))));
@@ -84,8 +85,8 @@
     sec.className = 'leak-box' + (n ? ' suspected' : '');
     sec.append(el('strong', {}, n ? n + (n === 1 ? ' straggler' : ' stragglers') : 'Cannot tell which rank is slow'));
     const ul = el('ul', { class: 'reasons' });
-    for (const s of doc.stragglers) ul.append(el('li', { class: 'reason', 'data-run': s.run }, s.reason || ''));
-    for (const u of undecided) ul.append(el('li', { class: 'reason undecided' }, u.reason || ''));
+    for (const s of doc.stragglers) ul.append(el('li', { class: 'reason', 'data-run': s.run }, bdi(s.reason || '')));
+    for (const u of undecided) ul.append(el('li', { class: 'reason undecided' }, bdi(u.reason || '')));
     sec.append(ul);
   }
 
@@ -113,18 +114,18 @@
         const vs = known(r.vs_others_pct) ? r.vs_others_pct + 0 : null;
         const num = (t, k) => el('td', { class: 'num', 'data-field': k }, t);
         tbody.append(el('tr', { 'data-run': r.run, 'data-rank-of': name, class: s ? 'straggler' : null },
-          el('td', { 'data-field': 'rank' }, r.rank === null ? '-' : r.rank),
+          el('td', { 'data-field': 'rank' }, r.rank === null ? '-' : bdi(r.rank)),
           el('td', {}, el('a', { href: '/runs/' + r.run }, String(r.run))),
           num(known(r.count) ? r.count.toFixed(0) : '-', 'count'), num(mlmon.fmtMs(r.p50_ms), 'p50'),
           num(mlmon.fmtMs(r.p99_ms), 'p99'), num(vs === null ? '-' : (vs >= 0 ? '+' : '') + vs.toFixed(1) + '%', 'vs_others'),
           score(r.relative_score, r.score_flagged), score(r.individual_score, r.score_flagged),
           el('td', { class: 'bar-cell' }, el('div', { class: 'bar', title: 'p50 ' + mlmon.fmtMs(r.p50_ms) }, fill)),
-          el('td', {}, s ? el('span', { class: 'flag leak', title: s.reason || '' }, s.kind === 'waited_for' ? 'WAITED FOR' : 'STRAGGLER') : null)));
+          el('td', {}, s ? el('span', { class: 'flag leak', title: mlmon.plain(s.reason || '') }, s.kind === 'waited_for' ? 'WAITED FOR' : 'STRAGGLER') : null)));
       }
-      const title = collective.has(name) ? name + ' (holds a collective: the others wait for the fastest)' : name;
-      const op = el('div', { class: 'job-op', 'data-op': name }, el('h3', {}, title),
+      const op = el('div', { class: 'job-op', 'data-op': name },
+        el('h3', {}, bdi(name), collective.has(name) ? ' (holds a collective: the others wait for the fastest)' : ''),
         el('table', { class: 'grid ranks' }, el('thead', {}, el('tr', {}, ...heads.map((h, i) => el('th', { class: i >= 2 && i <= 5 ? 'num' : null }, h)))), tbody));
-      for (const s of slow.values()) op.append(el('p', { class: 'reason', 'data-run': s.run }, s.reason || ''));
+      for (const s of slow.values()) op.append(el('p', { class: 'reason', 'data-run': s.run }, bdi(s.reason || '')));
       box.append(op);
     }
   }
@@ -137,7 +138,7 @@
     const lats = await Promise.all(runs.map((r) => mlmon.get('/v1/runs/' + r.id + '/latency?from=' + doc.from +
       '&until=' + doc.until + '&q=50&step=' + lStep + 'ms')));
     const box = clear(document.getElementById('plots'));
-    const names = runs.map((r) => (r.rank === null ? 'run ' + r.id : 'rank ' + r.rank));
+    const names = runs.map((r) => (r.rank === null ? 'run ' + r.id : ['rank ', r.rank]));
     for (const { name } of mlmon.sortedOps(doc.ops)) {
       const byTs = new Map();
       lats.forEach((lat, i) => {
@@ -148,7 +149,7 @@
         }
       });
       const rows = [...byTs.keys()].sort((a, b) => a - b).map((ts) => [new Date(ts)].concat(byTs.get(ts)));
-      mlmon.plot(box, name + ': p50 per rank', names, rows, (v) => mlmon.fmtMs(v), { includeZero: false });
+      mlmon.plot(box, { title: [bdi(name), ': p50 per rank'], names, rows, fmt: (v) => mlmon.fmtMs(v), opts: { includeZero: false } });
     }
   }
 
@@ -161,7 +162,9 @@
     renderStragglers(doc);
     renderRuns(doc);
     document.getElementById('span').textContent = mlmon.fmtTime(doc.from) + ' to ' + mlmon.fmtTime(doc.until);
-    mlmon.reportTable(document.getElementById('report'), doc.ops, (doc.until - doc.from) / 1000);
+    const spanS = (doc.until - doc.from) / 1000, ranks = doc.runs.filter((r) => !r.launcher && r.since_mark_ts !== null).length;
+    mlmon.reportTable(document.getElementById('report'), doc.ops, spanS, spanS * ranks,
+      ranks === 1 ? 'the span\u2019s wall time' : 'the wall time of the span times its ' + ranks + ' runs');
     renderRanks(doc);
     await mlmon.goodput(document.getElementById('goodput'), '/v1/jobs/' + encodeURIComponent(jobId), q.slice(1),
       doc.until - doc.from, null);
@@ -171,7 +174,7 @@
   }
 
   // Loads the page now, then every REFRESH_MS while load() says it is running.
-  const refresh = mlmon.refresher(load, 'job \u201c' + jobId + '\u201d', REFRESH_MS);
+  const refresh = mlmon.refresher(load, ['job \u201c', jobId, '\u201d'], REFRESH_MS);
 
   function select(win, attempt) {
     state.window = WINDOWS[win] ? win : 'all';

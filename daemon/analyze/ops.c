@@ -292,6 +292,25 @@ void op_aggs_done(struct op_aggs *a) {
         a->n = 0;
 }
 
+/* True when x costs more than y by key (a sum or a count), or as much
+ * with a name earlier in byte order. */
+static bool op_before(const struct op_agg *x, double kx, const struct op_agg *y, double ky) {
+        return !y || kx > ky || (kx == ky && strcmp(x->op, y->op) < 0);
+}
+
+const struct op_agg *op_aggs_top(const struct op_aggs *a) {
+        const struct op_agg *timed = NULL, *counted = NULL;
+        for (size_t i = 0; i < a->n; i++) {
+                const struct op_agg *x = &a->v[i];
+                if (x->h.count > 0 && op_before(x, x->h.sum, timed, timed ? timed->h.sum : 0))
+                        timed = x;
+                else if (x->h.count == 0 && x->count > 0 &&
+                         op_before(x, x->count, counted, counted ? counted->count : 0))
+                        counted = x;
+        }
+        return timed ? timed : counted;
+}
+
 int gauge_values_copy(const struct gauge_value *v, size_t n, struct gauge_value **ret) {
         struct gauge_value *c = calloc(n ? n : 1, sizeof *c);
         if (!c)

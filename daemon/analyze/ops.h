@@ -113,3 +113,7 @@ int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double 
 /* Adds the table's slices (open and done) with ts in [from, until). */
 int op_aggs_add_live(struct op_aggs *a, const struct op_table *t, int64_t from, int64_t until, const char *op_filter);
 void op_aggs_done(struct op_aggs *a);
+/* The op that cost the most time: the timed op with the largest total,
+ * else (counters only) the op counted most; ties go to the first name in
+ * byte order. NULL when a has no op with a timing or a count. */
+const struct op_agg *op_aggs_top(const struct op_aggs *a);

@@ -119,10 +119,9 @@ static bool select_attempt(struct request *rq, struct job_member *m, size_t n, u
         return false;
 }
 
-/* Default: from the attempt's first registration to now, or to its last end
- * when none of its runs is running. window=DUR ends at until. False:
- * answered. */
-bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+/* The whole attempt: from its first registration to now, or to its last
+ * end when none of its runs is running. */
+static void job_whole_span(const struct job_member *m, size_t n, struct job_span *ret) {
         int64_t first = INT64_MAX, last = 0;
         bool running = false;
         for (size_t i = 0; i < n; i++) {
@@ -133,9 +132,15 @@ bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, st
                 running = running || ri->state == RUN_RUNNING || !ri->ended_ts_ms;
                 last = ri->ended_ts_ms > last ? ri->ended_ts_ms : last;
         }
-        const char *w = arg(rq, "window"), *q = arg(rq, "q");
         ret->until = running ? now_realtime_ms() : last;
         ret->from = first;
+        ret->mark = NULL;
+}
+
+/* Default: the whole attempt. window=DUR ends at until. False: answered. */
+bool job_parse_span(struct request *rq, const struct job_member *m, size_t n, struct job_span *ret) {
+        const char *w = arg(rq, "window"), *q = arg(rq, "q");
+        job_whole_span(m, n, ret);
         ret->mark = arg(rq, "since_mark");
         if (w && ret->mark) {
                 respond_error(rq, 400, "bad_request",
@@ -421,6 +426,49 @@ static int judge_job_now(struct request *rq, const char *job_id, struct job_now 
         return r;
 }
 
+int api_job_item(struct request *rq, const struct job_info *v, json_object **ret) {
+        struct job_now now = {};
+        /* only a job with a running run can stall; a finished one is judged
+         * from its stored rows alone */
+        int r = v->running > 0 ? judge_job_now(rq, v->job_id, &now) : 0;
+        json_object *j = json_object_new_object();
+        json_add_string(j, "job_id", v->job_id);
+        json_add_u64(j, "runs", true, v->runs);
+        json_add_u64(j, "ranks", true, v->ranks);
+        json_add_string(j, "state", now.stalled ? "stalled" : v->running > 0 ? "running" : "finished");
+        json_add_i64(j, "stalled_since", now.stalled, now.stalled_since);
+        json_add_u64(j, "attempt", v->running > 0, now.attempt);
+        json_add_u64(j, "world_size", now.world_size > 0, now.world_size);
+        json_add_i64(j, "first_registered_ts", true, v->first_registered_ts_ms);
+        json_add_i64(j, "last_ended_ts", v->running == 0, v->last_ended_ts_ms);
+        *ret = j;
+        return r;
+}
+
+int api_job_stragglers(struct request *rq, const char *job_id, json_object **ret) {
+        struct run_info *runs = NULL;
+        size_t nruns = 0;
+        struct job_member *m = NULL;
+        json_object *doc = NULL;
+        struct job_span sp = { .qs = { 50 }, .nq = 1 };
+        unsigned attempt = 0;
+        int r = job_load_members(rq, job_id, &runs, &nruns, &m);
+        if (r == 0) {
+                attempt = latest_attempt(m, nruns);
+                mark_attempt(m, nruns, attempt);
+                job_whole_span(m, nruns, &sp);
+                r = collect_members(rq, m, nruns, &sp);
+        }
+        if (r == 0)
+                r = render_job(rq, job_id, attempt, m, nruns, &sp, &doc);
+        if (r == 0)
+                *ret = json_object_get(json_object_object_get(doc, "stragglers"));
+        json_object_put(doc);
+        job_members_free(m, nruns);
+        run_infos_free(runs, nruns);
+        return r;
+}
+
 void h_jobs_list(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
                 return;
@@ -435,20 +483,8 @@ void h_jobs_list(struct request *rq, const char *const *parts, size_t nparts) {
         }
         json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
         for (size_t i = 0; i < n && r >= 0; i++) {
-                struct job_now now = {};
-                /* only a job with a running run can stall; a finished one
-                 * is judged from its stored rows alone */
-                r = v[i].running > 0 ? judge_job_now(rq, v[i].job_id, &now) : 0;
-                json_object *j = json_object_new_object();
-                json_add_string(j, "job_id", v[i].job_id);
-                json_add_u64(j, "runs", true, v[i].runs);
-                json_add_u64(j, "ranks", true, v[i].ranks);
-                json_add_string(j, "state", now.stalled ? "stalled" : v[i].running > 0 ? "running" : "finished");
-                json_add_i64(j, "stalled_since", now.stalled, now.stalled_since);
-                json_add_u64(j, "attempt", v[i].running > 0, now.attempt);
-                json_add_u64(j, "world_size", now.world_size > 0, now.world_size);
-                json_add_i64(j, "first_registered_ts", true, v[i].first_registered_ts_ms);
-                json_add_i64(j, "last_ended_ts", v[i].running == 0, v[i].last_ended_ts_ms);
+                json_object *j = NULL;
+                r = api_job_item(rq, &v[i], &j);
                 json_object_array_add(arr, j);
                 api_yield(api_of(rq));
         }

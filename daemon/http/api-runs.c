@@ -254,26 +254,25 @@ static void add_leaking(struct request *rq, int64_t id, json_object *arr) {
         run_info_done(&ri);
 }
 
+struct leaking {
+        struct request *rq;
+        json_object *arr;
+};
+
+static int add_if_leaking(struct run_live *live, void *userdata) {
+        struct leaking *x = userdata;
+        if (live->has_leak && (live->leak.rss.suspected || (live->leak.has_gpu && live->leak.gpu.suspected)))
+                add_leaking(x->rq, live->info.id, x->arr);
+        return 0;
+}
+
 void h_leaks(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
                 return;
-        struct api *a = api_of(rq);
-        json_object *root = json_object_new_object(), *arr = json_object_new_array();
-        struct run_ref page[RUNS_PER_PIECE];
-        size_t n;
-        for (int64_t after = 0; (n = a->manager.ops->running(a->manager.userdata, after, page, RUNS_PER_PIECE)) > 0;
-             after = page[n - 1].id)
-                for (size_t i = 0; i < n; i++) {
-                        struct run_live live;
-                        if (api_live(a, page[i].id, RUN_LIVE_LEAK, &live) < 0)
-                                continue;
-                        bool suspected = live.has_leak &&
-                                         (live.leak.rss.suspected || (live.leak.has_gpu && live.leak.gpu.suspected));
-                        run_live_done(&live);
-                        if (suspected)
-                                add_leaking(rq, page[i].id, arr);
-                }
-        json_object_object_add(root, "runs", arr);
+        json_object *root = json_object_new_object();
+        struct leaking x = { rq, json_object_new_array() };
+        (void)api_each_running(api_of(rq), RUN_LIVE_LEAK, add_if_leaking, &x);
+        json_object_object_add(root, "runs", x.arr);
         respond_json(rq, 200, root);
 }
 

@@ -40,6 +40,28 @@ int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at
         return r;
 }
 
+/* The manager's running runs are copied this many at a time. */
+#define RUNNING_PER_PAGE 64
+
+int api_each_running(struct api *a, unsigned what, int (*fn)(struct run_live *live, void *userdata), void *userdata) {
+        struct run_ref page[RUNNING_PER_PAGE];
+        size_t n;
+        for (int64_t after = 0; (n = a->manager.ops->running(a->manager.userdata, after, page, RUNNING_PER_PAGE)) > 0;
+             after = page[n - 1].id)
+                for (size_t i = 0; i < n; i++) {
+                        struct run_live live;
+                        int r = api_live(a, page[i].id, what, &live);
+                        if (r == -ENOENT)
+                                continue; /* it ended meanwhile */
+                        if (r == 0)
+                                r = fn(&live, userdata);
+                        run_live_done(&live);
+                        if (r != 0)
+                                return r;
+                }
+        return 0;
+}
+
 /* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
 bool parse_window(struct request *rq, const char *w, usec_t *ret) {
         if (parse_duration(w, ret) < 0 || *ret < USEC_PER_MSEC || *ret > MAX_WINDOW_USEC) {
@@ -356,6 +378,7 @@ const struct route api_routes[] = {
         { { "v1", "jobs" }, "GET", h_jobs_list },
         { { "v1", "jobs", "*" }, "GET", h_job_get },
         { { "v1", "jobs", "*", "goodput" }, "GET", h_job_goodput },
+        { { "v1", "overview" }, "GET", h_overview },
         { { "metrics" }, "GET", h_metrics },
         /* the web page, built on the routes above */
         { { NULL }, "GET", h_web_overview },

@@ -26,6 +26,10 @@ static inline struct api *api_of(struct request *rq) {
 static inline int api_live(struct api *a, int64_t id, unsigned what, struct run_live *ret) {
         return a->manager.ops->live(a->manager.userdata, id, what, ret);
 }
+/* Calls fn with each running run's state in memory (RUN_LIVE_* bits in
+ * what), in id order; a run that ends meanwhile is left out. Stops at fn's
+ * first nonzero return and returns it. */
+int api_each_running(struct api *a, unsigned what, int (*fn)(struct run_live *live, void *userdata), void *userdata);
 /* Lets a tick that is due run now (manager_ops.yield): between the pieces
  * of a long answer. */
 static inline void api_yield(struct api *a) {
@@ -78,6 +82,12 @@ json_object *run_full(struct request *rq, const struct run_info *ri);
 
 /* How many jobs are stalled now (analyze/stall.h), for /v1/health. */
 int api_jobs_stalled(struct request *rq, unsigned *ret);
+/* One job as GET /v1/jobs lists it (a running one judged now). */
+struct job_info;
+int api_job_item(struct request *rq, const struct job_info *v, json_object **ret);
+/* The stragglers of the latest attempt of the job over its whole span (as
+ * GET /v1/jobs/{job_id} names them): -ENOENT no such job. */
+int api_job_stragglers(struct request *rq, const char *job_id, json_object **ret);
 
 /* The handlers of the route table (api.c), by file. */
 handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */
@@ -85,4 +95,5 @@ handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_
 handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_post, h_run_exit_post; /* api-feed.c */
 handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
 handler_fn h_run_goodput, h_job_goodput;                                                             /* api-goodput.c */
-handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library;                         /* web.c */
+handler_fn h_overview;                                                       /* api-overview.c */
+handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library; /* web.c */

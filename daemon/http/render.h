@@ -3,6 +3,7 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdio.h>
 
 #include "manager-ops.h"
 #include "store/querier.h"
@@ -84,3 +85,30 @@ struct oom_forecast;
 json_object *render_input_bound(const struct input_bound_verdict *v);
 json_object *render_gpu_idle(const struct gpu_idle_verdict *v);
 json_object *render_oom(const struct oom_forecast *f);
+/* One run of GET /v1/overview, as its handler gathered it. */
+struct overview_run {
+        struct run_info info; /* info.leak_detected: a leak was suspected at some point */
+        bool has_last;
+        struct sample last;
+        bool has_leak; /* the verdicts now (the last stored ones for a run that ended) */
+        struct leak_report leak;
+        int64_t spark_from; /* the minute of the first point of spark */
+        const struct spark_point *spark;
+        const struct op_agg *top; /* the op that cost the most time in the window; NULL: none */
+        double covered_s;         /* the part of the window the run covers (what per_s divides by) */
+};
+/* The answer of GET /v1/overview. */
+struct overview_doc {
+        int64_t ts_ms;
+        double window_s;
+        const struct overview_run *runs; /* the running ones first */
+        size_t n, n_running;
+        size_t npoints; /* of each run's spark */
+        bool truncated;
+        json_object *jobs; /* an array of GET /v1/jobs items + "stragglers" */
+        size_t jobs_total;
+};
+/* As JSON text (1 000 runs are 600 KB: json-c objects cost 30 to 70 ms of
+ * a 2-core machine); each run with its identity, latest figures, leak
+ * flags, CPU and RSS a minute at a time and its top op. */
+void render_overview(FILE *f, const struct overview_doc *d);

@@ -196,6 +196,15 @@ int query_runs(struct store *s, const struct query_limits *l, const struct runs_
                            l->max_rows, &run_infos, (void **)ret, ret_n, ret_truncated);
 }
 
+int query_runs_ended(struct store *s, const struct query_limits *l, size_t max, struct run_info **ret, size_t *ret_n) {
+        if (max > l->max_rows)
+                max = l->max_rows;
+        return query_array(s, l,
+                           "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE state IN ('exited', 'unregistered') "
+                           "ORDER BY ended_ts DESC, id DESC LIMIT ?1",
+                           PARAMS(p_int((int64_t)max)), max, &run_infos, (void **)ret, ret_n, NULL);
+}
+
 static char *col_text_dup(sqlite3_stmt *st, int i) {
         const unsigned char *t = sqlite3_column_text(st, i);
         return t ? strdup((const char *)t) : NULL;

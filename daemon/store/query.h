@@ -32,6 +32,9 @@ struct runs_filter {
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated);
 void run_infos_free(struct run_info *v, size_t n);
+/* The runs that ended (exited or unregistered), the last to end first, at
+ * most max of them. */
+int query_runs_ended(struct store *s, const struct query_limits *l, size_t max, struct run_info **ret, size_t *ret_n);
 
 /* A job: the runs that share a job_id tag. */
 struct job_info {
