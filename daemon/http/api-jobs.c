@@ -340,10 +340,14 @@ static int render_job(struct request *rq, const char *job_id, unsigned attempt, 
         return 0;
 }
 
-/* A job id as a run's tag may hold it: 1 to TAG_VALUE_MAX bytes of text.
- * False: answered 400, as the web page's /jobs/{id} does. */
+bool valid_job_id(const char *s) {
+        size_t l = strlen(s);
+        return l > 0 && l <= TAG_VALUE_MAX && utf8_is_valid(s, l);
+}
+
+/* False: answered 400, as the web page's /jobs/{id} does. */
 static bool check_job_id(struct request *rq, const char *job_id) {
-        if (valid_label(job_id, TAG_VALUE_MAX))
+        if (valid_job_id(job_id))
                 return true;
         respond_error(rq, 400, "bad_request", "not a job id (1 to %d bytes of UTF-8 text)", TAG_VALUE_MAX);
         return false;

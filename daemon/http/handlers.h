@@ -93,6 +93,10 @@ int api_job_stragglers(struct request *rq, const char *job_id, json_object **ret
 handler_fn h_runs_list, h_runs_post, h_run_get, h_run_delete, h_leaks;                               /* api-runs.c */
 handler_fn h_run_samples, h_run_throughput, h_run_latency, h_run_summary, h_run_marks_get;           /* api-series.c */
 handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_post, h_run_exit_post; /* api-feed.c */
+/* A job id as a run's job_id tag may hold it: 1 to TAG_VALUE_MAX bytes of
+ * UTF-8. Not plain text alone: a job stored by an mlmond that took any text
+ * stays reachable (its pages isolate what they show). */
+bool valid_job_id(const char *s);
 handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
 handler_fn h_run_goodput, h_job_goodput;                                                             /* api-goodput.c */
 handler_fn h_overview;                                                       /* api-overview.c */

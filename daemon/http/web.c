@@ -63,7 +63,7 @@ void h_web_job(struct request *rq, const char *const *parts, size_t nparts) {
          * the API for the job (and says when there is none) */
         if (!check_args(rq, NULL))
                 return;
-        if (!valid_label(parts[1], TAG_VALUE_MAX)) {
+        if (!valid_job_id(parts[1])) {
                 respond_error(rq, 400, "bad_request", "not a job id (1 to %d bytes of UTF-8 text)", TAG_VALUE_MAX);
                 return;
         }
