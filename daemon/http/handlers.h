@@ -97,7 +97,7 @@ handler_fn h_run_observations, h_observations, h_run_marks_post, h_run_sample_po
  * UTF-8. Not plain text alone: a job stored by an mlmond that took any text
  * stays reachable (its pages isolate what they show). */
 bool valid_job_id(const char *s);
-handler_fn h_jobs_list, h_job_get;                                                                   /* api-jobs.c */
-handler_fn h_run_goodput, h_job_goodput;                                                             /* api-goodput.c */
+handler_fn h_jobs_list, h_job_get;                                           /* api-jobs.c */
+handler_fn h_run_goodput, h_job_goodput;                                     /* api-goodput.c */
 handler_fn h_overview;                                                       /* api-overview.c */
 handler_fn h_web_overview, h_web_run, h_web_job, h_web_asset, h_web_library; /* web.c */
