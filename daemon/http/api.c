@@ -23,6 +23,15 @@ void respond_query_error(struct request *rq, int r) {
                 respond_error(rq, 500, "internal", "database error");
 }
 
+void respond_json_written(struct request *rq, struct json_text *t) {
+        size_t len = 0;
+        char *text = json_text_take(t, &len);
+        if (text)
+                respond_json_text(rq, 200, text, len);
+        else
+                respond_query_error(rq, -ENOMEM);
+}
+
 /* The op data of run id over the slices overlapping [from, until]: stored
  * slices, plus the ones still in memory for a running run. Slices are 1 s,
  * so the span really starts at the slice holding `from` (*ret_span_from);
