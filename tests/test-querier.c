@@ -17,6 +17,7 @@
 #include "store/querier.h"
 #include "store/raw.h"
 #include "store/store.h"
+#include "store/tier.h"
 #include "tap.h"
 #include "util.h"
 
@@ -34,6 +35,21 @@ static int64_t scalar(sqlite3 *db, const char *sql) {
         int64_t v = -1;
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
                 v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
+/* The samples a tier's row counts (its packed figures). */
+static int64_t tier_samples(sqlite3 *db, const char *table, int64_t run, int64_t ts) {
+        char q[160];
+        snprintf(q, sizeof q, "SELECT agg FROM %s WHERE run_id = %lld AND ts = %lld", table, (long long)run,
+                 (long long)ts);
+        sqlite3_stmt *st = NULL;
+        struct sample_agg a;
+        int64_t v = -1;
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &a) == 0)
+                v = (int64_t)a.samples;
         sqlite3_finalize(st);
         return v;
 }
@@ -125,9 +141,7 @@ static void test_compaction(void) {
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
         CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1h"), 2);
         char q[256];
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1h WHERE run_id = %lld AND ts = %lld", (long long)a,
-                 (long long)T0);
-        CHECK_EQ_INT(scalar(db, q), 3600);
+        CHECK_EQ_INT(tier_samples(db, "samples_1h", a, T0), 3600);
 
         /* every sample comes back from the blocks as it went in */
         struct collected c = {};
@@ -157,9 +171,7 @@ static void test_compaction(void) {
         snprintf(q, sizeof q, "SELECT n FROM sample_blocks WHERE run_id = %lld AND ts = %lld", (long long)b,
                  (long long)(T0 + 5 * MIN));
         CHECK_EQ_INT(scalar(db, q), 61);
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id = %lld AND ts = %lld", (long long)b,
-                 (long long)(T0 + 5 * MIN));
-        CHECK_EQ_INT(scalar(db, q), 61);
+        CHECK_EQ_INT(tier_samples(db, "samples_1m", b, T0 + 5 * MIN), 61);
 
         /* retention: raw data older than its cut goes, the tiers stay */
         store_set_retention(s, 30 * USEC_PER_MINUTE, 3650 * USEC_PER_DAY);
@@ -381,6 +393,74 @@ static void test_ops(void) {
         store_close(s);
 }
 
+/* ---- packed tier rows ----------------------------------------------------------------- */
+
+static void test_pack(void) {
+        uint64_t seed = 5;
+        struct sample v[90];
+        sample_series(v, ELEMENTSOF(v), 300000000, 100 << 20, true, &seed);
+        struct sample_agg a = {}, b;
+        uint8_t buf[SAMPLE_AGG_PACKED_MAX], again[SAMPLE_AGG_PACKED_MAX];
+        CHECK_EQ_INT(sample_agg_unpack(buf, sample_agg_pack(&a, buf), &b), 0);
+        CHECK(b.samples == 0 && !b.has_io && b.rss_sum == 0);
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                sample_agg_add(&a, &v[i]);
+        a.has_energy = true;
+        a.energy_j = 12.5;
+        a.threads_max = UINT32_MAX;
+        size_t n = sample_agg_pack(&a, buf);
+        CHECK(n < 200);
+        CHECK_EQ_INT(sample_agg_unpack(buf, n, &b), 0);
+        CHECK(sample_agg_pack(&b, again) == n && memcmp(buf, again, n) == 0);
+        CHECK(b.samples == 90 && b.cpu_pct_n == a.cpu_pct_n && b.cpu_pct_sum == a.cpu_pct_sum);
+        CHECK(b.rss_max == a.rss_max && b.has_io && b.read_bytes == a.read_bytes && b.wchar_bytes == a.wchar_bytes);
+        CHECK(b.has_energy && b.energy_j == 12.5 && b.threads_max == UINT32_MAX && !b.has_gpu_mem);
+        /* anything else is refused, never read past its end */
+        for (size_t k = 0; k < n; k++)
+                CHECK(sample_agg_unpack(buf, k, &b) == -EBADMSG);
+        buf[0] = 9;
+        CHECK(sample_agg_unpack(buf, n, &b) == -EBADMSG);
+        CHECK(sample_agg_unpack(NULL, 0, &b) == -EBADMSG);
+}
+
+/* The tiers' rows of version 9, a column a figure, are packed by the
+ * migration: every figure, and NULL as unknown; the blocks move with it. */
+static void test_migrate_packs(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/v9.db", tmpdir);
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 9, err, sizeof err), 0);
+        CHECK(sqlite3_exec(db,
+                           "INSERT INTO samples_1m (run_id, ts, samples, cpu_pct_n, cpu_pct_sum, cpu_pct_max, "
+                           "cpu_time_ns, rss_n, rss_sum, rss_max, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "
+                           "netns_rx_bytes, energy_j, pss_n, pss_max) "
+                           "VALUES (7, 60000, 60, 59, 1234.5, 99.5, 9000000000, 60, 6.0e9, 100000000, 10, 20, 30, "
+                           "40, 50, NULL, 0, NULL);"
+                           "INSERT INTO samples_1h (run_id, ts, samples, peak_rss_bytes, energy_j, gpu_mem_max) "
+                           "VALUES (7, 0, 3600, 4096, 2.25, 0);"
+                           "INSERT INTO sample_blocks (run_id, ts, n, data) VALUES (7, 60000, 1, x'0102');",
+                           NULL, NULL, NULL) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 0, err, sizeof err), 0);
+        sqlite3_stmt *st = NULL;
+        struct sample_agg m = {}, h = {};
+        CHECK(sqlite3_prepare_v2(db, "SELECT agg FROM samples_1m UNION ALL SELECT agg FROM samples_1h", -1, &st,
+                                 NULL) == SQLITE_OK);
+        CHECK(sqlite3_step(st) == SQLITE_ROW &&
+              sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m) == 0);
+        CHECK(sqlite3_step(st) == SQLITE_ROW &&
+              sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &h) == 0);
+        sqlite3_finalize(st);
+        CHECK(m.samples == 60 && m.cpu_pct_n == 59 && m.cpu_pct_sum == 1234.5 && m.cpu_pct_max == 99.5);
+        CHECK(m.cpu_time_ns == 9000000000 && m.rss_n == 60 && m.rss_sum == 6.0e9 && m.rss_max == 100000000);
+        CHECK(m.has_io && m.read_bytes == 10 && m.write_bytes == 20 && m.rchar_bytes == 30 && m.wchar_bytes == 40);
+        CHECK(m.has_net && m.netns_rx_bytes == 50 && !m.has_peak && !m.has_energy && !m.has_gpu_mem);
+        CHECK(h.samples == 3600 && h.has_peak && h.peak_rss_bytes == 4096 && h.has_energy && h.energy_j == 2.25);
+        CHECK(h.has_gpu_mem && h.gpu_mem_max == 0 && !h.has_io && !h.has_net);
+        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks WHERE run_id = 7 AND n = 1 AND data = x'0102'"), 1);
+        sqlite3_close(db);
+}
+
 int main(void) {
         log_set_max_level(LOG_WARNING);
         if (!mkdtemp(tmpdir)) {
@@ -390,6 +470,8 @@ int main(void) {
         test_compaction();
         test_answers_equal_sql();
         test_ops();
+        test_pack();
+        test_migrate_packs();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0)
