@@ -131,11 +131,6 @@ json_object *json_error_new(const char *code, const char *message) {
         return root;
 }
 
-char *json_error_body(const char *code, const char *message) {
-        _cleanup_json_ json_object *root = json_error_new(code, message);
-        return strdup(json_to_string(root));
-}
-
 const char *json_to_string(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }

@@ -33,9 +33,8 @@ void json_add_double(json_object *o, const char *key, bool known, double v);
 void json_add_string(json_object *o, const char *key, const char *s); /* NULL -> null */
 
 /* {"error":{"code":code,"message":message}}: the one shape of every error
- * answer, as an object and as a malloc'ed string. */
+ * answer. */
 json_object *json_error_new(const char *code, const char *message);
-char *json_error_body(const char *code, const char *message);
 
 /* Serialises without escaping '/', compact. The string belongs to o. */
 const char *json_to_string(json_object *o);

@@ -533,37 +533,54 @@ static void test_pid_list(void) {
         " 1021: 00000000000000000000000000000000:" port " 00000000000000000000000000000000:0000 07 " \
         "00000000:00000000 00:00000000 00000000  1000        0 " inode " 2 0000000000000000 0\n"
 
+/* The table by port, as StatsD attribution indexes it (the first socket on
+ * the port), and what the table's header must be. */
 static void test_net_udp(void) {
         static const struct {
                 const char *name, *text;
                 uint16_t port;
-                int r;
-                uint64_t inode;
+                int r;          /* of the table: 0, or -EINVAL without a header */
+                uint64_t inode; /* 0: no socket on the port */
         } cases[] = {
                 { "first", UDP_HEADER UDP_LINE("1FBD", "41234") UDP_LINE("9C40", "99887766"), 8125, 0, 41234 },
                 { "second", UDP_HEADER UDP_LINE("1FBD", "41234") UDP_LINE("9C40", "99887766"), 0x9C40, 0, 99887766 },
                 { "lower-case hex", UDP_HEADER UDP_LINE("9c40", "5"), 0x9C40, 0, 5 },
                 { "udp6", UDP_HEADER UDP6_LINE("1FBD", "777"), 8125, 0, 777 },
                 { "no final newline", UDP_HEADER "  0: 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 12", 8125, 0, 12 },
-                { "absent", UDP_HEADER UDP_LINE("1FBD", "41234"), 1234, -ENOENT, 0 },
-                { "header only", UDP_HEADER, 1234, -ENOENT, 0 },
+                { "absent", UDP_HEADER UDP_LINE("1FBD", "41234"), 1234, 0, 0 },
+                { "header only", UDP_HEADER, 1234, 0, 0 },
                 { "empty", "", 1234, -EINVAL, 0 },
                 { "no header newline", "sl local_address", 1234, -EINVAL, 0 },
-                { "garbage", "h\n garbage: ::: \n", 1234, -EINVAL, 0 },
-                { "short line", UDP_HEADER "  339: 0100007F:1FBD 00000000:0000 07\n", 8125, -EINVAL, 0 },
-                { "bad address width", UDP_HEADER UDP_LINE("1FBD", "1") "  1: 7F:1FBD 0:0 07 0:0 0:0 0 0 0 9\n", 1,
-                  -EINVAL, 0 },
-                { "port range", UDP_HEADER "  1: 0100007F:10000 00000000:0000 07 0:0 0:0 0 0 0 9\n", 0, -EINVAL, 0 },
-                { "bad inode", UDP_HEADER UDP_LINE("1FBD", "12x"), 8125, -EINVAL, 0 },
-                { "inode range", UDP_HEADER UDP_LINE("1FBD", "18446744073709551616"), 8125, -ERANGE, 0 },
-                { "no slot colon", UDP_HEADER "  1 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 9\n", 8125, -EINVAL,
-                  0 },
         };
-
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ struct proc_udp_socket *v = NULL;
+                size_t n = 0;
+                uint64_t inode = 0;
+                CHECK_CASE(cases[i].name, proc_parse_net_udp_all(cases[i].text, false, &v, &n) == cases[i].r);
+                for (size_t k = n; k > 0; k--)
+                        if (v[k - 1].local_port == cases[i].port)
+                                inode = v[k - 1].inode;
+                CHECK_CASE(cases[i].name, inode == cases[i].inode);
+        }
+
+        /* a line that is not a socket's */
+        static const struct {
+                const char *name, *line;
+                int r;
+        } lines[] = {
+                { "garbage", " garbage: ::: ", -EINVAL },
+                { "short line", "  339: 0100007F:1FBD 00000000:0000 07", -EINVAL },
+                { "bad address width", "  1: 7F:1FBD 0:0 07 0:0 0:0 0 0 0 9", -EINVAL },
+                { "port range", "  1: 0100007F:10000 00000000:0000 07 0:0 0:0 0 0 0 9", -EINVAL },
+                { "bad inode", "  1: 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 12x", -EINVAL },
+                { "inode range", "  1: 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 18446744073709551616", -ERANGE },
+                { "no slot colon", "  1 0100007F:1FBD 00000000:0000 07 0:0 0:0 0 0 0 9", -EINVAL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(lines); i++) {
                 struct proc_udp_socket sock = { .inode = 0xaa };
-                CHECK_CASE(cases[i].name, proc_parse_net_udp(cases[i].text, cases[i].port, &sock) == cases[i].r);
-                CHECK_CASE(cases[i].name, sock.inode == (cases[i].r == 0 ? cases[i].inode : 0xaa));
+                const char *l = lines[i].line;
+                CHECK_CASE(lines[i].name, proc_parse_net_udp_line(l, l + strlen(l), &sock) == lines[i].r);
+                CHECK_CASE(lines[i].name, sock.inode == 0xaa);
         }
 }
 

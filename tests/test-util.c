@@ -112,10 +112,9 @@ static void test_json(void) {
         CHECK(strstr(t, "\"big\":18446744073709551615"));
         CHECK(utf8_is_valid(t, strlen(t)));
         CHECK(!strstr(t, "NaN") && !strstr(t, "Infinity"));
-        char *e = json_error_body("bad_request", "window: '5x' is not a duration");
-        CHECK(e &&
-              strcmp(e, "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}") == 0);
-        free(e);
+        _cleanup_json_ json_object *e = json_error_new("bad_request", "window: '5x' is not a duration");
+        CHECK(streq(json_to_string(e),
+                    "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}"));
 }
 
 /* JSON written as text is byte for byte what json-c writes for the same

@@ -307,24 +307,6 @@ int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_s
         return 0;
 }
 
-int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret) {
-        const char *p = text, *line, *end;
-
-        if (!next_line(&p, &end) || *end != '\n')
-                return -EINVAL; /* no header */
-        while ((line = next_line(&p, &end))) {
-                struct proc_udp_socket s;
-                int r = proc_parse_net_udp_line(line, end, &s);
-                if (r < 0)
-                        return r;
-                if (s.local_port == port) {
-                        *ret = s;
-                        return 0;
-                }
-        }
-        return -ENOENT;
-}
-
 int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **sockets, size_t *n) {
         const char *p = text, *line, *end;
 
@@ -372,29 +354,6 @@ int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n
 
 /* A busy host can have tens of thousands of UDP sockets, ~150 bytes each. */
 #define PROC_NET_UDP_MAX (8u << 20)
-
-int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode) {
-        static const char *const tables[] = { "net/udp", "net/udp6" };
-        int r = -ENOENT;
-
-        for (size_t t = 0; t < ELEMENTSOF(tables); t++) {
-                _cleanup_free_ char *buf = NULL;
-                char path[PATH_MAX];
-                struct proc_udp_socket s;
-
-                r = proc_root_path(proc_root, tables[t], path);
-                if (r < 0)
-                        return r;
-                r = read_big_at(AT_FDCWD, path, PROC_NET_UDP_MAX, &buf);
-                if (r >= 0)
-                        r = proc_parse_net_udp(buf, port, &s);
-                if (r >= 0) {
-                        *ret_inode = s.inode;
-                        return 0;
-                }
-        }
-        return r;
-}
 
 int proc_read_udp_sockets(const char *proc_root, struct proc_udp_socket **sockets, size_t *n) {
         static const char *const tables[] = { "net/udp", "net/udp6" };

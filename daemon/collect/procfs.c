@@ -535,32 +535,3 @@ int proc_read_netns_inode(int piddir, uint64_t *ret) {
                 len--;
         return parse_link_inode(buf, len, "net", ret);
 }
-
-/* /proc/PID/fd/N of a socket is a magic link to "socket:[INODE]". */
-int proc_has_socket(int piddir, uint64_t inode) {
-        _cleanup_closedir_ DIR *d = NULL;
-        int r;
-
-        r = opendir_at(piddir, "fd", &d);
-        if (r < 0)
-                return r;
-
-        for (;;) {
-                char link[64];
-                uint64_t v;
-                struct dirent *de;
-                ssize_t k;
-
-                errno = 0;
-                de = readdir(d);
-                if (!de)
-                        return errno != 0 ? -errno : 0;
-                if (de->d_name[0] == '.')
-                        continue;
-                k = readlinkat(dirfd(d), de->d_name, link, sizeof link);
-                if (k <= 0 || (size_t)k >= sizeof link)
-                        continue; /* closed since readdir(), or not a socket */
-                if (parse_link_inode(link, (size_t)k, "socket", &v) == 0 && v == inode)
-                        return 1;
-        }
-}

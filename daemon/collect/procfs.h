@@ -115,9 +115,6 @@ struct proc_udp_socket {
 };
 /* One socket line, [line, end) without the newline. */
 int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_socket *ret);
-/* The whole table, header line first: the first socket on port, -ENOENT if
- * none, -EINVAL when the header or a line before the match is malformed. */
-int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret);
 /* Every socket of the table, appended to *sockets (grown with
  * GREEDY_REALLOC), v6 set on each. Malformed socket lines are skipped;
  * -EINVAL without a header line, -ENOMEM. */
@@ -151,9 +148,6 @@ int proc_read_thread_children(int piddir, int tid, int **ret_pids, size_t *ret_n
  * or -errno. Under a fixture tree where ns/net is a regular file holding
  * "net:[N]" the file's text is used. */
 int proc_read_netns_inode(int piddir, uint64_t *ret);
-/* Whether one of the process's fds (fd/N -> "socket:[N]") is the socket
- * with this inode: 1 yes, 0 no, or -errno. */
-int proc_has_socket(int piddir, uint64_t inode);
 /* The inodes of the process's sockets (fd/N -> "socket:[N]"), appended to
  * *inodes (grown with GREEDY_REALLOC); at most max of them. -errno. */
 int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n);
@@ -163,9 +157,6 @@ int proc_read_boot_id(const char *proc_root, char ret[64]); /* sys/kernel/random
 int proc_read_host_cpu(const char *proc_root, struct proc_cpu_total *ret);
 int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret);
 int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
-/* The inode of the UDP socket bound to port, from net/udp then net/udp6;
- * -ENOENT if neither has one. */
-int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode);
 /* Every UDP socket of net/udp then net/udp6, appended to *sockets: the
  * index of port -> socket that StatsD attribution uses. A missing table
  * (no IPv6) is skipped; -errno when neither can be read. */
