@@ -48,7 +48,6 @@ int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at
         return r;
 }
 
-/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
 bool parse_window(struct request *rq, const char *w, usec_t *ret) {
         if (parse_duration(w, ret) < 0 || *ret < USEC_PER_MSEC || *ret > MAX_WINDOW_USEC) {
                 _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
@@ -58,6 +57,7 @@ bool parse_window(struct request *rq, const char *w, usec_t *ret) {
         return true;
 }
 
+/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
 bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
         char buf[256];
         size_t n = 0;

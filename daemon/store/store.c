@@ -525,21 +525,16 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m)
         return s->n_pending == SAMPLE_BATCH ? flush_samples(s) : 0;
 }
 
-/* One op row (raw slice or minute rollup) through st: the histogram, if it
- * has timings, as daemon/analyze/histogram.c's encoding. */
-static int insert_op_row(struct store *s, sqlite3_stmt *st, int64_t ts, int64_t run_id, const char *op,
-                         const char *category, double count, const struct hist *h) {
+/* The histogram, if it has timings, as daemon/analyze/histogram.c's
+ * encoding. */
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
         _cleanup_free_ uint8_t *blob = NULL;
         size_t len = 0;
-        if (h->count > 0 && hist_encode(h, &blob, &len) < 0)
+        if (sl->h.count > 0 && hist_encode(&sl->h, &blob, &len) < 0)
                 return -ENOMEM;
-        return step_params(s, st,
-                           PARAMS(p_int(ts), p_int(run_id), p_text(op), p_text(category), p_double(true, count),
-                                  p_int((int64_t)h->count), p_blob(blob, len)));
-}
-
-int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
-        return insert_op_row(s, s->insert_op_slice, sl->ts, run_id, sl->op, sl->category, sl->count, &sl->h);
+        return step_params(s, s->insert_op_slice,
+                           PARAMS(p_int(sl->ts), p_int(run_id), p_text(sl->op), p_text(sl->category),
+                                  p_double(true, sl->count), p_int((int64_t)sl->h.count), p_blob(blob, len)));
 }
 
 int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {
