@@ -14,8 +14,9 @@
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
 #include "collect/accel/gpu.h"
-#include "collect/procfs.h"
+#include "collect/procfs-host.h"
 #include "collect/sample.h"
+#include "util.h"
 
 struct accel;
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "tap.h"
 

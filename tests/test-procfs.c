@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "tap.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Host-wide files below the proc root: /proc/stat, meminfo, loadavg, the
  * boot id and the UDP socket tables. */
-#include "collect/procfs.h"
+#include "collect/procfs-host.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -320,34 +320,6 @@ int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **s
                         return -ENOMEM;
                 s.v6 = v6;
                 (*sockets)[(*n)++] = s;
-        }
-        return 0;
-}
-
-int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n) {
-        _cleanup_closedir_ DIR *d = NULL;
-        int r = opendir_at(piddir, "fd", &d);
-        if (r < 0)
-                return r;
-
-        for (size_t seen = 0; seen < max;) {
-                char link[64];
-                uint64_t v;
-                ssize_t k;
-
-                errno = 0;
-                struct dirent *de = readdir(d);
-                if (!de)
-                        return errno != 0 ? -errno : 0;
-                if (de->d_name[0] == '.')
-                        continue;
-                k = readlinkat(dirfd(d), de->d_name, link, sizeof link);
-                if (k <= 0 || (size_t)k >= sizeof link || parse_link_inode(link, (size_t)k, "socket", &v) < 0)
-                        continue; /* closed since readdir(), or not a socket */
-                if (!GREEDY_REALLOC(*inodes, *n + 1))
-                        return -ENOMEM;
-                (*inodes)[(*n)++] = v;
-                seen++;
         }
         return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "collect/discover.h"
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
