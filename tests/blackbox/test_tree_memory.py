@@ -23,9 +23,8 @@ import time
 
 import pytest
 
-from conftest import Helper, wait_for
+from conftest import Helper, MiB, wait_for
 
-MiB = 1 << 20
 CONFIG = "[daemon]\npss_interval = 1s\n"
 
 
@@ -252,7 +251,7 @@ def pss():
     for pid in [os.getpid()] + kids:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             total += int(re.search(r"^Pss:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
-    return total / 1048576.0
+    return total / MiB
 
 profiler = PerformanceProfiler()
 time.sleep(1.5)
