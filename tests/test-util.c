@@ -197,6 +197,22 @@ static void test_json_text(void) {
         free(text);
 }
 
+static bool int_below(size_t i, const void *ctx) {
+        static const int v[] = { 1, 3, 3, 3, 7, 9 };
+        return v[i] < *(const int *)ctx;
+}
+
+/* The first element not below the key, at both ends and among equals. */
+static void test_lower_bound(void) {
+        static const struct {
+                int key;
+                size_t want;
+        } cases[] = { { 0, 0 }, { 1, 0 }, { 2, 1 }, { 3, 1 }, { 4, 4 }, { 9, 5 }, { 10, 6 } };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                CHECK_EQ_INT(lower_bound(6, int_below, &cases[i].key), cases[i].want);
+        CHECK_EQ_INT(lower_bound(0, int_below, &cases[0].key), 0);
+}
+
 /* "%m" prints the error passed in, not whatever errno held, and errno is
  * left as it was. */
 static void test_log_errno(void) {
@@ -406,6 +422,7 @@ int main(void) {
         test_utf8();
         test_json();
         test_json_text();
+        test_lower_bound();
         test_log_errno();
         test_greedy_realloc();
         test_log_ratelimit();
