@@ -251,7 +251,7 @@ def pss():
     for pid in [os.getpid()] + kids:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             total += int(re.search(r"^Pss:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
-    return total / MiB
+    return total / 1048576.0
 
 profiler = PerformanceProfiler()
 time.sleep(1.5)
