@@ -195,19 +195,6 @@ struct reading {
         struct member_fds fds; /* owned */
 };
 
-/* CPU time of the whole thread group in ns, from the process CPU clock
- * (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat is
- * the main thread's alone, and task/TID/schedstat loses exited threads.
- * Any process may read another's process clock. */
-static bool read_cpu_clock(int pid, uint64_t *ret) {
-        clockid_t cid;
-        struct timespec ts;
-        if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) < 0)
-                return false;
-        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-        return true;
-}
-
 /* The member pid was in the previous sample, if it has not run since:
  * the same CPU clock (a recycled pid's clock is another's) and a stat
  * read not too long ago. */
@@ -244,7 +231,7 @@ static int read_member(const struct collect_ctx *ctx, struct probe *r, int pid, 
          * task and before stat: if stat then still reads through that fd,
          * the task was alive all along and the clock was its own. */
         if (ctx->real_proc)
-                out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
+                out->has_cpu = proc_read_cpu_clock(pid, &out->cpu_ns) == 0;
         const struct member *idle = idle_member(r, pid, out);
         if (idle) {
                 out->st = idle->st;
@@ -489,6 +476,11 @@ static void member_update(struct collect_ctx *ctx, struct probe *r, struct readi
         m->has_st = true;
         m->st = x->st;
         m->st_reused = x->reused_st && p ? p->st_reused + 1 : 0;
+        if (p) {
+                m->has_smaps = p->has_smaps;
+                m->smaps_cpu_ns = p->smaps_cpu_ns;
+                m->smaps_resident_pages = p->smaps_resident_pages;
+        }
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };
@@ -760,18 +752,45 @@ static bool credentials_changed(const struct probe *r) {
         return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
 }
 
+/* No member ran, nor gained or lost a page, since the last reading, and
+ * none came or went: none wrote to a page it shares (copy-on-write needs a
+ * write), so the PSS is the last one but for what processes outside the
+ * tree did to the pages they share with it (a library's), which a reading
+ * every PSS_REUSE_MAX + 1 intervals catches up with. */
+#define PSS_REUSE_MAX 11
+static bool tree_unchanged(const struct probe *r, const struct reading *rd, const struct member *nm, size_t nrd) {
+        if (!r->has_pss || r->pss_reused >= PSS_REUSE_MAX || nrd != r->n_members)
+                return false;
+        for (size_t i = 0; i < nrd; i++)
+                if (rd[i].zombie || !nm[i].has_smaps || !rd[i].has_cpu || rd[i].cpu_ns != nm[i].smaps_cpu_ns ||
+                    !rd[i].has_statm || rd[i].statm.resident_pages != nm[i].smaps_resident_pages)
+                        return false;
+        return true;
+}
+
 /* A tree's memory with each shared page counted once, every
  * pss_interval: smaps_rollup walks the page tables, so it costs about as
  * much as all the other files of a sample together, per process of a big
- * mapping. A member that left meanwhile, or whose file cannot be read
- * (another user's), leaves the sums unknown rather than short. */
-static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, size_t nrd,
-                     usec_t now_mono_usec, bool final, struct sample *s) {
+ * mapping (a tree that has not run keeps its last reading for a while,
+ * tree_unchanged()). A member that left meanwhile, or whose file cannot be
+ * read (another user's), leaves the sums unknown rather than short. */
+static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm,
+                     size_t nrd, usec_t now_mono_usec, bool final, struct sample *s) {
         usec_t every = ctx->pss_interval_usec;
         if (!r->children || final || every == 0 || rd[0].zombie ||
             (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
                 return;
         r->pss_read_usec = now_mono_usec;
+        if (tree_unchanged(r, rd, nm, nrd)) {
+                r->pss_reused++;
+                s->has_pss = true;
+                s->pss_bytes = r->pss_bytes;
+                s->uss_bytes = r->uss_bytes;
+                s->has_pss_anon = r->has_pss_anon;
+                s->pss_anon_bytes = r->pss_anon_bytes;
+                return;
+        }
+        r->has_pss = false;
         r->has_main_anon = false;
         struct sample x = { .has_pss = true, .has_pss_anon = true };
         for (size_t i = 0; i < nrd; i++) {
@@ -788,12 +807,16 @@ static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struc
                         r->has_main_anon = true;
                         r->main_anon_bytes = sm.anonymous_bytes;
                 }
+                nm[i].has_smaps = rd[i].has_cpu && rd[i].has_statm;
+                nm[i].smaps_cpu_ns = rd[i].cpu_ns;
+                nm[i].smaps_resident_pages = rd[i].statm.resident_pages;
         }
-        s->has_pss = true;
-        s->pss_bytes = x.pss_bytes;
-        s->uss_bytes = x.uss_bytes;
-        s->has_pss_anon = x.has_pss_anon;
-        s->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
+        s->has_pss = r->has_pss = true;
+        s->pss_bytes = r->pss_bytes = x.pss_bytes;
+        s->uss_bytes = r->uss_bytes = x.uss_bytes;
+        s->has_pss_anon = r->has_pss_anon = x.has_pss_anon;
+        s->pss_anon_bytes = r->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
+        r->pss_reused = 0;
 }
 
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
@@ -835,7 +858,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, &s);
-        tree_pss(ctx, r, rd, nrd, now_mono_usec, final, &s);
+        tree_pss(ctx, r, rd, nm, nrd, now_mono_usec, final, &s);
         for (size_t i = 0; i < nrd; i++) {
                 member_fds_keep(ctx, &nm[i].fds, &rd[i].fds);
                 reading_done(&rd[i]);

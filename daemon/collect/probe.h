@@ -40,6 +40,10 @@ struct member {
         /* its stat when last read, and how many samples since reused it */
         bool has_st;
         uint8_t st_reused;
+        /* its CPU clock and resident pages when the tree's smaps_rollup was
+         * last read (has_smaps: it was read then) */
+        bool has_smaps;
+        uint64_t smaps_cpu_ns, smaps_resident_pages;
         struct member_fds fds;
         struct proc_stat st;
 };
@@ -103,6 +107,11 @@ struct probe {
         uint32_t left_out; /* tree members left out at the last sample: not the owner's (collect/tree.c) */
         bool has_main_anon;
         uint64_t main_anon_bytes;
+        /* the sums of the last reading, and how many times since they were
+         * taken again for a tree that had not run */
+        bool has_pss, has_pss_anon;
+        uint64_t pss_bytes, uss_bytes, pss_anon_bytes;
+        uint8_t pss_reused;
 };
 
 /* Host-wide context the collector needs. */

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "collect/procfs-text.h"
 
@@ -561,5 +562,17 @@ int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n
                 (*inodes)[(*n)++] = v;
                 seen++;
         }
+        return 0;
+}
+
+int proc_read_cpu_clock(int pid, uint64_t *ret) {
+        clockid_t cid;
+        struct timespec ts;
+        int r = clock_getcpuclockid(pid, &cid);
+        if (r != 0)
+                return -r;
+        if (clock_gettime(cid, &ts) < 0)
+                return -errno;
+        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
         return 0;
 }

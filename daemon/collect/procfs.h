@@ -115,6 +115,11 @@ int proc_read_netns_inode(int piddir, uint64_t *ret);
 /* The inodes of the process's sockets (fd/N -> "socket:[N]"), appended to
  * *inodes (grown with GREEDY_REALLOC); at most max of them. -errno. */
 int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n);
+/* CPU time of the whole thread group of pid in ns, from the process CPU
+ * clock (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat
+ * is the main thread's alone, and task/TID/schedstat loses exited threads.
+ * Any process may read another's process clock. 0 or -errno. */
+int proc_read_cpu_clock(int pid, uint64_t *ret);
 
 /* ENOENT / ESRCH: the process is gone. */
 static inline bool proc_errno_is_gone(int r) {
