@@ -129,8 +129,22 @@ enum { TYPE_COUNTER = 0, TYPE_GAUGE = 1, TYPE_HISTOGRAM = 4 };
 struct proto_encoder {
         struct metrics_encoder e;   /* first */
         struct metrics_out metrics; /* the family's Metric fields so far */
-        struct metrics_out m;       /* one series' message */
+        struct metrics_out m, h;    /* one series' message, its histogram's */
 };
+
+/* A cursor into room reserved beforehand (metrics_out_reserve()): a field
+ * is written without a check or a call of its own. */
+struct pb {
+        uint8_t *p;
+};
+
+static struct pb pb_at(struct metrics_out *o) {
+        return (struct pb){ (uint8_t *)o->data + o->len };
+}
+
+static void pb_done(struct metrics_out *o, struct pb b) {
+        o->len = (size_t)((char *)b.p - o->data);
+}
 
 static size_t varint_len(uint64_t v) {
         size_t n = 1;
@@ -139,13 +153,10 @@ static size_t varint_len(uint64_t v) {
         return n;
 }
 
-static void put_varint(struct metrics_out *o, uint64_t v) {
-        uint8_t b[10];
-        size_t k = 0;
+static void pb_varint(struct pb *b, uint64_t v) {
         for (; v > 0x7f; v >>= 7)
-                b[k++] = (uint8_t)(v | 0x80);
-        b[k++] = (uint8_t)v;
-        metrics_out_put(o, (const char *)b, k);
+                *b->p++ = (uint8_t)(v | 0x80);
+        *b->p++ = (uint8_t)v;
 }
 
 static uint64_t zigzag64(int64_t v) {
@@ -156,34 +167,41 @@ static uint64_t zigzag32(int32_t v) {
         return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31));
 }
 
-static void put_double(struct metrics_out *o, unsigned key, double d) {
+static void pb_double(struct pb *b, unsigned key, double d) {
         uint64_t u;
-        uint8_t b[9] = { (uint8_t)key };
         memcpy(&u, &d, sizeof u);
+        *b->p++ = (uint8_t)key;
         for (int k = 0; k < 8; k++)
-                b[1 + k] = (uint8_t)(u >> (8 * k));
-        metrics_out_put(o, (const char *)b, sizeof b);
+                *b->p++ = (uint8_t)(u >> (8 * k));
 }
 
-static void put_bytes(struct metrics_out *o, unsigned key, const char *s, size_t n) {
-        put_varint(o, key);
-        put_varint(o, n);
-        metrics_out_put(o, s, n);
+static void pb_bytes(struct pb *b, unsigned key, const void *s, size_t n) {
+        pb_varint(b, key);
+        pb_varint(b, n);
+        memcpy(b->p, s, n);
+        b->p += n;
 }
+
+/* A key, a length and a varint each: at most this many bytes. */
+#define PB_FIELD_MAX 11
 
 static void put_label(struct metrics_out *o, const struct metric_label *l) {
         const char *value = l->value ? l->value : "";
         size_t nn = strlen(l->name), vn = strlen(value);
-        put_varint(o, KEY_METRIC_LABEL);
-        put_varint(o, 1 + varint_len(nn) + nn + 1 + varint_len(vn) + vn);
-        put_bytes(o, KEY_LABEL_NAME, l->name, nn);
-        put_bytes(o, KEY_LABEL_VALUE, value, vn);
+        if (!metrics_out_reserve(o, 3 * PB_FIELD_MAX + nn + vn))
+                return;
+        struct pb b = pb_at(o);
+        pb_varint(&b, KEY_METRIC_LABEL);
+        pb_varint(&b, 1 + varint_len(nn) + nn + 1 + varint_len(vn) + vn);
+        pb_bytes(&b, KEY_LABEL_NAME, l->name, nn);
+        pb_bytes(&b, KEY_LABEL_VALUE, value, vn);
+        pb_done(o, b);
 }
 
 /* The positive buckets as spans of consecutive non-empty buckets (offset:
  * the gap since the end of the span before, or the first bucket's index)
  * and deltas (each bucket's count minus the one before, across spans). */
-static void put_native_buckets(struct metrics_out *o, const struct hist *h) {
+static void put_native_buckets(struct pb *b, const struct hist *h) {
         int64_t end = 0; /* index after the last span's last bucket */
         for (uint32_t i = 0; i < h->n;) {
                 if (h->counts[i] == 0) {
@@ -193,36 +211,49 @@ static void put_native_buckets(struct metrics_out *o, const struct hist *h) {
                 uint32_t first = i;
                 while (i < h->n && h->counts[i] > 0)
                         i++;
-                int32_t offset = (int32_t)(h->lo + (int64_t)first - end);
-                put_varint(o, KEY_HIST_POSITIVE_SPAN);
-                put_varint(o, 1 + varint_len(zigzag32(offset)) + 1 + varint_len(i - first));
-                put_varint(o, KEY_SPAN_OFFSET);
-                put_varint(o, zigzag32(offset));
-                put_varint(o, KEY_SPAN_LENGTH);
-                put_varint(o, i - first);
+                uint64_t offset = zigzag32((int32_t)(h->lo + (int64_t)first - end));
+                pb_varint(b, KEY_HIST_POSITIVE_SPAN);
+                pb_varint(b, 1 + varint_len(offset) + 1 + varint_len(i - first));
+                pb_varint(b, KEY_SPAN_OFFSET);
+                pb_varint(b, offset);
+                pb_varint(b, KEY_SPAN_LENGTH);
+                pb_varint(b, i - first);
                 end = h->lo + (int64_t)i;
         }
         uint64_t prev = 0;
         for (uint32_t i = 0; i < h->n; i++) {
                 if (h->counts[i] == 0)
                         continue;
-                put_varint(o, KEY_HIST_POSITIVE_DELTA);
-                put_varint(o, zigzag64((int64_t)(h->counts[i] - prev)));
+                pb_varint(b, KEY_HIST_POSITIVE_DELTA);
+                pb_varint(b, zigzag64((int64_t)(h->counts[i] - prev)));
                 prev = h->counts[i];
         }
 }
 
-static void put_histogram(struct metrics_out *o, const struct metric_series *m) {
-        put_varint(o, KEY_HIST_COUNT);
-        put_varint(o, m->count);
-        put_double(o, KEY_HIST_SUM, m->sum_s);
-        put_varint(o, KEY_HIST_SCHEMA);
-        put_varint(o, zigzag32(HIST_SCHEMA));
-        put_double(o, KEY_HIST_ZERO_THRESHOLD, HIST_ZERO_THRESHOLD_S);
-        put_varint(o, KEY_HIST_ZERO_COUNT);
-        put_varint(o, m->h ? m->h->zero_count : 0);
+/* The histogram's message, then it as a field of the series' message. */
+static void put_histogram(struct proto_encoder *p, const struct metric_series *m) {
+        struct metrics_out *h = &p->h;
+        h->len = 0;
+        /* a span (3 fields) and a delta (1) at most per bucket */
+        if (!metrics_out_reserve(h, 5 * PB_FIELD_MAX + (m->h ? (size_t)m->h->n * 4 * PB_FIELD_MAX : 0)))
+                return;
+        struct pb b = pb_at(h);
+        pb_varint(&b, KEY_HIST_COUNT);
+        pb_varint(&b, m->count);
+        pb_double(&b, KEY_HIST_SUM, m->sum_s);
+        pb_varint(&b, KEY_HIST_SCHEMA);
+        pb_varint(&b, zigzag32(HIST_SCHEMA));
+        pb_double(&b, KEY_HIST_ZERO_THRESHOLD, HIST_ZERO_THRESHOLD_S);
+        pb_varint(&b, KEY_HIST_ZERO_COUNT);
+        pb_varint(&b, m->h ? m->h->zero_count : 0);
         if (m->h)
-                put_native_buckets(o, m->h);
+                put_native_buckets(&b, m->h);
+        pb_done(h, b);
+        if (!metrics_out_reserve(&p->m, 2 * PB_FIELD_MAX + h->len))
+                return;
+        b = pb_at(&p->m);
+        pb_bytes(&b, KEY_METRIC_HISTOGRAM, h->data, h->len);
+        pb_done(&p->m, b);
 }
 
 static void proto_begin(struct metrics_encoder *e, const struct metric_family *f) {
@@ -236,32 +267,22 @@ static void proto_series(struct metrics_encoder *e, const struct metric_family *
         o->len = 0;
         for (size_t i = 0; i < m->n_labels + m->n_extra; i++)
                 put_label(o, i < m->n_labels ? &m->labels[i] : &m->extra[i - m->n_labels]);
-        if (f->type == METRIC_LATENCY) {
-                /* the histogram's message after its length: written apart */
-                size_t at = o->len;
-                put_histogram(o, m);
-                size_t n = o->len - at;
-                uint8_t head[16]; /* a key and a varint: never grown */
-                struct metrics_out h = { .data = (char *)head, .cap = sizeof head };
-                put_varint(&h, KEY_METRIC_HISTOGRAM);
-                put_varint(&h, n);
-                if (metrics_out_reserve(o, h.len)) {
-                        memmove(o->data + at + h.len, o->data + at, n);
-                        memcpy(o->data + at, head, h.len);
-                        o->len += h.len;
-                }
-        } else {
-                put_varint(o, f->type == METRIC_COUNTER ? KEY_METRIC_COUNTER : KEY_METRIC_GAUGE);
-                put_varint(o, 9);
-                put_double(o, KEY_VALUE, m->value);
+        if (f->type == METRIC_LATENCY)
+                put_histogram(p, m);
+        else if (metrics_out_reserve(o, 2 * PB_FIELD_MAX + 9)) {
+                struct pb b = pb_at(o);
+                pb_varint(&b, f->type == METRIC_COUNTER ? KEY_METRIC_COUNTER : KEY_METRIC_GAUGE);
+                pb_varint(&b, 9);
+                pb_double(&b, KEY_VALUE, m->value);
+                pb_done(o, b);
         }
-        if (o->oom) {
+        if (o->oom || p->h.oom || !metrics_out_reserve(&p->metrics, 2 * PB_FIELD_MAX + o->len)) {
                 e->out->oom = true;
                 return;
         }
-        put_bytes(&p->metrics, KEY_FAMILY_METRIC, o->data, o->len);
-        if (p->metrics.oom)
-                e->out->oom = true;
+        struct pb b = pb_at(&p->metrics);
+        pb_bytes(&b, KEY_FAMILY_METRIC, o->data, o->len);
+        pb_done(&p->metrics, b);
 }
 
 /* Writes the family: its length as a varint, then the message. */
@@ -277,13 +298,19 @@ static void proto_end(struct metrics_encoder *e, const struct metric_family *f) 
         size_t nn = strlen(f->name), hn = help ? strlen(help) : 0;
         size_t size = 1 + varint_len(nn) + nn + (help ? 1 + varint_len(hn) + hn : 0) + 1 + varint_len(type) +
                       p->metrics.len;
-        put_varint(o, size);
-        put_bytes(o, KEY_FAMILY_NAME, f->name, nn);
+        if (!metrics_out_reserve(o, 4 * PB_FIELD_MAX + size))
+                return;
+        struct pb b = pb_at(o);
+        pb_varint(&b, size);
+        pb_bytes(&b, KEY_FAMILY_NAME, f->name, nn);
         if (help)
-                put_bytes(o, KEY_FAMILY_HELP, help, hn);
-        put_varint(o, KEY_FAMILY_TYPE);
-        put_varint(o, type);
-        metrics_out_put(o, p->metrics.data, p->metrics.len);
+                pb_bytes(&b, KEY_FAMILY_HELP, help, hn);
+        pb_varint(&b, KEY_FAMILY_TYPE);
+        pb_varint(&b, type);
+        memcpy(b.p, p->metrics.data, p->metrics.len);
+        b.p += p->metrics.len;
+        pb_done(o, b);
+        o->data[o->len] = 0;
         p->metrics.len = 0;
 }
 
@@ -291,6 +318,7 @@ static void proto_free(struct metrics_encoder *e) {
         struct proto_encoder *p = (struct proto_encoder *)e;
         metrics_out_done(&p->metrics);
         metrics_out_done(&p->m);
+        metrics_out_done(&p->h);
         free(p);
 }
 
