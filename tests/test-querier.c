@@ -18,6 +18,7 @@
 #include "store/raw.h"
 #include "store/store.h"
 #include "store/tier.h"
+#include "store-util.h"
 #include "tap.h"
 #include "util.h"
 
@@ -29,15 +30,6 @@ static char tmpdir[] = "/tmp/test-querier-XXXXXX";
 #define HOUR (60 * MIN)
 
 static const struct query_limits lim = { .timeout_usec = 10 * USEC_PER_SEC, .max_rows = 100000 };
-
-static int64_t scalar(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st = NULL;
-        int64_t v = -1;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        return v;
-}
 
 /* The samples a tier's row counts (its packed figures). */
 static int64_t tier_samples(sqlite3 *db, const char *table, int64_t run, int64_t ts) {
@@ -55,22 +47,17 @@ static int64_t tier_samples(sqlite3 *db, const char *table, int64_t run, int64_t
 }
 
 static struct store *open_db(const char *name) {
-        char path[512], err[256];
-        struct store *s = NULL;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = test_store_open(tmpdir, name);
+        CHECK(s != NULL);
         if (s) /* all of it is recent, for these tests */
                 store_set_retention(s, 3650 * USEC_PER_DAY, 3650 * USEC_PER_DAY);
         return s;
 }
 
 static int64_t add_run(struct store *s, int pid) {
-        struct run_info ri = {
-                .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING, .registered_ts_ms = T0
-        };
-        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
-        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
-        return ri.id;
+        int64_t id = test_store_add_run(s, pid, T0);
+        CHECK(id > 0);
+        return id;
 }
 
 static void compact_all(struct store *s, int64_t now) {
@@ -132,14 +119,14 @@ static void test_compaction(void) {
         sqlite3 *db = store_writer(s);
         int64_t a, b;
         fill(s, &a, &b);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 2 * N);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 2 * N);
 
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT sum(n) FROM sample_blocks"), 2 * N);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1h"), 2);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT sum(n) FROM sample_blocks"), 2 * N);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1h"), 2);
         char q[256];
         CHECK_EQ_INT(tier_samples(db, "samples_1h", a, T0), 3600);
 
@@ -158,7 +145,7 @@ static void test_compaction(void) {
 
         /* again: nothing changes */
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
 
         /* a late row (the clock stepped back) joins its minute's block */
         struct sample late = vb[300];
@@ -167,10 +154,10 @@ static void test_compaction(void) {
         CHECK_EQ_INT(store_insert_sample(s, b, &late), 0);
         CHECK_EQ_INT(store_commit(s), 0);
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 0);
         snprintf(q, sizeof q, "SELECT n FROM sample_blocks WHERE run_id = %lld AND ts = %lld", (long long)b,
                  (long long)(T0 + 5 * MIN));
-        CHECK_EQ_INT(scalar(db, q), 61);
+        CHECK_EQ_INT(db_scalar(db, q), 61);
         CHECK_EQ_INT(tier_samples(db, "samples_1m", b, T0 + 5 * MIN), 61);
 
         /* retention: raw data older than its cut goes, the tiers stay */
@@ -181,8 +168,8 @@ static void test_compaction(void) {
                 total += deleted;
         } while (deleted == 50);
         CHECK_EQ_INT(total, 80);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 60);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 60);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1m"), 140);
         store_close(s);
 }
 
@@ -263,22 +250,22 @@ static void test_answers_equal_sql(void) {
         char q[512];
         snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.samples, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.samples, db_scalar(store_writer(s), q));
         snprintf(q, sizeof q, "SELECT max(rss_bytes) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.peak_rss_bytes, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.peak_rss_bytes, db_scalar(store_writer(s), q));
         snprintf(
                 q, sizeof q,
                 "SELECT (SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %3$lld ORDER BY ts DESC LIMIT 1) - "
                 "(SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %2$lld ORDER BY ts DESC LIMIT 1)",
                 (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.cpu_time_ns, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.cpu_time_ns, db_scalar(store_writer(s), q));
 
         struct window_rates w;
         CHECK_EQ_INT(querier_window(s, &lim, b, from, until, &w), 0);
         snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)b, (long long)from, (long long)until);
-        CHECK_EQ_INT(w.samples, scalar(store_writer(s), q));
+        CHECK_EQ_INT(w.samples, db_scalar(store_writer(s), q));
         CHECK(w.has_cpu && w.cpu_pct == 0);
         store_close(s);
 }
@@ -360,8 +347,8 @@ static void test_ops(void) {
         CHECK_EQ_INT(store_commit(s), 0);
         compact_all(s, T0 + 70 * MIN + 1000);
         sqlite3 *db = store_writer(s);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1h"), 2);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1h"), 2);
 
         const struct live_source live = { .ops = live_ops };
         live_ts = T0 + 69 * MIN + 30500; /* the open slice of a tick to come */
@@ -457,7 +444,8 @@ static void test_migrate_packs(void) {
         CHECK(m.has_net && m.netns_rx_bytes == 50 && !m.has_peak && !m.has_energy && !m.has_gpu_mem);
         CHECK(h.samples == 3600 && h.has_peak && h.peak_rss_bytes == 4096 && h.has_energy && h.energy_j == 2.25);
         CHECK(h.has_gpu_mem && h.gpu_mem_max == 0 && !h.has_io && !h.has_net);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks WHERE run_id = 7 AND n = 1 AND data = x'0102'"), 1);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks WHERE run_id = 7 AND n = 1 AND data = x'0102'"),
+                     1);
         sqlite3_close(db);
 }
 
