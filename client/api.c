@@ -219,6 +219,38 @@ int api_call_full(const char *method, const char *path, json_object *body, bool 
         return 0;
 }
 
+/* More pages than a list can have: max_rows is at least 1 and the runs are
+ * bounded by [storage] ended_runs_per_uid for each user; a daemon that
+ * sends "next" for ever is not followed for ever. */
+#define LIST_PAGES_MAX 100000
+
+int api_list_runs(const char *path, bool quiet, json_object **ret_json) {
+        _cleanup_json_ json_object *all = NULL;
+        if (api_call_full("GET", path, NULL, quiet, &all, NULL) < 0)
+                return -1;
+        json_object *runs = json_get_array(all, "runs");
+        for (unsigned pages = 1; runs && json_get_str(all, "next"); pages++) {
+                _cleanup_json_ json_object *page = NULL;
+                _cleanup_free_ char *next = strdup(json_get_str(all, "next"));
+                if (!next)
+                        return oom(), -1;
+                if (pages >= LIST_PAGES_MAX || strncmp(next, "/v1/runs?", 9) != 0) {
+                        if (!quiet)
+                                error_line("%s: mlmond's list of runs does not end", daemon_address());
+                        return -1;
+                }
+                if (api_call_full("GET", next, NULL, quiet, &page, NULL) < 0)
+                        return -1;
+                json_object *more = json_get_array(page, "runs");
+                for (size_t i = 0; more && i < json_object_array_length(more); i++)
+                        json_object_array_add(runs, json_object_get(json_object_array_get_idx(more, i)));
+                json_object_object_add(all, "truncated", json_object_get(json_object_object_get(page, "truncated")));
+                json_object_object_add(all, "next", json_object_get(json_object_object_get(page, "next")));
+        }
+        *ret_json = TAKE_PTR(all);
+        return 0;
+}
+
 void print_raw(FILE *f, const char *body) {
         size_t l = strlen(body);
         fputs(body, f);

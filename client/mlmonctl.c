@@ -23,6 +23,7 @@ void help(void) {
                "\n"
                "Commands:\n"
                "  register PID [--name N] [--interval DUR] [--children] [--tag K=V]... [--no-discover]\n"
+               "           [--step-op OP]\n"
                "                         Start a run for a running process; prints its id\n"
                "  unregister ID          Stop sampling a run; its data stays\n"
                "  list [--all]           List running runs (--all: ended ones too)\n"
@@ -47,11 +48,15 @@ void help(void) {
                "                         Profiling report: summary, then per operation count,\n"
                "                         total, avg, min, max, p50, p90, p99 and share of time,\n"
                "                         grouped by category; default span: the whole run;\n"
+               "                         then the goodput ledger and the verdicts;\n"
                "                         exit 1 if an objective (--slo) is missed\n"
-               "  report --job JOB_ID [--window W | --since-mark LABEL]\n"
-               "                         The runs tagged job_id=JOB_ID: ops of all ranks merged,\n"
-               "                         each rank's p50/p99 against the job, and the\n"
-               "                         stragglers (a rank's median slower than the others')\n"
+               "  report --job JOB_ID [--attempt N] [--window W | --since-mark LABEL]\n"
+               "                         The ranks of job JOB_ID (of its latest attempt, or\n"
+               "                         attempt N): ops of all ranks merged, each rank's\n"
+               "                         p50/p99 against the others' and NVIDIA's scores, the\n"
+               "                         stragglers (slower than the others, or waited for in\n"
+               "                         a collective), a stall, how the ranks ended, and\n"
+               "                         the job's goodput ledger\n"
                "  compare BASE.json CUR.json [--threshold PCT]\n"
                "                         Compare two reports (report --json, run --report):\n"
                "                         per op p50/p90/p99 and ops/s, peak RSS, CPU and wall\n"
@@ -72,6 +77,8 @@ void help(void) {
                "                         discovered one\n"
                "  --no-discover          No job_id, rank, ... tags from the process's\n"
                "                         environment and cgroup\n"
+               "  --step-op OP           The op whose timings are the run's steps (goodput;\n"
+               "                         default: [goodput] step_op, \"step\")\n"
                "\n"
                "Options (before or after the command):\n"
                "  --socket PATH          mlmond's socket (default: $MLMON_SOCKET, else\n"
@@ -160,12 +167,12 @@ int verb_show(struct args *a) {
 
 int verb_list(struct args *a) {
         _cleanup_json_ json_object *answer = NULL;
-        _cleanup_free_ char *raw = NULL;
 
-        if (api_call("GET", a->all ? "/v1/runs?state=all" : "/v1/runs", NULL, &answer, &raw) < 0)
+        /* every run: the ended ones come a page at a time */
+        if (api_list_runs(a->all ? "/v1/runs?state=all" : "/v1/runs", false, &answer) < 0)
                 return EXIT_FAILED;
         if (arg_json)
-                return finish_answer(raw);
+                return finish_answer(json_to_string(answer));
         json_object *runs = json_get_array(answer, "runs");
         if (!runs) {
                 error_line("%s: mlmond's answer has no \"runs\" list", daemon_address());
@@ -277,7 +284,7 @@ static const struct verb verbs[] = {
         { "mark", 1, 2, 0, verb_mark, OPTIONS(), OPERANDS("LABEL") },
         { "report", 0, 1, 0, verb_report,
           OPTIONS(REQUIRED("window", ARG_WINDOW), REQUIRED("since-mark", ARG_SINCE_MARK), REQUIRED("slo", ARG_SLO),
-                  REQUIRED("job", ARG_JOB)),
+                  REQUIRED("job", ARG_JOB), REQUIRED("attempt", ARG_ATTEMPT)),
           OPERANDS("run ID") },
         { "compare", 2, 2, VERB_OFFLINE, verb_compare, OPTIONS(REQUIRED("threshold", ARG_THRESHOLD)),
           OPERANDS("BASE.json", "CUR.json") },

@@ -79,6 +79,8 @@ enum {
         ARG_NO_DISCOVER,
         ARG_RANKS,
         ARG_JOB,
+        ARG_ATTEMPT,
+        ARG_STEP_OP,
 };
 
 #define OPTIONS_GLOBAL                                                                              \
@@ -90,10 +92,11 @@ enum {
         }
 
 /* The register options, taken by `register` and `run` */
-#define OPTIONS_REGISTER                                                                                        \
-        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL },   \
-                { "children", no_argument, NULL, ARG_CHILDREN }, { "tag", required_argument, NULL, ARG_TAG }, { \
-                "no-discover", no_argument, NULL, ARG_NO_DISCOVER                                               \
+#define OPTIONS_REGISTER                                                                                      \
+        { "name", required_argument, NULL, ARG_NAME }, { "interval", required_argument, NULL, ARG_INTERVAL }, \
+                { "children", no_argument, NULL, ARG_CHILDREN }, { "tag", required_argument, NULL, ARG_TAG }, \
+                { "no-discover", no_argument, NULL, ARG_NO_DISCOVER }, {                                      \
+                "step-op", required_argument, NULL, ARG_STEP_OP                                               \
         }
 
 /* Everything any verb may be given; which options a verb accepts is decided
@@ -118,6 +121,8 @@ struct args {
         uint64_t iterations; /* 0: not given */
         const char *op;      /* top --op */
         const char *job;     /* report --job */
+        const char *attempt; /* report --job --attempt */
+        const char *step_op; /* register, run: the op of the run's steps (goodput) */
 
         char **operands; /* pointers into argv, owned array, NULL-terminated */
         size_t n_operands;
@@ -176,6 +181,12 @@ static inline int api_call(const char *method, const char *path, json_object *bo
                            char **ret_raw) {
         return api_call_full(method, path, body, false, ret_json, ret_raw);
 }
+
+/* GET path, a list of runs (/v1/runs?...), and the pages after it: the
+ * answer's "next" is followed until it is null, each page's runs added to
+ * the first's. On success 0 and the whole list as one answer ("truncated"
+ * false, "next" null); else as api_call_full(). */
+int api_list_runs(const char *path, bool quiet, json_object **ret_json);
 
 /* POST /v1/runs; on success the run's id and, if ret_raw, the answer as
  * sent. Prints errors. */

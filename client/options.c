@@ -54,9 +54,8 @@ int check_label(const char *what, const char *s) {
                 return usage_error("%s: the label is longer than %d bytes", what, LABEL_MAX);
         if (!utf8_is_valid(s, l))
                 return usage_error("%s: the label is not valid UTF-8", what);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-                if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
-                        return usage_error("%s: the label contains control characters", what);
+        if (!utf8_is_plain_text(s, l))
+                return usage_error("%s: the label contains control or bidirectional formatting characters", what);
         return CONTINUE;
 }
 
@@ -208,8 +207,9 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         arg_json = true;
                         break;
                 case ARG_NAME:
-                case ARG_JOB: /* report --job: checked by verb_report_job() */
-                        *(c == ARG_NAME ? &a->name : &a->job) = optarg;
+                case ARG_JOB:     /* report --job: checked by verb_report_job() */
+                case ARG_ATTEMPT: /* ... and its --attempt */
+                        *(c == ARG_NAME ? &a->name : c == ARG_JOB ? &a->job : &a->attempt) = optarg;
                         break;
                 case ARG_INTERVAL: {
                         usec_t u;
@@ -246,11 +246,13 @@ int parse_options(int argc, char *argv[], const struct option *opts, bool in_ord
                         break;
                 case ARG_CATEGORY:
                 case ARG_OP:
-                        r = c == ARG_OP ? check_word("--op", "operation name", optarg)
-                                        : check_word("--category", "category", optarg);
+                case ARG_STEP_OP:
+                        r = c == ARG_OP        ? check_word("--op", "operation name", optarg)
+                            : c == ARG_STEP_OP ? check_word("--step-op", "operation name", optarg)
+                                               : check_word("--category", "category", optarg);
                         if (r != CONTINUE)
                                 return r;
-                        *(c == ARG_OP ? &a->op : &a->category) = optarg;
+                        *(c == ARG_OP ? &a->op : c == ARG_STEP_OP ? &a->step_op : &a->category) = optarg;
                         break;
                 case ARG_WINDOW: {
                         usec_t u;
@@ -299,6 +301,8 @@ json_object *registration_body(const struct args *a, pid_t pid) {
         if (a->tags && json_object_object_add(o, "tags", json_object_get(a->tags)) < 0)
                 return NULL;
         if (a->no_discover && json_object_object_add(o, "discover", json_object_new_boolean(false)) < 0)
+                return NULL;
+        if (a->step_op && json_object_object_add(o, "step_op", json_object_new_string(a->step_op)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

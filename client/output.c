@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "format.h"
+#include "report.h"
 #include "util.h"
 
 /* ---- typed lookups -------------------------------------------------------- */
@@ -212,6 +213,29 @@ char *text_vprintf(const char *fmt, va_list ap) {
         return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
 }
 
+/* The process's state while it runs ("stopped"), how it ended once it has
+ * ("killed by SIGKILL", "exited with status 1"; brief: "SIGKILL", "exit
+ * 1"), NULL when unknown. */
+static const char *process_text(json_object *run, bool brief, char *buf, size_t size) {
+        int64_t v;
+        const char *st = json_get_str(run, "proc_state");
+        if (st)
+                return st;
+        if (json_get_int(run, "exit_signal", &v)) {
+                const char *name = v > 0 && v < 65 ? sigabbrev_np((int)v) : NULL;
+                if (name)
+                        snprintf(buf, size, "%sSIG%s", brief ? "" : "killed by ", name);
+                else
+                        snprintf(buf, size, "%s %" PRId64, brief ? "signal" : "killed by signal", v);
+                return buf;
+        }
+        if (json_get_int(run, "exit_code", &v)) {
+                snprintf(buf, size, "%s %" PRId64, brief ? "exit" : "exited with status", v);
+                return buf;
+        }
+        return NULL;
+}
+
 static void run_row(struct table *t, json_object *run) {
         char b[FMT_MAX];
         int64_t i = 0;
@@ -224,6 +248,8 @@ static void run_row(struct table *t, json_object *run) {
         table_add(t, fmt_int(b, sizeof b, known, i));
         table_add(t, json_get_str(run, "name"));
         table_add(t, json_get_str(run, "state"));
+        const char *process = process_text(run, true, b, sizeof b);
+        table_add(t, process ? process : "-");
         known = json_get_number(latest, "cpu_pct", &d);
         if (known)
                 snprintf(b, sizeof b, "%.1f", d);
@@ -253,8 +279,9 @@ static void print_cell(FILE *f, const char *s, size_t width, bool right, bool la
 }
 
 void print_run_table(FILE *f, json_object *runs, int max_width) {
-        static const char *const titles[] = { "ID", "PID", "NAME", "STATE", "CPU%", "RSS", "INTERVAL", "COMMAND" };
-        static const bool right[] = { true, true, false, false, true, true, true, false };
+        static const char *const titles[] = { "ID",   "PID", "NAME",     "STATE",  "PROCESS",
+                                              "CPU%", "RSS", "INTERVAL", "COMMAND" };
+        static const bool right[] = { true, true, false, false, false, true, true, true, false };
         size_t n = runs && json_object_is_type(runs, json_type_array) ? json_object_array_length(runs) : 0;
         _cleanup_(table_done) struct table t = { .ncols = ELEMENTSOF(titles), .titles = titles, .right = right };
 
@@ -593,6 +620,7 @@ void print_run(FILE *f, json_object *run) {
         field_int(f, "pid:", run, "pid");
         field_text(f, "name:", json_get_str(run, "name"));
         field_text(f, "state:", json_get_str(run, "state"));
+        field_text(f, "process:", process_text(run, false, b, sizeof b));
         field_text(f, "comm:", json_get_str(run, "comm"));
         field_text(f, "cmdline:", json_get_str(run, "cmdline"));
         field_int(f, "uid:", run, "uid");
@@ -654,4 +682,5 @@ void print_run(FILE *f, json_object *run) {
 
         fputc('\n', f);
         print_leak(f, run);
+        print_verdicts(f, run);
 }

@@ -74,14 +74,30 @@ static bool is_rank(const struct jobenv *e, const struct jobenv *launcher) {
                                        !streq(e->value[JOBENV_RANK], launcher->value[JOBENV_RANK]));
 }
 
-static void register_rank(const struct args *a, struct rank_runs *ranks, pid_t pid, const char *rank) {
+/* A rank's run is named for what it is: "rank 2 of JOB", its job's id (or
+ * the launcher's name), and its attempt once the job was restarted. */
+static void rank_name(const struct args *a, const struct jobenv *e, char *buf, size_t size) {
+        const char *job = e->var[JOBENV_JOB_ID] ? e->value[JOBENV_JOB_ID] : a->name;
+        unsigned attempt = 0;
+        int n = snprintf(buf, size, "rank %s", e->value[JOBENV_RANK]);
+        if (job && n > 0 && (size_t)n < size)
+                n += snprintf(buf + n, size - (size_t)n, " of %.100s", job); /* a name is at most 128 bytes */
+        if (e->var[JOBENV_ATTEMPT] && safe_atou(e->value[JOBENV_ATTEMPT], &attempt) == 0 && attempt > 0 && n > 0 &&
+            (size_t)n < size)
+                snprintf(buf + n, size - (size_t)n, " (attempt %u)", attempt);
+}
+
+static void register_rank(const struct args *a, struct rank_runs *ranks, pid_t pid, const struct jobenv *e) {
+        char name[256];
         if (!GREEDY_REALLOC(ranks->v, ranks->n + 1))
                 return;
+        const char *rank = e->value[JOBENV_RANK];
         struct rank_run *rr = &ranks->v[ranks->n++];
         *rr = (struct rank_run){ .pid = pid };
         snprintf(rr->rank, sizeof rr->rank, "%s", rank);
+        rank_name(a, e, name, sizeof name);
         struct args ra = *a;
-        ra.name = NULL;
+        ra.name = name;
         ra.children = true; /* its data loader workers count to the rank */
         _cleanup_free_ char *err = NULL;
         int unreachable;
@@ -107,7 +123,7 @@ static void scan(const struct args *a, pid_t launcher, struct rank_runs *ranks) 
                         if (find_rank(ranks, pids[i]))
                                 continue;
                         if (read_environ(pids[i], &e) == 0 && is_rank(&e, &le)) {
-                                register_rank(a, ranks, pids[i], e.value[JOBENV_RANK]);
+                                register_rank(a, ranks, pids[i], &e);
                                 continue;
                         }
                         children_of(pids[i], &pids, &n);

@@ -366,6 +366,12 @@ void print_report(FILE *f, json_object *doc) {
                 fputc('\n', f);
                 print_slos(f, slo);
         }
+        json_object *gp = json_get_object(doc, "goodput");
+        if (gp) {
+                fputc('\n', f);
+                print_goodput(f, gp, " over the span");
+                print_verdicts(f, run);
+        }
 }
 
 /* ---- the verb ------------------------------------------------------------ */
@@ -415,6 +421,8 @@ int verb_report(struct args *a) {
 
         if (a->job)
                 return verb_report_job(a);
+        if (a->attempt)
+                return usage_error("report: --attempt is of a job (--job JOB_ID)");
         if (a->n_operands == 0)
                 return usage_error("report: missing run ID (or --job JOB_ID)");
         if ((r = parse_id(a->operands[0], "run ID", INT64_MAX, &id)) != CONTINUE)
@@ -457,12 +465,19 @@ int verb_report(struct args *a) {
                 return EXIT_FAILED;
         if ((a->window || mark) && fetch_span_summary(id, sq, &summary) != EXIT_OK)
                 return EXIT_FAILED;
+        _cleanup_free_ char *gpath = NULL;
+        _cleanup_json_ json_object *gp = NULL;
+        if (asprintf(&gpath, "/v1/runs/%" PRIu64 "/goodput?%s", id, sq) < 0)
+                return gpath = NULL, oom();
+        (void)fetch_goodput(gpath, &gp);
 
         doc = report_document(run, latency, window);
         if (!doc)
                 return oom();
         if (summary)
                 json_object_object_add(doc, "summary", json_object_get(summary));
+        if (gp)
+                json_object_object_add(doc, "goodput", json_object_get(gp));
         if (arg_json) {
                 if (print_json_pretty(doc) < 0)
                         return oom();

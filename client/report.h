@@ -36,3 +36,14 @@ void print_throughput(FILE *f, json_object *window, json_object *latency);
 void print_slos(FILE *f, json_object *slo);
 /* Whether every objective of latency["slo"] is met (true if none). */
 bool slos_met(json_object *latency);
+
+/* The goodput section (report-goodput.c): "Goodput<whose>: 27.4 % (...)"
+ * and the parts as a table, the energy per step; or why there are no
+ * figures. Nothing when gp is NULL. */
+void print_goodput(FILE *f, json_object *gp, const char *whose);
+/* GET path (a .../goodput question): 0 and *ret, or -1 quietly (an mlmond
+ * without the ledger: the report goes on without it). */
+int fetch_goodput(const char *path, json_object **ret);
+/* The `show` lines of the verdicts beside the leak: time to OOM,
+ * input-bound, GPU idle. */
+void print_verdicts(FILE *f, json_object *run);

@@ -192,6 +192,18 @@ static int reap_child(pid_t pid, int *ret_status, struct rusage *ret_rusage) {
         return 0;
 }
 
+/* With --ranks the launcher's run says what it is, with the tag
+ * role=launcher (unless one was given): its job then keeps it out of its
+ * ranks. NULL: out of memory. */
+static json_object *launcher_tags(json_object *given) {
+        json_object *t = NULL;
+        if (given ? json_object_deep_copy(given, &t, NULL) < 0 : !(t = json_object_new_object()))
+                return NULL;
+        if (!json_object_object_get_ex(t, "role", NULL))
+                json_object_object_add(t, "role", json_object_new_string("launcher"));
+        return t;
+}
+
 /* Once the child has exec'ed (its end of fd closes on exec), asks the
  * daemon for a sample of it at once: a job shorter than the interval is
  * otherwise sampled only as the stub that waited for the go. Bounded: an
@@ -211,9 +223,10 @@ static void sample_after_exec(int fd, int64_t id) {
         json_object_put(answer);
 }
 
-/* Tells the daemon what wait4() saw of the job: its peak RSS and CPU time,
- * exact even for a job that ended between two samples. */
-static void report_exit(int64_t id, const struct rusage *ru) {
+/* Tells the daemon what wait4() saw of the job: how it ended (kept where
+ * mlmond did not read it from the zombie itself), its peak RSS and CPU
+ * time, exact even for a job that ended between two samples. */
+static void report_exit(int64_t id, int status, const struct rusage *ru) {
         _cleanup_json_ json_object *body = json_object_new_object(), *r = json_object_new_object();
         if (!body || !r)
                 return;
@@ -223,6 +236,10 @@ static void report_exit(int64_t id, const struct rusage *ru) {
         json_object_object_add(r, "system_time_s",
                                json_object_new_double((double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6));
         json_object_object_add(body, "rusage", json_object_get(r));
+        if (WIFEXITED(status) || WIFSIGNALED(status))
+                json_object_object_add(
+                        body, WIFSIGNALED(status) ? "exit_signal" : "exit_code",
+                        json_object_new_int(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)));
         char path[64];
         snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/exit", id);
         json_object *answer = NULL;
@@ -391,7 +408,12 @@ int verb_run(struct args *a) {
         forward_pid = pid;
         set_forwarding(true);
 
-        if (register_job(a, pid, &id) < 0) {
+        struct args la = *a;
+        la.tags = a->ranks ? launcher_tags(a->tags) : a->tags;
+        r = a->ranks && !la.tags ? -ENOMEM : register_job(&la, pid, &id);
+        if (la.tags != a->tags)
+                json_object_put(la.tags);
+        if (r < 0) {
                 forward_pid = 0;
                 kill(pid, SIGKILL);
                 while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -418,7 +440,7 @@ int verb_run(struct args *a) {
                 r = reap_child(pid, &status, &ru);
         if (r == 0 && run) {
                 /* the summary again, with what wait4() saw */
-                report_exit(id, &ru);
+                report_exit(id, status, &ru);
                 json_object *again = fetch_final_run(id);
                 if (again) {
                         json_object_put(run);

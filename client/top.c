@@ -181,11 +181,16 @@ static void top_sleep_until(usec_t deadline) {
         }
 }
 
-/* {name: value} of the run's latest gauges (its run object's "gauges":
- * {name: {"value", "ts"}}), or NULL when it has none. */
-static json_object *latest_gauges(json_object *run) {
+/* {name: value} of run id's latest gauges (GET /v1/runs/ID "gauges":
+ * {name: {"value", "ts"}}; a list's runs do not carry them), or NULL when
+ * it has none. */
+static json_object *latest_gauges(int64_t id) {
+        _cleanup_json_ json_object *run = NULL;
         json_object *gauges = NULL;
-        if (!json_object_object_get_ex(run, "gauges", &gauges) || !json_object_is_type(gauges, json_type_object) ||
+        char path[64];
+        snprintf(path, sizeof path, "/v1/runs/%" PRId64, id);
+        if (api_call_full("GET", path, NULL, true, &run, NULL) < 0 ||
+            !json_object_object_get_ex(run, "gauges", &gauges) || !json_object_is_type(gauges, json_type_object) ||
             json_object_object_length(gauges) == 0)
                 return NULL;
         _cleanup_json_ json_object *latest = json_object_new_object();
@@ -209,7 +214,7 @@ static int top_frame(const char *op, char **ret_text) {
         size_t len = 0, n = 0;
         int r = -1;
 
-        if (api_call("GET", "/v1/runs", NULL, &answer, NULL) < 0)
+        if (api_list_runs("/v1/runs", false, &answer) < 0)
                 return -1;
         json_object *list = json_get_array(answer, "runs");
         if (!list) {
@@ -235,7 +240,7 @@ static int top_frame(const char *op, char **ret_text) {
                 snprintf(path, sizeof path, "/v1/runs/%" PRId64 "/throughput?window=" TOP_WINDOW, id);
                 if (api_call_full("GET", path, NULL, true, &t, NULL) == 0)
                         runs[i].window = json_object_get(throughput_window(t));
-                runs[i].gauges = latest_gauges(runs[i].run);
+                runs[i].gauges = latest_gauges(id);
         }
 
         FILE *f = open_memstream(&text, &len);

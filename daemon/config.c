@@ -57,6 +57,9 @@ static const struct config_key keys[] = {
         { "storage", "retention_rollup", KEY_DURATION, OFF(retention_rollup_usec), "90d", USEC_PER_HOUR,
           3650 * USEC_PER_DAY, NULL },
         { "storage", "synchronous", KEY_STRING, OFF(synchronous), "normal", 0, 0, "normal|full" },
+        /* a user's history of runs, not a few days of it: a sweep of a
+         * thousand trials is 1 000 runs; what goes over is the oldest */
+        { "storage", "ended_runs_per_uid", KEY_UINT, OFF(ended_runs_per_uid), "10000", 0, 10000000, NULL },
         { "http", "connection_limit", KEY_UINT, OFF(http_connection_limit), "256", 4, 10000, NULL },
         { "http", "per_ip_connection_limit", KEY_UINT, OFF(http_per_ip_connection_limit), "16", 1, 10000, NULL },
         { "http", "connection_timeout", KEY_DURATION, OFF(http_connection_timeout_usec), "10s", USEC_PER_SEC,
@@ -118,6 +121,36 @@ static const struct config_key keys[] = {
         { "energy", "grid_g_per_kwh", KEY_DOUBLE, OFF(grid_g_per_kwh), "475", 0, 5000, NULL },
         /* a median more than 10x the others' is past any threshold worth setting */
         { "jobs", "straggler_pct", KEY_DOUBLE, OFF(jobs_straggler_pct), "10", 0, 1000, NULL },
+        /* what holds a collective in DDP (the gradients' all-reduce runs in
+         * backward's hooks) and the usual names of timed collectives */
+        { "jobs", "collective_ops", KEY_STRING, OFF(jobs_collective_ops),
+          "backward *all_reduce* *allreduce* *all_gather* *allgather* *reduce_scatter* *barrier*", 0, 0, NULL },
+        /* NVIDIA's resiliency extension flags a score below 0.75 by default */
+        { "jobs", "score_threshold", KEY_DOUBLE, OFF(jobs_score_threshold), "0.75", 0, 1, NULL },
+        { "jobs", "score_window", KEY_DURATION, OFF(jobs_score_window_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
+        /* a step takes at most its p99 99 times in 100: ten of those without
+         * one is no slow step, and a minute covers the pauses of a healthy
+         * job that are not steps (an evaluation, a checkpoint) on small ones */
+        { "jobs", "stall_factor", KEY_DOUBLE, OFF(jobs_stall_factor), "10", 1, 10000, NULL },
+        { "jobs", "stall_floor", KEY_DURATION, OFF(jobs_stall_floor_usec), "1m", USEC_PER_SEC, USEC_PER_DAY, NULL },
+        /* the goodput ledger (daemon/analyze/goodput.h) */
+        { "goodput", "step_op", KEY_STRING, OFF(goodput_step_op), "step", 0, 0, NULL },
+        { "goodput", "data_categories", KEY_STRING, OFF(goodput_data_categories), "data", 0, 0, NULL },
+        { "goodput", "data_ops", KEY_STRING, OFF(goodput_data_ops), "data_wait,dataloader", 0, 0, NULL },
+        { "goodput", "checkpoint_categories", KEY_STRING, OFF(goodput_checkpoint_categories), "checkpoint", 0, 0,
+          NULL },
+        { "goodput", "eval_categories", KEY_STRING, OFF(goodput_eval_categories), "eval", 0, 0, NULL },
+        { "goodput", "checkpoint_marks", KEY_STRING, OFF(goodput_checkpoint_marks), "checkpoint*", 0, 0, NULL },
+        { "goodput", "eval_marks", KEY_STRING, OFF(goodput_eval_marks), "eval*", 0, 0, NULL },
+        { "goodput", "idle_k", KEY_DOUBLE, OFF(goodput_idle_k), "3", 1, 1000, NULL },
+        { "goodput", "parts_in_step", KEY_STRING, OFF(goodput_parts_in_step), "no", 0, 0, "yes|no" },
+        /* the verdicts beside the leak (daemon/analyze/verdict.h explains the defaults) */
+        { "verdicts", "input_bound_pct", KEY_DOUBLE, OFF(input_bound_pct), "20", 1, 100, NULL },
+        { "verdicts", "input_bound_window", KEY_DURATION, OFF(input_bound_window_usec), "1m", 10 * USEC_PER_SEC,
+          10 * USEC_PER_MINUTE, NULL },
+        { "verdicts", "gpu_idle_mib", KEY_DOUBLE_MIB, OFF(gpu_idle_mem_bytes), "1024", 1, 16777216, NULL },
+        { "verdicts", "gpu_idle_util_pct", KEY_DOUBLE, OFF(gpu_idle_util_pct), "5", 0, 100, NULL },
+        { "verdicts", "gpu_idle_for", KEY_DURATION, OFF(gpu_idle_for_usec), "10m", USEC_PER_SEC, USEC_PER_DAY, NULL },
 };
 
 #define MIB 1048576.0
@@ -325,10 +358,7 @@ static int categories_copy(struct config *dst, const struct config *src) {
  * a StatsD tag could carry. */
 static int add_category(struct config *c, const char *pattern, const char *category, char *err, size_t errlen) {
         size_t pl = strlen(pattern);
-        bool pattern_ok = pl > 0 && pl <= OPS_NAME_MAX && utf8_is_valid(pattern, pl);
-        for (size_t i = 0; pattern_ok && i < pl; i++)
-                pattern_ok = (unsigned char)pattern[i] >= 0x20 && pattern[i] != 0x7f;
-        if (!pattern_ok) {
+        if (pl == 0 || pl > OPS_NAME_MAX || !utf8_is_plain_text(pattern, pl)) {
                 snprintf(err, errlen, "'%.64s': a pattern is 1-%d bytes of printable UTF-8", pattern, OPS_NAME_MAX);
                 return -EINVAL;
         }

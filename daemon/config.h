@@ -39,7 +39,8 @@ struct config {
         /* [storage] */
         usec_t retention_raw_usec;
         usec_t retention_rollup_usec;
-        char *synchronous; /* "normal" | "full" */
+        char *synchronous;           /* "normal" | "full" */
+        unsigned ended_runs_per_uid; /* 0: no bound */
         /* [http] */
         unsigned http_connection_limit;
         unsigned http_per_ip_connection_limit;
@@ -78,7 +79,25 @@ struct config {
         char *energy; /* "auto" | "off" */
         double grid_g_per_kwh;
         /* [jobs] */
-        double jobs_straggler_pct; /* a straggler's median is slower than the other ranks' by more */
+        double jobs_straggler_pct;     /* a straggler's median is slower than the other ranks' by more */
+        char *jobs_collective_ops;     /* fnmatch patterns of the ops that hold a collective */
+        double jobs_score_threshold;   /* a straggler score below it is flagged */
+        usec_t jobs_score_window_usec; /* the windows of the individual score */
+        double jobs_stall_factor;      /* stalled: no step for this many times the recent p99 step... */
+        usec_t jobs_stall_floor_usec;  /* ...and at least this long */
+        /* [goodput]: what ops and marks are for (comma-separated fnmatch(3) patterns) */
+        char *goodput_step_op; /* a run's steps, unless its registration names its own */
+        char *goodput_data_categories, *goodput_data_ops;
+        char *goodput_checkpoint_categories, *goodput_eval_categories;
+        char *goodput_checkpoint_marks, *goodput_eval_marks;
+        double goodput_idle_k;
+        char *goodput_parts_in_step; /* "yes" | "no" */
+        /* [verdicts] */
+        double input_bound_pct;
+        usec_t input_bound_window_usec;
+        double gpu_idle_mem_bytes;
+        double gpu_idle_util_pct;
+        usec_t gpu_idle_for_usec;
         /* [categories]: a table, not keys; in file order, the first match wins */
         struct category_rule *categories;
         size_t n_categories;

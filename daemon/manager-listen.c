@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "http/api.h"
 #include "ingest/ingest.h"
+#include "store/walcheck.h"
 
 int manager_listen_fd(const char *fdname, int type, const char *key, const char *want) {
         char **names = NULL;
@@ -134,7 +135,7 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
         if (!r)
                 return -ENOENT;
         struct run_live l = { .info = r->info, .n_ops = r->ops.n_open };
-        l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = NULL;
+        l.info.name = l.info.comm = l.info.cmdline = l.info.tags_json = l.info.step_op = NULL;
         l.info.leak = NULL;
         int q = (what & RUN_LIVE_INFO) ? run_info_copy(&r->info, &l.info) : 0;
         const struct probe *p = r->probe;
@@ -154,6 +155,8 @@ static int op_live(void *userdata, int64_t id, unsigned what, struct run_live *r
                 l.has_leak = true;
                 run_leak_report(r, &l.leak);
         }
+        if (what & RUN_LIVE_VERDICTS)
+                manager_verdicts_live(r, &l);
         if (q == 0 && (what & RUN_LIVE_GAUGES)) {
                 l.gauges_live = r->gauges_live;
                 q = gauge_values_copy(r->ops.gauge_last, r->ops.n_gauge_last, &l.gauges);
@@ -220,6 +223,15 @@ static int op_run_pids(void *userdata, struct run_pid **ret, size_t *ret_n) {
         return 0;
 }
 
+static int op_op_last(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms) {
+        const struct run *r = manager_find_run(userdata, id);
+        if (!r)
+                return -ENOENT;
+        *ret_op_ms = op ? ops_last_ms(&r->ops, op) : 0;
+        *ret_any_ms = ops_last_ms(&r->ops, NULL);
+        return 0;
+}
+
 static uint64_t op_data_generation(void *userdata) {
         struct manager *m = userdata;
         return m->data_generation;
@@ -228,6 +240,7 @@ static uint64_t op_data_generation(void *userdata) {
 static void op_stats(void *userdata, struct manager_stats *ret) {
         struct manager *m = userdata;
         const struct ingest_counters *c = ingest_counters(m->ingest);
+        const struct wal_damage *w = store_wal_damage(m->store, now_realtime_ms());
         *ret = (struct manager_stats){
                 .uptime_usec = now_usec(CLOCK_MONOTONIC) - m->started_mono,
                 .ticks = m->ticks,
@@ -249,6 +262,29 @@ static void op_stats(void *userdata, struct manager_stats *ret) {
                 .grid_g_per_kwh = m->config.grid_g_per_kwh,
                 .n_runs = m->n_runs,
         };
+        if (w) {
+                ret->health |= HEALTH_WAL_DAMAGED;
+                ret->wal = (struct health_wal){ .damaged = true,
+                                                .ts_ms = w->ts_ms,
+                                                .header = w->header,
+                                                .log_bytes = w->log_bytes,
+                                                .replayed = w->replayed,
+                                                .frames_lost = w->frames_lost,
+                                                .transactions_lost = w->transactions_lost,
+                                                .copy = w->copy };
+        }
+}
+
+static int op_health_ack(void *userdata, const struct caller *who) {
+        struct manager *m = userdata;
+        if (!who->is_root)
+                return -EPERM;
+        int r = store_wal_damage_ack(m->store);
+        if (r > 0) {
+                log_notice("database: the damaged write-ahead log was acknowledged");
+                m->data_generation++; /* a cached /v1/health says otherwise */
+        }
+        return r;
 }
 
 static const struct manager_ops manager_ops = {
@@ -265,9 +301,11 @@ static const struct manager_ops manager_ops = {
         .live = op_live,
         .live_ops = op_live_ops,
         .live_gauges = op_live_gauges,
+        .op_last = op_op_last,
         .run_pids = op_run_pids,
         .data_generation = op_data_generation,
         .stats = op_stats,
+        .health_ack = op_health_ack,
         .yield = op_yield,
 };
 

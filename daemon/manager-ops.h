@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
+#include "analyze/goodput.h"
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
+#include "analyze/verdict.h"
 #include "collect/accel/gpu.h"
 #include "collect/procfs-host.h"
 #include "collect/sample.h"
@@ -46,6 +48,7 @@ struct register_request {
         bool children;
         const char *tags_json; /* a JSON object text, or NULL */
         bool no_discover;      /* no tags from the process's environment and cgroup */
+        const char *step_op;   /* the op of its steps (goodput); NULL: [goodput] step_op */
 };
 
 /* Who asks: over the unix socket the peer's credentials, root may do
@@ -61,6 +64,17 @@ enum {
         HEALTH_LISTENER_NOT_ACCEPTING = 1 << 1, /* connections wait unaccepted */
         HEALTH_SAMPLER_LATE = 1 << 2,           /* an overrun recently, or no tick for 2 intervals */
         HEALTH_METRICS_LIMITED = 1 << 3,        /* GET /metrics left series out over its limits recently */
+        HEALTH_WAL_DAMAGED = 1 << 4,            /* a damaged write-ahead log lost data (not acknowledged) */
+};
+
+/* A damaged write-ahead log found when the database was opened (a copy of
+ * the store's record, its strings the manager's for the answer). */
+struct health_wal {
+        bool damaged;
+        int64_t ts_ms;
+        bool header; /* the header was not one: the whole log was ignored */
+        uint64_t log_bytes, replayed, frames_lost, transactions_lost;
+        const char *copy; /* "" if none could be made */
 };
 
 /* The daemon's own figures, copied for one answer (/v1/health,
@@ -81,11 +95,18 @@ struct manager_stats {
         const struct accel *accel; /* devices and energy; NULL: none */
         double grid_g_per_kwh;     /* [energy] grid_g_per_kwh */
         size_t n_runs;             /* running runs */
+        /* filled by the API, which judges the jobs: jobs now stalled
+         * (analyze/stall.h); has_jobs_stalled false: not counted */
+        bool has_jobs_stalled;
+        unsigned jobs_stalled;
+        struct health_wal wal;
 };
 
 /* How a run's process ended, as its parent saw it (wait4()): the
  * resource use of the process and of the children it waited for. */
 struct exit_report {
+        bool has_exit;
+        int wait_status; /* as wait(2) gives it: how the process ended */
         bool has_rusage;
         uint64_t max_rss_bytes;
         double user_time_s, system_time_s;
@@ -103,10 +124,11 @@ struct run_ref {
  * answer: nothing in it points into the manager's state, so it stays valid
  * whatever the tick does meanwhile. run_live_done() it. */
 enum {
-        RUN_LIVE_INFO = 1 << 0,   /* info's strings: name, comm, cmdline, tags */
-        RUN_LIVE_LAST = 1 << 1,   /* the latest sample and its per-device use */
-        RUN_LIVE_LEAK = 1 << 2,   /* the leak verdicts */
-        RUN_LIVE_GAUGES = 1 << 3, /* the latest value of each gauge */
+        RUN_LIVE_INFO = 1 << 0,     /* info's strings: name, comm, cmdline, tags */
+        RUN_LIVE_LAST = 1 << 1,     /* the latest sample and its per-device use */
+        RUN_LIVE_LEAK = 1 << 2,     /* the leak verdicts */
+        RUN_LIVE_GAUGES = 1 << 3,   /* the latest value of each gauge */
+        RUN_LIVE_VERDICTS = 1 << 4, /* the verdicts beside the leak, the goodput ledger's totals */
 };
 struct run_live {
         struct run_info info; /* always its numbers (totals, leak_detected, ...); its strings with RUN_LIVE_INFO */
@@ -121,6 +143,14 @@ struct run_live {
         bool gauges_live; /* gauges holds every gauge stored for the run (else the store has more) */
         struct gauge_value *gauges;
         size_t n_gauges;
+        bool has_verdicts;
+        struct verdict_report verdicts;
+        bool has_goodput;                     /* the run reported an op: its ledger runs */
+        double goodput_ms[_GOODPUT_KIND_MAX]; /* final so far (GOODPUT_HORIZON behind), since registration or
+                                               * since mlmond started */
+        double goodput_steps;                 /* productive steps in it */
+        uint64_t step_timings;                /* every step op timing in the same time */
+        bool goodput_since_registration;      /* (false: since mlmond started again) */
 };
 static inline void run_live_done(struct run_live *l) {
         run_info_done(&l->info);
@@ -185,11 +215,19 @@ struct manager_ops {
          * stored yet, within [from, until] (names copied; gauge_values_free()). */
         int (*live_gauges)(void *userdata, int64_t id, int64_t from, int64_t until, struct gauge_value **ret,
                            size_t *ret_n);
+        /* Unix ms of the latest timing or count of op that running run id
+         * took (*ret_op_ms), and of any op (*ret_any_ms); 0: none since it
+         * was registered or mlmond started. -ENOENT if it is not running. */
+        int (*op_last)(void *userdata, int64_t id, const char *op, int64_t *ret_op_ms, int64_t *ret_any_ms);
         /* Every running run's processes: -ENOMEM. free() *ret. */
         int (*run_pids)(void *userdata, struct run_pid **ret, size_t *ret_n);
         /* Moves whenever stored or live data changes: a cache key. */
         uint64_t (*data_generation)(void *userdata);
         void (*stats)(void *userdata, struct manager_stats *ret);
+        /* The operator has seen to what /v1/health reports (the damaged
+         * write-ahead log): it is no longer reported. -EPERM unless root;
+         * 1 if something was reported, 0 if not. */
+        int (*health_ack)(void *userdata, const struct caller *who);
         /* Runs the sampler's tick now if it is due. The server calls it
          * before each request, and a handler with a long answer between its
          * pieces, so that answering the API delays a sample by one request

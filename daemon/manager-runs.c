@@ -53,7 +53,7 @@ static int manager_add_run(struct manager *m, struct run *r) {
 
 static bool valid_name(const char *s) {
         size_t l = strlen(s);
-        return l > 0 && l <= 128 && utf8_is_valid(s, l);
+        return l > 0 && l <= 128 && utf8_is_plain_text(s, l);
 }
 
 /* What the caller may register: what ptrace_may_access(PTRACE_MODE_READ)
@@ -132,7 +132,9 @@ static int run_begin(struct manager *m, struct run *r, const struct register_req
         ri->cmdline = cmd;
         ri->comm = strdup(id->comm);
         ri->name = req->name ? strdup(req->name) : NULL;
-        if (!ri->comm || run_tags(r, req, &ri->tags_json) < 0 || (req->name && !ri->name))
+        ri->step_op = req->step_op ? strdup(req->step_op) : NULL;
+        if (!ri->comm || run_tags(r, req, &ri->tags_json) < 0 || (req->name && !ri->name) ||
+            (req->step_op && !ri->step_op))
                 return -ENOMEM;
         memcpy(ri->boot_id, m->boot_id, sizeof ri->boot_id);
         usec_t interval = req->interval_usec ? req->interval_usec : m->config.interval_usec;
@@ -187,7 +189,9 @@ int manager_register(struct manager *m, const struct register_request *req, bool
         int q;
 
         if (req->name && !valid_name(req->name)) {
-                snprintf(err, errlen, "name: must be 1 to 128 bytes of UTF-8");
+                snprintf(
+                        err, errlen,
+                        "name: must be 1 to 128 bytes of UTF-8 without control or bidirectional formatting characters");
                 return -EINVAL;
         }
         if (req->interval_usec && (req->interval_usec < MIN_INTERVAL_USEC || req->interval_usec > MAX_INTERVAL_USEC)) {
@@ -375,6 +379,7 @@ int manager_restore_runs(struct manager *m) {
                 }
                 run_watch_exit(m, r);
                 restore_gauges(m, r);
+                manager_verdicts_restored(r, now_realtime_ms());
                 resumed++;
         }
         free(v);
@@ -456,7 +461,10 @@ int manager_observe(struct manager *m, struct run *r, enum op_kind kind, const c
                 category = config_category_for(&m->config, op, op_len);
                 category_len = category ? strlen(category) : 0;
         }
-        return ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+        int q = ops_observe(&r->ops, op, op_len, category, category_len, kind, value, rate, now_realtime_ms());
+        if (q == 0)
+                manager_verdicts_observed(m, r, kind, op, op_len, value);
+        return q;
 }
 
 int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_ts) {
@@ -481,6 +489,7 @@ int manager_mark(struct manager *m, int64_t id, const char *label, int64_t *ret_
                 leakwatch_mark(&r->leak, (double)(ts - r->info.registered_ts_ms) / 1000.0);
                 if (r->leak_main.pts)
                         leakwatch_mark(&r->leak_main, (double)(ts - r->info.registered_ts_ms) / 1000.0);
+                manager_verdicts_mark(m, r, label, ts);
         }
         return q;
 }
@@ -537,19 +546,27 @@ int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t cal
                 return q;
         bool mine = may_touch(&ri, caller_is_root, caller_uid), running = ri.state == RUN_RUNNING;
         bool children = ri.children;
-        run_info_done(&ri);
-        if (!mine)
-                return -EPERM;
-        if (running)
-                return -EBUSY; /* stored as running, not in memory: a restart is resuming it */
-        if (!e->has_rusage)
-                return 0;
+        /* how it ended: what mlmond read from the zombie itself stands */
+        bool take_exit = e->has_exit && !ri.has_exit_code && !ri.has_exit_signal;
+        if (take_exit)
+                run_info_set_exit(&ri, e->wait_status);
+        if (!mine || running || (!e->has_rusage && !take_exit)) {
+                run_info_done(&ri);
+                /* stored as running, not in memory: a restart is resuming it */
+                return !mine ? -EPERM : running ? -EBUSY : 0;
+        }
         q = store_begin(m->store);
-        if (q < 0)
+        if (q < 0) {
+                run_info_done(&ri);
                 return q;
+        }
         /* the CPU of the children it waited for is a tree's only */
-        q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
-                               (uint64_t)(e->system_time_s * 1e9));
+        if (e->has_rusage)
+                q = store_apply_rusage(m->store, id, e->max_rss_bytes, children, (uint64_t)(e->user_time_s * 1e9),
+                                       (uint64_t)(e->system_time_s * 1e9));
+        if (q == 0 && take_exit)
+                q = store_update_run_exit(m->store, id, &ri);
+        run_info_done(&ri);
         if (q == 0)
                 q = store_commit(m->store);
         else

@@ -25,6 +25,10 @@
 #define RETENTION_BATCH 5000
 
 #define MAINTENANCE_PERIOD_USEC (5 * USEC_PER_SEC)
+/* Ended runs past ended_runs_per_uid deleted per pass (each a transaction
+ * of a few index lookups), looked for once a minute: the query reads every
+ * ended run. */
+#define PRUNE_BATCH 64
 
 /* Two runs due within this much of each other are sampled in the same tick
  * (one transaction), so runs registered a few ms apart share ticks. */
@@ -145,6 +149,18 @@ void manager_rearm_tick(struct manager *m, usec_t now) {
         sd_event_source_set_enabled(m->tick_source, SD_EVENT_ONESHOT);
 }
 
+/* How an exited run's process ended, read while it is still a zombie (its
+ * parent has not reaped it yet), into its info and the store (inside the
+ * caller's transaction). A process reaped first leaves it unknown. */
+static void run_record_exit(struct manager *m, struct run *r) {
+        int status;
+        if (probe_exit_status(r->probe, &status) < 0)
+                return;
+        run_info_set_exit(&r->info, status);
+        if (store_update_run_exit(m->store, r->info.id, &r->info) < 0)
+                m->tick_errors++;
+}
+
 /* Ends a run: a last sample where the exited process can still be read (a
  * zombie shows its final CPU time and I/O: a job shorter than one interval
  * is then still measured), the state change stored, fds closed, dropped
@@ -173,8 +189,11 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
                 if (r->leak_gpu.pts)
                         leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
                 manager_store_leak(m, r);
+                manager_verdicts_end(m, r, state == RUN_EXITED, now_ms);
                 if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
                         m->tick_errors++;
+                if (state == RUN_EXITED)
+                        run_record_exit(m, r);
                 q = store_update_run_state(m->store, r->info.id, state, now_ms);
                 if (q == 0)
                         q = store_commit(m->store);
@@ -299,6 +318,7 @@ void manager_record_sample(struct manager *m, struct run *r, const struct sample
         r->info.has_left_out = r->info.children;
         r->info.left_out = r->probe->left_out;
         manager_leak_step(m, r, s);
+        manager_verdicts_sample(m, r, s);
         if (run_take_identity(r) && store_update_run_identity(m->store, r->info.id, r->info.comm, r->info.cmdline) < 0)
                 m->tick_errors++;
         store_run_baseline(m, r);
@@ -340,6 +360,10 @@ static int manager_tick(struct manager *m) {
                 struct sample s;
                 int q = probe_sample(&m->collect, r->probe, start, now_ms, false, &s);
                 if (q == -ESRCH) {
+                        if (in_txn) {
+                                manager_verdicts_end(m, r, true, now_ms);
+                                run_record_exit(m, r);
+                        }
                         if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
                                 m->tick_errors++;
                         if (!in_txn) {
@@ -372,11 +396,13 @@ static int manager_tick(struct manager *m) {
         for (size_t i = 0; i < m->n_runs; i++) {
                 struct run *r = m->runs[i];
                 ops_rotate(&r->ops, now_ms);
-                if (r->ops.n_done == 0 && r->ops.n_gauges == 0)
+                manager_verdicts_rotated(m, r, now_ms);
+                if (r->ops.n_done == 0 && r->ops.n_gauges == 0 && !r->v.dirty && !r->v.first_step_dirty)
                         continue;
                 if (!tick_txn(m, &in_txn))
                         break;
                 store_run_ops(m, r);
+                manager_verdicts_store(m, r);
         }
         if (in_txn && store_commit(m->store) < 0)
                 m->tick_errors++;
@@ -477,9 +503,19 @@ static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         unsigned deleted = 0;
         if (store_retention(m->store, now_ms, RETENTION_BATCH, &deleted) == 0 && deleted > 0)
                 log_debug("retention: deleted %u rows", deleted);
+        /* half a minute after the pass that rolls the minute up */
+        unsigned pruned = 0;
+        if (m->prune_more || (now_ms + 30000) / 60000 != m->pruned_minute) {
+                m->pruned_minute = (now_ms + 30000) / 60000;
+                if (store_prune_ended_runs(m->store, m->config.ended_runs_per_uid, PRUNE_BATCH, &pruned) == 0 &&
+                    pruned > 0)
+                        log_info("retention: deleted %u ended runs past ended_runs_per_uid", pruned);
+                m->prune_more = pruned >= PRUNE_BATCH;
+        }
         /* a full batch, or minutes still to compact, mean more is waiting:
          * come back soon, not in 5 s */
-        usec_t next = deleted >= RETENTION_BATCH || behind ? 200 * USEC_PER_MSEC : MAINTENANCE_PERIOD_USEC;
+        usec_t next = deleted >= RETENTION_BATCH || behind || m->prune_more ? 200 * USEC_PER_MSEC
+                                                                            : MAINTENANCE_PERIOD_USEC;
         store_checkpoint(m->store, false);
         /* glibc mmaps a large block the first time, then raises its mmap
          * and trim thresholds to its size, and serves later ones from brk

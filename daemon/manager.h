@@ -34,6 +34,8 @@ struct manager {
         bool maintenance_waited; /* the pass due now waited for a tick once */
         int64_t rolled_minute;   /* of the last pass that rolled a minute up and ran
                                   * malloc_trim(), in minutes since the epoch */
+        int64_t pruned_minute;   /* of the last pass that looked for ended runs past ended_runs_per_uid */
+        bool prune_more;         /* it found a full batch: more are waiting */
         struct store *store;
         struct api *api;
         struct collect_ctx collect;
@@ -158,5 +160,32 @@ int manager_exited(struct manager *m, int64_t id, bool caller_is_root, uid_t cal
 /* Runs that were running when mlmond stopped, pinned again if the same
  * process instance still runs, else ended as lost. */
 int manager_restore_runs(struct manager *m);
+/* ---- the goodput ledger and the verdicts beside the leak (manager-verdicts.c) ---- */
+
+/* The run's step op: its registration's, else [goodput] step_op. */
+const char *manager_step_op(const struct manager *m, const struct run_info *ri);
+/* What ops and marks are for, and how the ledger splits, per the config. */
+void manager_goodput_rules(const struct manager *m, const struct run_info *ri, struct goodput_rules *ret);
+void manager_goodput_params(const struct manager *m, struct goodput_params *ret);
+/* An observation was taken (its first step ends the startup). */
+void manager_verdicts_observed(struct manager *m, struct run *r, enum op_kind kind, const char *op, size_t op_len,
+                               double value);
+/* A mark at ts_ms (it may open or close a checkpoint or eval phase). */
+void manager_verdicts_mark(struct manager *m, struct run *r, const char *label, int64_t ts_ms);
+/* The tick closed the run's slices (ops_rotate): into the ledger and the
+ * input-bound window, and the verdict on it. */
+void manager_verdicts_rotated(struct manager *m, struct run *r, int64_t now_ms);
+/* A sample: the loader workers' CPU, GPU idle, time to OOM. */
+void manager_verdicts_sample(struct manager *m, struct run *r, const struct sample *s);
+/* Writes what changed (inside the caller's transaction). */
+void manager_verdicts_store(struct manager *m, struct run *r);
+/* The run ends (exited: its process did): GPU memory left behind, the
+ * forecasts closed, everything stored (inside the caller's transaction). */
+void manager_verdicts_end(struct manager *m, struct run *r, bool exited, int64_t now_ms);
+/* A run resumed after mlmond started again: its ledger counts from now. */
+void manager_verdicts_restored(struct run *r, int64_t now_ms);
+/* The verdicts and the ledger's totals into a copy for one answer. */
+void manager_verdicts_live(const struct run *r, struct run_live *ret);
+
 /* The HTTP API and the StatsD listeners (manager-listen.c). */
 int manager_start_listeners(struct manager *m, char *err, size_t errlen);

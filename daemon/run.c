@@ -28,6 +28,10 @@ void run_free(struct run *r) {
         leakwatch_done(&r->leak);
         leakwatch_done(&r->leak_gpu);
         leakwatch_done(&r->leak_main);
+        free(r->v.gp);
+        hist_done(&r->v.steps);
+        free(r->v.win);
+        free(r->v.prev);
         free(r);
 }
 

@@ -7,10 +7,8 @@
 #include "util.h"
 
 static const char *const keys[_JOBENV_MAX] = {
-        [JOBENV_JOB_ID] = "job_id",
-        [JOBENV_RANK] = "rank",
-        [JOBENV_LOCAL_RANK] = "local_rank",
-        [JOBENV_WORLD_SIZE] = "world_size",
+        [JOBENV_JOB_ID] = "job_id",         [JOBENV_RANK] = "rank",       [JOBENV_LOCAL_RANK] = "local_rank",
+        [JOBENV_WORLD_SIZE] = "world_size", [JOBENV_ATTEMPT] = "attempt",
 };
 
 const char *jobenv_key(enum jobenv_tag t) {
@@ -44,6 +42,12 @@ static const struct env_var {
         { "SLURM_NTASKS", JOBENV_WORLD_SIZE, NULL },    /* srun */
         { "OMPI_COMM_WORLD_SIZE", JOBENV_WORLD_SIZE, NULL },
         { "PMI_SIZE", JOBENV_WORLD_SIZE, NULL }, /* MPICH (Hydra), Intel MPI */
+        /* how many times the job's workers were started again: torchrun
+         * restarts every worker of the job after one fails (0 the first
+         * time); Slurm sets its count on a requeued job (unset the first
+         * time, which counts as 0) */
+        { "TORCHELASTIC_RESTART_COUNT", JOBENV_ATTEMPT, NULL },
+        { "SLURM_RESTART_COUNT", JOBENV_ATTEMPT, NULL },
 };
 
 static bool value_ok(const struct env_var *v, const char *s, size_t n) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Job and rank identity in a process's environment: the variables that
  * launchers (torchrun, srun, mpirun) and batch systems set, as the tags
- * job_id, rank, local_rank and world_size. mlmond discovers a run's tags
+ * job_id, rank, local_rank, world_size and attempt (the restart count of an
+ * elastic or requeued job). mlmond discovers a run's tags
  * with it; mlmonctl run --ranks tells the ranks of a launcher with it. */
 #pragma once
 
@@ -12,6 +13,7 @@ enum jobenv_tag {
         JOBENV_RANK,
         JOBENV_LOCAL_RANK,
         JOBENV_WORLD_SIZE,
+        JOBENV_ATTEMPT,
         _JOBENV_MAX,
 };
 
@@ -24,7 +26,7 @@ struct jobenv {
         const char *var[_JOBENV_MAX];                  /* the variable it came from, NULL: none */
 };
 
-/* "job_id", "rank", "local_rank", "world_size". */
+/* "job_id", "rank", "local_rank", "world_size", "attempt". */
 const char *jobenv_key(enum jobenv_tag t);
 
 /* An environment block ("NAME=value" entries, each NUL-terminated, as in

@@ -8,12 +8,15 @@
 
 #include "util.h"
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. Follows
- * RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_seq_len(const unsigned char *s, size_t left) {
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid, and its
+ * code point. Follows RFC 3629: no overlongs, no surrogates, nothing above
+ * U+10FFFF. */
+static size_t utf8_decode(const unsigned char *s, size_t left, uint32_t *ret_cp) {
         unsigned char c = s[0];
-        if (c < 0x80)
+        if (c < 0x80) {
+                *ret_cp = c;
                 return 1;
+        }
         size_t n;
         uint32_t cp;
         if ((c & 0xE0) == 0xC0) {
@@ -37,7 +40,13 @@ static size_t utf8_seq_len(const unsigned char *s, size_t left) {
         if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
             (cp >= 0xD800 && cp <= 0xDFFF))
                 return 0;
+        *ret_cp = cp;
         return n;
+}
+
+static size_t utf8_seq_len(const unsigned char *s, size_t left) {
+        uint32_t cp;
+        return utf8_decode(s, left, &cp);
 }
 
 bool utf8_is_valid(const char *s, size_t len) {
@@ -45,6 +54,29 @@ bool utf8_is_valid(const char *s, size_t len) {
         for (size_t i = 0; i < len;) {
                 size_t n = utf8_seq_len(u + i, len - i);
                 if (n == 0 || u[i] == 0)
+                        return false;
+                i += n;
+        }
+        return true;
+}
+
+/* A character that is not shown as itself: a control (C0, DEL, C1: a raw
+ * CSI moves a terminal's cursor), or a bidirectional formatting character
+ * (the Arabic letter mark U+061C, the marks U+200E and U+200F, the
+ * embeddings and overrides U+202A..U+202E, the isolates U+2066..U+2069),
+ * which makes the text around it read in another order: "U+202E gpj.exe"
+ * shows as "exe.jpg". */
+static bool codepoint_hidden(uint32_t cp) {
+        return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+               (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+bool utf8_is_plain_text(const char *s, size_t len) {
+        const unsigned char *u = (const unsigned char *)s;
+        for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                size_t n = utf8_decode(u + i, len - i, &cp);
+                if (n == 0 || codepoint_hidden(cp))
                         return false;
                 i += n;
         }

@@ -21,6 +21,12 @@ static inline void json_object_putp(json_object **j) {
  * bytes by spaces (cmdline separators). Never NULL unless out of memory. */
 char *utf8_sanitize(const char *s, size_t len);
 bool utf8_is_valid(const char *s, size_t len);
+/* Valid UTF-8 that reads as itself wherever it is shown: no NUL or other
+ * control character (C0, DEL, C1) and no bidirectional formatting character
+ * (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069). The one rule for
+ * the names and labels users give: run names and tags, op names,
+ * categories and mark labels, over HTTP, StatsD and mlmonctl. */
+bool utf8_is_plain_text(const char *s, size_t len);
 
 json_object *json_string_sanitized(const char *s, size_t len);
 json_object *json_double_or_null(double v);             /* NULL (= JSON null) unless finite */

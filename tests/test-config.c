@@ -185,7 +185,7 @@ static void test_shipped_file(const char *path) {
                         fprintf(stderr, "%s: [%s] %s is not documented\n", path, s, n);
                 CHECK(seen[i]);
         }
-        CHECK_EQ_INT(i, 60);
+        CHECK_EQ_INT(i, 80);
         config_done(&def);
 }
 

@@ -34,20 +34,20 @@ static char *fixture(const char *dir, const char *sub, const char *name, size_t 
 
 static void test_environ(const char *dir) {
         static const struct {
-                const char *file, *job_id, *rank, *local_rank, *world_size, *rank_var;
+                const char *file, *job_id, *rank, *local_rank, *world_size, *attempt, *rank_var;
         } cases[] = {
-                /* torchrun's variables win over Slurm's */
-                { "torchrun-under-slurm", "exp-42", "3", "1", "8", "RANK" },
-                { "slurm", "12345", "2", "2", "4", "SLURM_PROCID" },
+                /* torchrun's variables win over Slurm's (its restart count too) */
+                { "torchrun-under-slurm", "exp-42", "3", "1", "8", "2", "RANK" },
+                { "slurm", "12345", "2", "2", "4", "3", "SLURM_PROCID" },
                 /* torchrun's default rendezvous id is no id */
-                { "torchrun-no-id", "77.pbs01", "0", "0", "1", "RANK" },
-                { "openmpi", "555", "5", "1", "6", "OMPI_COMM_WORLD_RANK" },
+                { "torchrun-no-id", "77.pbs01", "0", "0", "1", "", "RANK" },
+                { "openmpi", "555", "5", "1", "6", "", "OMPI_COMM_WORLD_RANK" },
                 /* invalid values are skipped: the next valid one counts */
-                { "hostile", "f3qk", "2", "0", "4", "RANK" },
+                { "hostile", "f3qk", "2", "0", "4", "", "RANK" },
                 /* the entry cut short at the end is not believed */
-                { "cut-short", "", "4", "0", "8", "RANK" },
-                { "odd-entries", "", "4", "", "", "RANK" },
-                { "empty", "", "", "", "", NULL },
+                { "cut-short", "", "4", "0", "8", "", "RANK" },
+                { "odd-entries", "", "4", "", "", "", "RANK" },
+                { "empty", "", "", "", "", "", NULL },
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 size_t len;
@@ -60,6 +60,7 @@ static void test_environ(const char *dir) {
                 CHECK_VALUE(cases[i].file, e.value[JOBENV_RANK], cases[i].rank);
                 CHECK_VALUE(cases[i].file, e.value[JOBENV_LOCAL_RANK], cases[i].local_rank);
                 CHECK_VALUE(cases[i].file, e.value[JOBENV_WORLD_SIZE], cases[i].world_size);
+                CHECK_VALUE(cases[i].file, e.value[JOBENV_ATTEMPT], cases[i].attempt);
                 CHECK_CASE(cases[i].file,
                            streq(e.var[JOBENV_RANK], cases[i].rank_var) || (!e.var[JOBENV_RANK] && !cases[i].rank_var));
         }

@@ -59,6 +59,13 @@ static void test_slices(void) {
                 CHECK_EQ_INT(a.v[0].h.count, 3);
         op_aggs_done(&a);
 
+        /* each op's latest timing or count, through the slices that closed;
+         * a refused observation is none */
+        CHECK(ops_last_ms(&t, "infer") == t0 + 1500);
+        CHECK(ops_last_ms(&t, "req") == t0 + 100);
+        CHECK(ops_last_ms(&t, NULL) == t0 + 1500);
+        CHECK(ops_last_ms(&t, "nope") == 0);
+
         ops_clear_done(&t);
         CHECK_EQ_INT(t.n_done, 0);
         ops_table_done(&t);
@@ -90,6 +97,11 @@ static void test_cut_at_mark(void) {
         CHECK_EQ_INT(ops_observe(&u, "step", 4, NULL, 0, OP_TIMING, 11, 1, t0 + 1200), 0);
         CHECK(u.n_done == 2 && u.done[1].ts == mark && u.done[1].h.count == 5);
         CHECK(u.open[0].ts == t0 + 1000);
+        /* an op first seen after the mark, in its second, starts there too */
+        CHECK_EQ_INT(ops_cut(&t, mark), 0);
+        CHECK_EQ_INT(t.n_done, 1); /* t's open slice, cut */
+        CHECK_EQ_INT(ops_observe(&t, "new", 3, NULL, 0, OP_TIMING, 7, 1, mark + 100), 0);
+        CHECK(t.n_open == 2 && t.open[1].ts == mark);
         /* a cut at an open slice's own start changes nothing */
         CHECK_EQ_INT(ops_cut(&u, t0 + 1000), 0);
         CHECK_EQ_INT(u.n_done, 2);
@@ -145,8 +157,36 @@ static void test_gauges(void) {
         ops_table_done(&t);
 }
 
+/* The op that cost the most time: by total time among the timed ops, not by
+ * count (many short waits against fewer long steps); counters only when no
+ * op was timed; ties by name. */
+static void test_top(void) {
+        struct op_table t = {};
+        const int64_t t0 = 1700000000000;
+        struct op_aggs a = {};
+        CHECK(op_aggs_top(&a) == NULL);
+        CHECK_EQ_INT(ops_observe(&t, "req", 3, NULL, 0, OP_COUNTER, 500, 1, t0), 0);
+        CHECK_EQ_INT(op_aggs_add_live(&a, &t, t0, t0 + 1000, NULL), 0);
+        CHECK(op_aggs_top(&a) && strcmp(op_aggs_top(&a)->op, "req") == 0);
+        op_aggs_done(&a);
+        for (int i = 0; i < 100; i++)
+                CHECK_EQ_INT(ops_observe(&t, "data_wait", 9, NULL, 0, OP_TIMING, 1, 1, t0 + i), 0);
+        for (int i = 0; i < 10; i++)
+                CHECK_EQ_INT(ops_observe(&t, "step", 4, NULL, 0, OP_TIMING, 90, 1, t0 + i), 0);
+        CHECK_EQ_INT(op_aggs_add_live(&a, &t, t0, t0 + 1000, NULL), 0);
+        CHECK(op_aggs_top(&a) && strcmp(op_aggs_top(&a)->op, "step") == 0);
+        op_aggs_done(&a);
+        /* as long as step in all: the first name */
+        CHECK_EQ_INT(ops_observe(&t, "backward", 8, NULL, 0, OP_TIMING, 900, 1, t0 + 5), 0);
+        CHECK_EQ_INT(op_aggs_add_live(&a, &t, t0, t0 + 1000, NULL), 0);
+        CHECK(op_aggs_top(&a) && strcmp(op_aggs_top(&a)->op, "backward") == 0);
+        op_aggs_done(&a);
+        ops_table_done(&t);
+}
+
 int main(void) {
         test_slices();
+        test_top();
         test_cut_at_mark();
         test_bad_and_limits();
         test_gauges();

@@ -270,6 +270,55 @@ static void test_answers_equal_sql(void) {
         store_close(s);
 }
 
+/* The minutes of many runs at once (tier and head, one query each) equal
+ * the averages SQL computes from the raw rows, minute by minute. */
+static void test_sparks(void) {
+        struct store *s = open_db("sparks.db");
+        if (!s)
+                return;
+        int64_t a, b;
+        fill(s, &a, &b);
+        /* minutes 65 to 69 stay in the head */
+        compact_all(s, T0 + 65 * MIN + 5000);
+        sqlite3 *db = store_writer(s);
+        CHECK_EQ_INT(db_scalar(db, "SELECT min(ts) / 60000 * 60000 FROM samples"), T0 + 65 * MIN);
+        int64_t ids[] = { a, b, b + 1 }; /* the last one has no data */
+        const size_t npoints = 16;       /* minutes 55 to 70: the tier, the head, one past the data */
+        int64_t from = T0 + 55 * MIN;
+        struct spark_point *p = calloc(ELEMENTSOF(ids) * npoints, sizeof *p);
+        if (!p)
+                return;
+        CHECK_EQ_INT(
+                querier_sparks(s, &lim, ids, ELEMENTSOF(ids), from, from + (int64_t)npoints * MIN, true, npoints, p),
+                0);
+        unsigned bad = 0;
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++)
+                for (size_t k = 0; k < npoints; k++) {
+                        sqlite3_stmt *st = NULL;
+                        const struct spark_point *x = &p[i * npoints + k];
+                        int64_t m = from + (int64_t)k * MIN;
+                        CHECK(sqlite3_prepare_v2(db,
+                                                 "SELECT count(cpu_pct), total(cpu_pct), count(rss_bytes), "
+                                                 "total(rss_bytes) FROM truth WHERE run_id = ? AND ts >= ? AND ts < ?",
+                                                 -1, &st, NULL) == SQLITE_OK);
+                        bind_params(st, PARAMS(p_int(ids[i]), p_int(m), p_int(m + MIN)));
+                        if (sqlite3_step(st) != SQLITE_ROW || x->cpu_n != (uint64_t)sqlite3_column_int64(st, 0) ||
+                            fabs(x->cpu_sum - sqlite3_column_double(st, 1)) > 1e-6 * (1 + fabs(x->cpu_sum)) ||
+                            x->rss_n != (uint64_t)sqlite3_column_int64(st, 2) ||
+                            fabs(x->rss_sum - sqlite3_column_double(st, 3)) > 1e-6 * (1 + fabs(x->rss_sum)))
+                                bad++;
+                        sqlite3_finalize(st);
+                }
+        CHECK_EQ_INT(bad, 0);
+        CHECK(p[0].cpu_n > 0 && p[14].rss_n > 0 && p[15].rss_n == 0); /* run a: the tier, the head, no data */
+        /* the tier alone: the head's minutes stay empty */
+        memset(p, 0, ELEMENTSOF(ids) * npoints * sizeof *p);
+        CHECK_EQ_INT(querier_sparks(s, &lim, ids, 2, from, from + (int64_t)npoints * MIN, false, npoints, p), 0);
+        CHECK(p[9].cpu_n == 60 && p[10].cpu_n == 0 && p[npoints + 9].rss_n == 60);
+        free(p);
+        store_close(s);
+}
+
 /* ---- ops ------------------------------------------------------------------------------ */
 
 /* The second k's timing, in ms. */
@@ -356,6 +405,26 @@ static void test_ops(void) {
         check_ops_span(s, &live, id, T0 + 17000, T0 + 69 * MIN + 31000); /* raw, minutes, the hour, minutes, raw */
         check_ops_span(s, NULL, id, T0 + 61 * MIN + 5000, T0 + 61 * MIN + 9000);
         check_ops_span(s, NULL, id, T0 + 59 * MIN, T0 + 61 * MIN);
+
+        /* many runs at once: each run's ops as querier_ops has them */
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t other = add_run(s, 301);
+        CHECK_EQ_INT(store_commit(s), 0);
+        int64_t ids[] = { id, other };
+        static const int64_t spans[][2] = { { T0 + 17000, T0 + 69 * MIN + 31000 }, { T0 + 68 * MIN, T0 + 70 * MIN } };
+        for (size_t i = 0; i < ELEMENTSOF(spans); i++) {
+                struct op_aggs many[2] = {}, one = {};
+                CHECK_EQ_INT(querier_runs_ops(s, &lim, &live, ids, 2, spans[i][0], spans[i][1], many), 0);
+                CHECK_EQ_INT(querier_ops(s, &lim, &live, id, spans[i][0], spans[i][1], NULL, &one), 0);
+                const struct op_agg *x = find(&many[0], "step"), *y = find(&one, "step");
+                CHECK(x && y && x->h.count == y->h.count && x->h.sum == y->h.sum && x->count == y->count);
+                CHECK(find(&many[0], "data") && find(&many[0], "data")->count == find(&one, "data")->count);
+                /* the other run: only what it holds live (this live source answers every run) */
+                CHECK_EQ_INT(many[1].n, live_ts >= spans[i][0] && live_ts < spans[i][1] ? 1 : 0);
+                op_aggs_done(&many[0]);
+                op_aggs_done(&many[1]);
+                op_aggs_done(&one);
+        }
 
         /* steps: each the sum of its own seconds */
         static const int64_t steps[] = { 1000, 60000, 600000, 3600000 };
@@ -457,6 +526,7 @@ int main(void) {
         }
         test_compaction();
         test_answers_equal_sql();
+        test_sparks();
         test_ops();
         test_pack();
         test_migrate_packs();

@@ -493,6 +493,73 @@ static void test_sample_batches(void) {
         store_close(s);
 }
 
+/* ended_runs_per_uid: a user's oldest ended runs past the bound go with
+ * every row they hold, in batches; the newest ones, the running ones and
+ * other users' stay whole. */
+static int64_t add_owned_run(struct store *s, uid_t uid, enum run_state state) {
+        struct run_info ri = { .pid = 77,
+                               .start_time_ticks = 1,
+                               .interval_ms = 1000,
+                               .state = state,
+                               .registered_ts_ms = 1,
+                               .has_uid = true,
+                               .uid = uid };
+        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
+        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
+        struct sample m = { .ts_ms = 1000 + ri.id };
+        CHECK_EQ_INT(store_insert_sample(s, ri.id, &m), 0);
+        struct gauge_value g = { .ts = 1000 + ri.id, .name = "depth", .value = 3 };
+        CHECK_EQ_INT(store_insert_gauge(s, ri.id, &g), 0);
+        CHECK_EQ_INT(store_insert_mark(s, ri.id, 1000 + ri.id, "warm"), 0);
+        struct leak_verdict v = { .suspected = true };
+        CHECK_EQ_INT(store_insert_leak_event(s, ri.id, 1000 + ri.id, true, "rss_anon_bytes", &v), 0);
+        return ri.id;
+}
+
+static int64_t rows_of(sqlite3 *db, const char *table, int64_t id) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE %s = %lld", table,
+                 streq(table, "runs") ? "id" : "run_id", (long long)id);
+        return db_scalar(db, sql);
+}
+
+static void test_prune_ended_runs(void) {
+        static const char *const tables[] = { "runs", "samples", "gauges", "marks", "leak_events" };
+        struct store *s = open_db("prune.db");
+        if (!s)
+                return;
+        sqlite3 *db = store_writer(s);
+        int64_t a[5], b[2], a_running, b_running;
+        CHECK_EQ_INT(store_begin(s), 0);
+        a_running = add_owned_run(s, 1000, RUN_RUNNING); /* older than every ended one */
+        for (size_t i = 0; i < ELEMENTSOF(a); i++) {
+                a[i] = add_owned_run(s, 1000, i % 2 ? RUN_EXITED : RUN_UNREGISTERED);
+                if (i < ELEMENTSOF(b))
+                        b[i] = add_owned_run(s, 1001, RUN_EXITED);
+        }
+        b_running = add_owned_run(s, 1001, RUN_RUNNING);
+        CHECK_EQ_INT(store_commit(s), 0);
+
+        unsigned deleted = 99;
+        CHECK_EQ_INT(store_prune_ended_runs(s, 0, 64, &deleted), 0); /* 0: no bound */
+        CHECK_EQ_INT(deleted, 0);
+        CHECK_EQ_INT(store_prune_ended_runs(s, 2, 2, &deleted), 0); /* a batch of 2 of the 3 */
+        CHECK_EQ_INT(deleted, 2);
+        CHECK_EQ_INT(store_prune_ended_runs(s, 2, 2, &deleted), 0);
+        CHECK_EQ_INT(deleted, 1);
+        CHECK_EQ_INT(store_prune_ended_runs(s, 2, 2, &deleted), 0);
+        CHECK_EQ_INT(deleted, 0);
+        for (size_t t = 0; t < ELEMENTSOF(tables); t++) {
+                for (size_t i = 0; i < ELEMENTSOF(a); i++)
+                        if (rows_of(db, tables[t], a[i]) != (i < 3 ? 0 : 1))
+                                TAP_FAIL("%s: run %zu of uid 1000 has %lld rows", tables[t], i,
+                                         (long long)rows_of(db, tables[t], a[i]));
+                CHECK_EQ_INT(rows_of(db, tables[t], b[0]) + rows_of(db, tables[t], b[1]), 2);
+                CHECK_EQ_INT(rows_of(db, tables[t], a_running) + rows_of(db, tables[t], b_running), 2);
+        }
+        store_close(s);
+}
+
 int main(int argc, char **argv) {
         const char *fixtures = argc > 1 ? argv[1] : "tests/fixtures";
         log_set_max_level(LOG_WARNING);
@@ -508,6 +575,7 @@ int main(int argc, char **argv) {
         test_op_slices();
         test_baseline();
         test_sample_batches();
+        test_prune_ended_runs();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
         if (system(cmd) != 0)

@@ -2,9 +2,12 @@
 /* The straggler test: the sign test's binomial tail, and verdicts on
  * ranks with known distributions. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "analyze/straggler.h"
 #include "tap.h"
+#include "util.h"
 #include "xorshift.h"
 
 /* Within rel relative of want (absolute near 0). */
@@ -142,10 +145,158 @@ static void test_alone(void) {
         hist_done(&h[0]);
 }
 
+/* A job of DDP's shape: per step, an op of each rank's own work, then an
+ * op holding the all-reduce, where the ranks that arrive early wait for the
+ * last. Each scenario gives every rank's median in each op (timings spread
+ * +-20% around it, 400 of them) and the findings the verdict must make, as
+ * "op:rank:kind" (s slower, w waited for, u undecided), in order. */
+#define JOB_RANKS_MAX 4
+struct job_scenario {
+        const char *name;
+        size_t nranks, nops;
+        bool collective[2];
+        double base_ms[2][JOB_RANKS_MAX];
+        const char *want; /* the findings, space-separated; "" none */
+};
+
+static void check_findings(const char *name, const struct straggler_finding *f, size_t n, const char *want) {
+        char got[256] = "";
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++) {
+                char k = f[i].kind == STRAGGLER_SLOWER ? 's' : f[i].kind == STRAGGLER_WAITED_FOR ? 'w' : 'u';
+                len += (size_t)snprintf(got + len, sizeof got - len, "%s%zu:%zu:%c", i ? " " : "", f[i].op, f[i].rank,
+                                        k);
+                if (f[i].kind == STRAGGLER_UNDECIDED)
+                        CHECK_CASE(name, f[i].other != f[i].rank);
+                CHECK_CASE(name, f[i].v.tested && f[i].v.p_value < STRAGGLER_MAX_P);
+        }
+        if (strcmp(got, want) != 0)
+                TAP_FAIL("[%s] findings '%s', expected '%s'", name, got, want);
+}
+
+static void test_job_verdicts(void) {
+        /* compute (own work) 1 ms, backward (all-reduce) 5 ms; a slowed rank
+         * spends 10 ms more in compute, and the others wait 10 ms more in
+         * backward */
+        static const struct job_scenario rows[] = {
+                { "3 ranks, rank 2 slow before the all-reduce",
+                  3,
+                  2,
+                  { false, true },
+                  { { 1, 1, 11 }, { 15, 15, 5 } },
+                  "1:2:w 0:2:s" },
+                /* not told that backward holds a collective: the victims are
+                 * two of three, the typical rank; only the cause is named */
+                { "3 ranks, the collective not declared",
+                  3,
+                  2,
+                  { false, false },
+                  { { 1, 1, 11 }, { 15, 15, 5 } },
+                  "0:2:s" },
+                { "3 ranks, all equally slow", 3, 2, { false, true }, { { 11, 11, 11 }, { 5, 5, 5 } }, "" },
+                { "4 ranks, rank 0 slow",
+                  4,
+                  2,
+                  { false, true },
+                  { { 11, 1, 1, 1 }, { 5, 15, 15, 15 } },
+                  "1:0:w 0:0:s" },
+                /* a rank faster at its own work waits longer: it is named nowhere */
+                { "4 ranks, rank 3 fast", 4, 2, { false, true }, { { 10, 10, 10, 5 }, { 5, 5, 5, 10 } }, "" },
+                /* two ranks: the collective op says who waits for whom */
+                { "2 ranks, rank 1 slow", 2, 2, { false, true }, { { 1, 11 }, { 15, 5 } }, "1:1:w 0:1:s" },
+                /* two ranks and no collective declared: a slower rank and a
+                 * waiting one look alike */
+                { "2 ranks, nothing declared", 2, 2, { false, false }, { { 1, 11 }, { 15, 5 } }, "0:1:u 1:0:u" },
+                /* the slowness inside the collective op, before the all-reduce:
+                 * both ranks spend the same time there, nothing to see */
+                { "2 ranks, slow inside the collective op", 2, 1, { true }, { { 15, 15 } }, "" },
+                /* the collective names rank 0; rank 1's longer wait in an
+                 * undeclared op is its victim's, not a finding */
+                { "2 ranks, a second waiting op", 2, 2, { true, false }, { { 5, 15 }, { 8, 18 } }, "0:0:w" },
+        };
+        for (size_t s = 0; s < ELEMENTSOF(rows); s++) {
+                const struct job_scenario *sc = &rows[s];
+                struct hist h[2][JOB_RANKS_MAX];
+                struct straggler_op ops[2];
+                uint64_t seed = 0x51ed + s;
+                for (size_t o = 0; o < sc->nops; o++) {
+                        for (size_t i = 0; i < sc->nranks; i++)
+                                fill(&h[o][i], &seed, 400, sc->base_ms[o][i]);
+                        ops[o] = (struct straggler_op){ .ranks = h[o], .collective = sc->collective[o] };
+                }
+                struct straggler_finding *f = NULL;
+                size_t n = 0;
+                CHECK_EQ_INT(straggler_judge(ops, sc->nops, sc->nranks, 10, &f, &n), 0);
+                check_findings(sc->name, f, n, sc->want);
+                free(f);
+                for (size_t o = 0; o < sc->nops; o++)
+                        for (size_t i = 0; i < sc->nranks; i++)
+                                hist_done(&h[o][i]);
+        }
+}
+
+/* In a collective op the rank the others wait for: its median, theirs and
+ * how much less it spends. */
+static void test_collective_figures(void) {
+        struct hist h[3];
+        uint64_t seed = 99;
+        fill(&h[0], &seed, 400, 15);
+        fill(&h[1], &seed, 400, 15);
+        fill(&h[2], &seed, 400, 5);
+        struct straggler_verdict v;
+        CHECK_EQ_INT(straggler_test_collective(h, 3, 2, 10, &v), 0);
+        CHECK(v.straggler && v.tested && v.n == 400 && v.above > 390);
+        CHECK_REL(v.p50_ms, 5, 0.05);
+        CHECK_REL(v.others_p50_ms, 15, 0.05);
+        CHECK_REL(v.slower_pct, (v.p50_ms / v.others_p50_ms - 1) * 100, 1e-12);
+        CHECK(v.slower_pct < -60);
+        /* the ranks that wait are never named there */
+        for (size_t i = 0; i < 2; i++) {
+                CHECK_EQ_INT(straggler_test_collective(h, 3, i, 10, &v), 0);
+                CHECK(v.tested && !v.straggler);
+        }
+        for (size_t i = 0; i < 3; i++)
+                hist_done(&h[i]);
+}
+
+/* NVIDIA's scores: the reference median over the rank's, in (0, 1]. */
+static void test_scores(void) {
+        struct hist h[3], w[4];
+        uint64_t seed = 5;
+        fill(&h[0], &seed, 400, 10);
+        fill(&h[1], &seed, 400, 10);
+        fill(&h[2], &seed, 400, 20);
+        double fastest = fmin(hist_quantile(&h[0], 0.5), hist_quantile(&h[1], 0.5));
+        CHECK_REL(straggler_relative_score(h, 3, 2), fastest / hist_quantile(&h[2], 0.5), 1e-12);
+        CHECK(straggler_relative_score(h, 3, 2) < 0.75 && straggler_relative_score(h, 3, 2) > 0.45);
+        CHECK(straggler_relative_score(h, 3, 0) > 0.9 && straggler_relative_score(h, 3, 0) <= 1);
+        hist_done(&h[2]);
+        fill(&h[2], &seed, 10, 20); /* too few to score, and left out of the others' */
+        CHECK(isnan(straggler_relative_score(h, 3, 2)));
+        CHECK(straggler_relative_score(h, 3, 0) > 0.9);
+        /* individual: the best window over the latest; a window of too few
+         * timings is no reference, a latest one of too few no score */
+        fill(&w[0], &seed, 400, 10);
+        fill(&w[1], &seed, 5, 1);
+        fill(&w[2], &seed, 400, 12);
+        fill(&w[3], &seed, 400, 20);
+        CHECK_REL(straggler_individual_score(w, 4), hist_quantile(&w[0], 0.5) / hist_quantile(&w[3], 0.5), 1e-12);
+        CHECK_REL(straggler_individual_score(w, 1), 1, 1e-12);
+        CHECK(isnan(straggler_individual_score(w, 2)));
+        CHECK(isnan(straggler_individual_score(w, 0)));
+        for (size_t i = 0; i < 4; i++)
+                hist_done(&w[i]);
+        for (size_t i = 0; i < 3; i++)
+                hist_done(&h[i]);
+}
+
 int main(void) {
         test_binomial();
         test_verdicts();
         test_over_threshold_not_significant();
         test_alone();
+        test_job_verdicts();
+        test_collective_figures();
+        test_scores();
         TEST_DONE();
 }

@@ -95,6 +95,55 @@ static void test_utf8(void) {
         free(s);
 }
 
+/* Names and labels users give: every control and bidirectional formatting
+ * character is refused, each at the edge of its range, and the characters
+ * just outside those ranges are not. */
+static void test_plain_text(void) {
+        static const char *const refused[] = {
+                "a\nb",         /* C0 */
+                "a\tb",         /* C0 */
+                "\x01",         /* C0 */
+                "\x1f",         /* C0 */
+                "a\x7f",        /* DEL */
+                "\xc2\x80",     /* U+0080, C1 */
+                "\xc2\x9b[31m", /* U+009B, C1 (CSI) */
+                "\xc2\x9f",     /* U+009F, C1 */
+                "\xd8\x9c",     /* U+061C */
+                "\xe2\x80\x8e", /* U+200E */
+                "\xe2\x80\x8f", /* U+200F */
+                "\xe2\x80\xaa", /* U+202A */
+                "gpj.\xe2\x80\xae"
+                "exe",          /* U+202E */
+                "\xe2\x81\xa6", /* U+2066 */
+                "\xe2\x81\xa9", /* U+2069 */
+                "\xc3\x28",     /* not UTF-8 */
+                "\xed\xa0\x80", /* a surrogate */
+        };
+        static const char *const kept[] = {
+                "resnet",           /* ASCII */
+                "a b",              /* a space */
+                "h\xc3\xa9llo",     /* U+00E9 */
+                "\xc2\xa0",         /* U+00A0, after C1 */
+                "\xd8\x9b",         /* U+061B */
+                "\xd8\x9d",         /* U+061D */
+                "\xe2\x80\x8d",     /* U+200D */
+                "\xe2\x80\x90",     /* U+2010 */
+                "\xe2\x80\xa9",     /* U+2029 */
+                "\xe2\x80\xaf",     /* U+202F */
+                "\xe2\x81\xa5",     /* U+2065 */
+                "\xe2\x81\xaa",     /* U+206A */
+                "\xf0\x9f\x98\x80", /* an emoji */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
+                if (utf8_is_plain_text(refused[i], strlen(refused[i])))
+                        TAP_FAIL("refused[%zu] was taken as plain text", i);
+        for (size_t i = 0; i < ELEMENTSOF(kept); i++)
+                if (!utf8_is_plain_text(kept[i], strlen(kept[i])))
+                        TAP_FAIL("kept[%zu] was refused", i);
+        CHECK(!utf8_is_plain_text("a\0b", 3)); /* NUL */
+        CHECK(utf8_is_plain_text("", 0));
+}
+
 static void test_json(void) {
         json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_GLOBAL);
         _cleanup_json_ json_object *o = json_object_new_object();
@@ -420,6 +469,7 @@ int main(void) {
         test_durations();
         test_numbers();
         test_utf8();
+        test_plain_text();
         test_json();
         test_json_text();
         test_lower_bound();

@@ -6,7 +6,8 @@
 # Python process that burns some CPU, grows its memory by 4 MiB/s, writes a
 # file and sends StatsD timings of three ops), a busy process, an idle one and
 # the four ranks of a job (each sending timings of two ops, rank 2 a quarter
-# slower in one); a mark is put on the trainer; after a minute headless
+# slower in one) and one that ends after 20 s; two marks are put on the
+# trainer (at its start and 15 s later); after a minute headless
 # chromium takes the three pages at 1280x900 (the job page 1280x1300).
 # With TALL=FILE it also takes the whole run page (1280x2800) into FILE.
 set -euo pipefail
@@ -69,6 +70,11 @@ api -X POST -d "{\"pid\":$trainer,\"name\":\"resnet50-train\",\"tags\":{\"team\"
 id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["id"])' "$tmp/run.json")
 api -X POST -d "{\"pid\":$busy,\"name\":\"tokenizer\",\"tags\":{\"team\":\"nlp\"}}" http://localhost/v1/runs > /dev/null
 api -X POST -d "{\"pid\":$idle,\"name\":\"notebook\"}" http://localhost/v1/runs > /dev/null
+api -X POST -d '{"label":"train:start"}' "http://localhost/v1/runs/$id/marks" > /dev/null
+# a run that ends before the pictures: the overview lists it among the finished
+sleep 20 &
+pids+=($!)
+api -X POST -d "{\"pid\":$!,\"name\":\"tokenize-shard\",\"tags\":{\"team\":\"nlp\"}}" http://localhost/v1/runs > /dev/null
 
 # the ranks of a job: each its own process (StatsD timings land on the
 # sender's run), rank 2's forward pass 25 % slower
@@ -84,7 +90,7 @@ while True:
     for _ in range(5):
         s.sendto(b"forward:%.3f|ms|#category:model" % (random.lognormvariate(3.0, 0.08) * slow), path)
     s.sendto(b"allreduce:%.3f|ms|#category:comm" % random.lognormvariate(2.3, 0.15), path)
-    time.sleep(0.1)
+    time.sleep(0.2)  # the timings take about 110 ms of the 200
 PY
     pids+=($!)
     api -X POST -d "{\"pid\":$!,\"name\":\"llama-rank$rank\",\"tags\":{\"job_id\":\"$job\",\"rank\":\"$rank\"}}" \

@@ -4,7 +4,8 @@
 'use strict';
 
 (function () {
-  const { el, clear, known } = mlmon;
+  if (!mlmon.page('run')) return;
+  const { el, clear, known, bdi } = mlmon;
   const id = Number(location.pathname.split('/')[2]);
   const REFRESH_MS = 5000;
   // Points per plot: about a screen's width; the API merges steps.
@@ -21,12 +22,17 @@
     for (const [k, v] of pairs) d.append(el('dt', {}, k), el('dd', {}, v));
   }
 
+  // A string of the process's (isolated), or '-'.
+  const text = (s) => (s ? bdi(s) : '-');
+
   function renderIdentity(run) {
-    document.title = 'mlmond: ' + (run.name || run.comm || 'run ' + run.id);
-    clear(document.getElementById('title')).append(el('span', { class: 'run-name' }, run.name || run.comm || ''),
-      ' ', el('span', { class: 'state ' + run.state }, run.state));
-    dl([['run', String(run.id)], ['name', run.name || '-'], ['pid', String(run.pid)], ['comm', run.comm || '-'],
-      ['command', run.cmdline || '-'], ['tags', Object.entries(run.tags || {}).map(([k, v]) => k + '=' + v).join(' ') || '-'],
+    document.title = 'mlmond: ' + mlmon.plain(run.name || run.comm || 'run ' + run.id);
+    clear(document.getElementById('title')).append(el('span', { class: 'run-name' }, bdi(run.name || run.comm || '')),
+      ' ', el('span', { class: 'state ' + run.state }, run.state),
+      ...(mlmon.badProcess(run) ? [' ', el('span', { class: 'state ' + run.proc_state }, run.proc_state)] : []));
+    dl([['run', String(run.id)], ['name', text(run.name)], ['pid', String(run.pid)], ['process', mlmon.processText(run)],
+      ['comm', text(run.comm)],
+      ['command', text(run.cmdline)], ['tags', Object.keys(run.tags || {}).length ? mlmon.tags(run.tags) : '-'],
       ['registered', mlmon.fmtTime(run.registered_ts)], ['ended', mlmon.fmtTime(run.ended_ts)],
       ['interval', run.interval_ms + ' ms']]);
   }
@@ -39,6 +45,18 @@
     card('CPU avg', mlmon.fmtPct(s.cpu_util_avg_pct));
     card('peak RSS', mlmon.fmtBytes(s.peak_rss_bytes));
     card('final RSS', mlmon.fmtBytes(s.final_rss_bytes));
+    // A tree's PSS (where measured): its shared pages divided among the
+    // processes that map them, where the RSS sum counts them in each.
+    const pss = known(s.peak_pss_bytes) || known(s.final_pss_bytes);
+    if (pss) {
+      card('peak PSS (footprint)', mlmon.fmtBytes(s.peak_pss_bytes));
+      card('final PSS (footprint)', mlmon.fmtBytes(s.final_pss_bytes));
+    }
+    const note = document.getElementById('summary-note');
+    note.hidden = !pss;
+    note.textContent = pss ? 'PSS is the process tree\u2019s real memory footprint: each page shared by its processes ' +
+      '(forked workers) counts once, split among them. RSS adds up each process\u2019s resident pages, so a shared ' +
+      'page counts once per process that maps it.' : '';
     card('read', mlmon.fmtBytes(s.read_bytes));
     card('written', mlmon.fmtBytes(s.write_bytes));
     card('net rx (netns)', mlmon.fmtBytes(s.netns_rx_bytes));
@@ -65,25 +83,7 @@
     return [Math.floor(from), Math.floor(until)];
   }
 
-  // Vertical lines and labels of the run's marks, on every plot.
-  function underlay(marks, extra) {
-    return function (ctx, area, g) {
-      ctx.save();
-      if (extra) extra(ctx, area, g);
-      ctx.fillStyle = '#c92a2a';
-      ctx.font = '11px sans-serif';
-      for (const m of marks) {
-        const x = g.toDomXCoord(m.ts);
-        if (x < area.x || x > area.x + area.w) continue;
-        ctx.fillRect(x, area.y, 1, area.h);
-        ctx.fillText(m.label, x + 3, area.y + 11);
-      }
-      ctx.restore();
-    };
-  }
-
-  const plot = (title, names, rows, fmt, marks, extra) =>
-    mlmon.plot(document.getElementById('plots'), title, names, rows, fmt, { underlayCallback: underlay(marks, extra) });
+  const plot = (p, marks) => mlmon.plot(document.getElementById('plots'), Object.assign({ marks }, p));
 
   const bytesFmt = (v) => mlmon.fmtBytes(v);
   const rateFmt = (v) => mlmon.fmtRate(v);
@@ -118,36 +118,49 @@
   function renderPlots(run, samples, gauges, lat, marks) {
     clear(document.getElementById('plots'));
     if (!mlmon.chartsAvailable()) return;
-    plot('CPU %', ['cpu'], series(samples, ['cpu_pct']), pctFmt, marks);
-    plot('Memory', ['RSS', 'anonymous RSS'], series(samples, ['rss_bytes', 'rss_anon_bytes']), bytesFmt, marks,
-      leakOverlay(run.leak, samples));
+    plot({ title: 'CPU %', names: ['cpu'], rows: series(samples, ['cpu_pct']), fmt: pctFmt }, marks);
+    // a tree's PSS where it was measured: its footprint, beside the RSS sum,
+    // and its anonymous part, the series a tree's leak verdict judges. They
+    // are read every pss_interval, not every sample: their lines join the
+    // samples that have them.
+    const mem = [['rss_bytes', 'RSS'], ['rss_anon_bytes', 'anonymous RSS']];
+    if (samples.some((s) => known(s.pss_bytes))) mem.push(['pss_bytes', 'PSS (the tree\u2019s footprint)']);
+    if (samples.some((s) => known(s.pss_anon_bytes))) mem.push(['pss_anon_bytes', 'anonymous PSS']);
+    const sparse = Object.fromEntries(mem.map((m, i) => ['s' + i, { connectSeparatedPoints: i >= 2 }]));
+    plot({ title: 'Memory', names: mem.map((m) => m[1]), rows: series(samples, mem.map((m) => m[0])), fmt: bytesFmt,
+      bytes: true, underlay: leakOverlay(run.leak, samples), opts: { series: sparse } }, marks);
     if (samples.some((s) => known(s.gpu_mem_bytes))) {
-      plot('GPU memory', ['GPU memory'], series(samples, ['gpu_mem_bytes']), bytesFmt, marks,
-        leakOverlay(run.leak && run.leak.gpu_mem, samples));
+      plot({ title: 'GPU memory', names: ['GPU memory'], rows: series(samples, ['gpu_mem_bytes']), fmt: bytesFmt, bytes: true,
+        underlay: leakOverlay(run.leak && run.leak.gpu_mem, samples) }, marks);
     }
-    if (samples.some((s) => known(s.gpu_util_pct))) plot('GPU utilisation', ['GPU'], series(samples, ['gpu_util_pct']), pctFmt, marks);
-    plot('Disk I/O', ['read', 'write'], series(samples, ['read_bytes_per_s', 'write_bytes_per_s']), rateFmt, marks);
-    plot('Network (namespace)', ['rx', 'tx'], series(samples, ['netns_rx_bytes_per_s', 'netns_tx_bytes_per_s']), rateFmt, marks);
+    if (samples.some((s) => known(s.gpu_util_pct))) {
+      plot({ title: 'GPU utilisation', names: ['GPU'], rows: series(samples, ['gpu_util_pct']), fmt: pctFmt }, marks);
+    }
+    plot({ title: 'Disk I/O', names: ['read', 'write'], rows: series(samples, ['read_bytes_per_s', 'write_bytes_per_s']),
+      fmt: rateFmt, bytes: true }, marks);
+    plot({ title: 'Network (namespace)', names: ['rx', 'tx'],
+      rows: series(samples, ['netns_rx_bytes_per_s', 'netns_tx_bytes_per_s']), fmt: rateFmt, bytes: true }, marks);
     const byName = new Map();
     for (const g of gauges) {
       if (!byName.has(g.name)) byName.set(g.name, []);
       byName.get(g.name).push([new Date(g.ts), known(g.value) ? g.value : null]);
     }
-    for (const [name, rows] of byName) plot('gauge ' + name, [name], rows, numFmt, marks);
+    for (const [name, rows] of byName) plot({ title: ['gauge ', bdi(name)], names: [name], rows, fmt: numFmt }, marks);
     for (const op of Object.keys(lat.ops)) {
       const steps = lat.steps || [];
-      plot(op + ': latency', ['p50', 'p90', 'p99'], steps.map((s) => {
+      plot({ title: [bdi(op), ': latency'], names: ['p50', 'p90', 'p99'], rows: steps.map((s) => {
         const o = s.ops[op];
         return [new Date(s.ts), o ? o.p50_ms : null, o ? o.p90_ms : null, o ? o.p99_ms : null];
-      }), msFmt, marks);
-      plot(op + ': ops/s', ['ops/s'], steps.map((s) => [new Date(s.ts), s.ops[op] ? s.ops[op].per_s : 0]), numFmt, marks);
+      }), fmt: msFmt }, marks);
+      plot({ title: [bdi(op), ': ops/s'], names: ['ops/s'],
+        rows: steps.map((s) => [new Date(s.ts), s.ops[op] ? s.ops[op].per_s : 0]), fmt: numFmt }, marks);
     }
   }
 
   function renderMarks(marks) {
     const sel = document.getElementById('since-mark');
     clear(sel).append(el('option', { value: '' }, '-'));
-    for (const m of marks) sel.append(el('option', { value: String(m.ts), 'data-label': m.label }, m.label + ' (' + new Date(m.ts).toLocaleTimeString() + ')'));
+    for (const m of marks) sel.append(el('option', { value: String(m.ts), 'data-label': m.label }, mlmon.plain(m.label) + ' (' + new Date(m.ts).toLocaleTimeString() + ')'));
     sel.value = state.mark === null ? '' : String(state.mark);
   }
 
@@ -177,7 +190,8 @@
     document.getElementById('span').textContent = mlmon.fmtTime(from) + ' to ' + mlmon.fmtTime(until) +
       (smp.truncated ? ' (truncated)' : '');
     renderPlots(run, smp.samples, smp.gauges, lat, mk.marks);
-    mlmon.reportTable(document.getElementById('report'), lat.ops, lat.window_s);
+    mlmon.reportTable(document.getElementById('report'), lat.ops, lat.window_s, lat.window_s, 'the span\u2019s wall time');
+    await mlmon.goodput(document.getElementById('goodput'), base, range, until - from, run);
     document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     return run.state === 'running';
   }

@@ -316,6 +316,10 @@ static double clamp_range(const struct hist *h, double v) {
         return v;
 }
 
+double hist_bucket_rep_ms(const struct hist *h, uint32_t i) {
+        return clamp_range(h, hist_bucket_value((int64_t)h->lo + i));
+}
+
 double hist_quantile(const struct hist *h, double q) {
         if (h->count == 0 || !(q >= 0 && q <= 1))
                 return NAN;

@@ -72,6 +72,8 @@ uint64_t hist_count_above(const struct hist *h, double v);
  * double not above it, so v <= hist_bucket_upper_s(k) exactly when v is at
  * most the real bound. */
 double hist_bucket_upper_s(int32_t k);
+/* The value quantiles give for the values of counts[i] (within [min, max]). */
+double hist_bucket_rep_ms(const struct hist *h, uint32_t i);
 double hist_mean(const struct hist *h);   /* NaN if empty */
 double hist_stddev(const struct hist *h); /* population stddev; NaN if empty */
 

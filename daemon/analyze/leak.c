@@ -150,7 +150,7 @@ struct window_result {
         double level;                              /* at the window's start */
         double growth_lo;                          /* at the lower confidence bound of the slope */
         double growth_se;                          /* its standard error, predicted from the sample noise */
-        bool stats;                                /* slope, level, growth, need known (else computed if reported) */
+        bool new_high, stats; /* W_UNSURE: ends on a new high all the same; slope, level, growth, need known */
 };
 
 static bool judged(enum why w) {
@@ -557,18 +557,20 @@ static void judge_window(const struct ctx *c, double w, struct window_result *r)
                 return;
         }
         /* The growth floor holds at the slope's lower confidence bound
-         * too: not only noise lifted the slope over it. */
+         * too: not only noise lifted the slope over it (W_UNSURE). And a new
+         * high: the window ends above every earlier floor (since the grace)
+         * by at least min_new_high of its growth. Memory that only climbs
+         * back to where it was -- a cache refilling after a flush, load
+         * coming back, a mean-reverting churn -- is not leaking (nor, when
+         * unsure, a trend to forecast from). */
+        double when, prior = prior_high(c, win.ja, win.troughs, win.len, win.k0, &when);
+        bool old_high = prior > -INFINITY && r->level + r->growth - prior < p->min_new_high * r->growth;
         if (!(r->growth_lo >= r->need)) {
                 r->why = W_UNSURE;
+                r->new_high = !old_high;
                 return;
         }
-        /* A new high: the window ends above every earlier floor (since the
-         * grace) by at least min_new_high of its growth. Memory that only
-         * climbs back to where it was -- a cache refilling after a flush,
-         * load coming back, a mean-reverting churn -- is not leaking. */
-        double when;
-        double prior = prior_high(c, win.ja, win.troughs, win.len, win.k0, &when);
-        if (prior > -INFINITY && r->level + r->growth - prior < p->min_new_high * r->growth) {
+        if (old_high) {
                 r->why = W_OLD_HIGH;
                 r->prior_t = when;
                 return;
@@ -806,6 +808,8 @@ static void set_verdict(const struct ctx *c, struct window_result *rep, struct l
         ret->window_s = rep->span;
         ret->confidence = 0.5 * erfc(-rep->z / M_SQRT2);
         ret->since_t_s = rep->since;
+        if ((rep->why == W_PASS || (rep->why == W_UNSURE && rep->new_high)) && rep->growth_lo > 0 && rep->span > 0)
+                ret->slope_lo_bytes_per_s = rep->growth_lo / rep->span;
         set_reason(ret, rep, c->p, c->t_end);
 }
 

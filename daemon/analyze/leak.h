@@ -86,14 +86,18 @@ bool leak_params_valid(const struct leak_params *p);
 
 struct leak_verdict {
         bool suspected;
-        bool evaluated;           /* false: not judged yet (grace, too little data, a gap, a slow sawtooth);
+        bool evaluated;              /* false: not judged yet (grace, too little data, a gap, a slow sawtooth);
                                  * the numbers below are then 0 and only `reason` says why */
-        double slope_bytes_per_s; /* of the reported window (the longest passing, else the longest judged) */
-        double growth_bytes;      /* slope x window_s */
-        double window_s;          /* the span judged: from its first sample to the last one */
-        double confidence;        /* 0..1: 1 - one-sided p-value of the Mann-Kendall Z */
-        double since_t_s;         /* start of the reported window, in the series' time */
-        char reason[256];         /* one sentence a human can act on; it does not name the metric, e.g.
+        double slope_bytes_per_s;    /* of the reported window (the longest passing, else the longest judged) */
+        double growth_bytes;         /* slope x window_s */
+        double window_s;             /* the span judged: from its first sample to the last one */
+        double confidence;           /* 0..1: 1 - one-sided p-value of the Mann-Kendall Z */
+        double since_t_s;            /* start of the reported window, in the series' time */
+        double slope_lo_bytes_per_s; /* the slope's lower confidence bound (growth_bound_z standard errors down)
+                                      * where the window's growth passed every check but perhaps that bound (a
+                                      * leak, or a steady trend to a new high short of one); else 0: what a
+                                      * forecast of when memory runs out may divide by */
+        char reason[256];            /* one sentence a human can act on; it does not name the metric, e.g.
                                  * "memory grew 96.0 MiB in 45 s (2.13 MiB/s), steadily: Mann-Kendall Z 4.5
                                  * over 12 floors", "no steady growth: the floor of the last 5 min changed by
                                  * +1.2 MiB (below 16.0 MiB)", "growth stopped: the last 10 s are flat after
@@ -113,4 +117,3 @@ struct leak_verdict {
  * 250 ms (tests/bench/leak-sim -b). */
 int leak_evaluate(const struct leak_point *series, size_t n, double grace_from_t_s, const struct leak_params *p,
                   struct leak_verdict *ret);
-

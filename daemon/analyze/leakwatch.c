@@ -147,6 +147,7 @@ void leakwatch_state(const struct leakwatch *w, int64_t registered_ts_ms, struct
                 .evaluated = ev,
                 .ended = w->ended,
                 .slope_bytes_per_s = ev ? v->slope_bytes_per_s : 0,
+                .slope_lo_bytes_per_s = ev && !w->ended ? v->slope_lo_bytes_per_s : 0,
                 .growth_bytes = ev ? v->growth_bytes : 0,
                 .window_s = ev ? v->window_s : 0,
                 .confidence = ev ? v->confidence : 0,

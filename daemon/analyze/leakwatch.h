@@ -70,10 +70,11 @@ struct leak_state {
         bool evaluated; /* judged with figures: slope, growth, window and confidence mean something */
         bool ended;     /* the run ended: the verdict is final */
         double slope_bytes_per_s, growth_bytes, window_s, confidence;
-        int64_t since_ms;        /* start of the reported window (realtime ms); 0 unless evaluated */
-        int64_t suspected_at_ms; /* when it became suspected; 0 unless suspected */
-        int64_t evaluated_ts_ms; /* the last evaluation; 0 before the first */
-        char reason[256];        /* one sentence, as struct leak_verdict's (or why it was not judged yet) */
+        double slope_lo_bytes_per_s; /* see struct leak_verdict; 0: no trend to forecast from */
+        int64_t since_ms;            /* start of the reported window (realtime ms); 0 unless evaluated */
+        int64_t suspected_at_ms;     /* when it became suspected; 0 unless suspected */
+        int64_t evaluated_ts_ms;     /* the last evaluation; 0 before the first */
+        char reason[256];            /* one sentence, as struct leak_verdict's (or why it was not judged yet) */
 };
 
 /* A run's verdicts: on anonymous RSS always, on GPU memory once the run had

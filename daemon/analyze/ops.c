@@ -26,6 +26,14 @@ int ops_category(const struct op_table *t, const char *op, const char **ret_cate
         return 0;
 }
 
+int64_t ops_last_ms(const struct op_table *t, const char *op) {
+        int64_t last = 0;
+        for (size_t i = 0; i < t->n_open; i++)
+                if ((!op || streq(t->open[i].op, op)) && t->open[i].last > last)
+                        last = t->open[i].last;
+        return last;
+}
+
 static void slice_done(struct op_slice *s) {
         free(s->op);
         free(s->category);
@@ -66,6 +74,7 @@ static int close_slice(struct op_table *t, struct op_slice *s) {
                 return -ENOMEM;
         }
         d->ts = s->ts;
+        d->last = s->last;
         d->count = s->count;
         d->h = s->h; /* the histogram moves; the open slice gets a fresh one */
         hist_init(&s->h);
@@ -140,6 +149,8 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                 return -EINVAL;
 
         int64_t slice = ops_slice_of(now_ms);
+        /* a slice opened in the second of a mark, after it, starts at it */
+        int64_t start = t->cut_ms > slice && ops_slice_of(t->cut_ms) == slice ? t->cut_ms : slice;
         struct op_slice *s = find_open(t, op, op_len);
         if (s && category && category_len && !same_category(s->category, category, category_len))
                 return -EEXIST; /* the op's first observation set another */
@@ -158,15 +169,16 @@ int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *c
                         return -ENOMEM;
                 }
                 hist_init(&s->h);
-                s->ts = slice;
+                s->ts = start;
                 t->n_open++;
         } else if (ops_slice_of(s->ts) != slice) { /* (a mark may have cut it: s->ts inside the slice) */
                 int r = close_slice(t, s);
                 if (r < 0)
                         return r;
                 s = find_open(t, op, op_len); /* close_slice may not move open[], but be safe */
-                s->ts = slice;
+                s->ts = start;
         }
+        s->last = now_ms;
         if (kind == OP_TIMING) {
                 /* a timing sampled at rate r stands for 1/r timings */
                 uint64_t weight = (uint64_t)llround(1.0 / rate);
@@ -192,6 +204,8 @@ int ops_rotate(struct op_table *t, int64_t now_ms) {
 }
 
 int ops_cut(struct op_table *t, int64_t ts_ms) {
+        if (ts_ms > t->cut_ms)
+                t->cut_ms = ts_ms;
         for (size_t i = 0; i < t->n_open; i++)
                 if (t->open[i].ts < ts_ms) {
                         int r = close_slice(t, &t->open[i]);
@@ -294,6 +308,25 @@ void op_aggs_done(struct op_aggs *a) {
         free(a->v);
         a->v = NULL;
         a->n = 0;
+}
+
+/* True when x costs more than y by key (a sum or a count), or as much
+ * with a name earlier in byte order. */
+static bool op_before(const struct op_agg *x, double kx, const struct op_agg *y, double ky) {
+        return !y || kx > ky || (kx == ky && strcmp(x->op, y->op) < 0);
+}
+
+const struct op_agg *op_aggs_top(const struct op_aggs *a) {
+        const struct op_agg *timed = NULL, *counted = NULL;
+        for (size_t i = 0; i < a->n; i++) {
+                const struct op_agg *x = &a->v[i];
+                if (x->h.count > 0 && op_before(x, x->h.sum, timed, timed ? timed->h.sum : 0))
+                        timed = x;
+                else if (x->h.count == 0 && x->count > 0 &&
+                         op_before(x, x->count, counted, counted ? counted->count : 0))
+                        counted = x;
+        }
+        return timed ? timed : counted;
 }
 
 int gauge_values_copy(const struct gauge_value *v, size_t n, struct gauge_value **ret) {

@@ -36,6 +36,7 @@ struct op_slice {
         int64_t ts;     /* slice start, Unix ms */
         double count;   /* timings + counter increments, sample rates applied */
         struct hist h;  /* timings */
+        int64_t last;   /* open slices: Unix ms of the op's latest timing or count, ever */
 };
 
 struct gauge_value {
@@ -58,6 +59,7 @@ struct op_table {
         struct gauge_value *gauge_last; /* last value per gauge name (for deltas) */
         size_t n_gauge_last;
         uint64_t dropped; /* over OPS_MAX_PER_RUN or OPS_MAX_PENDING_GAUGES */
+        int64_t cut_ms;   /* the latest mark (ops_cut): no slice of its second starts before it */
 };
 
 static inline int64_t ops_slice_of(int64_t ts_ms) {
@@ -73,6 +75,9 @@ static inline int64_t ops_slice_of(int64_t ts_ms) {
 bool ops_value_valid(enum op_kind kind, double value, double rate);
 int ops_observe(struct op_table *t, const char *op, size_t op_len, const char *category, size_t category_len,
                 enum op_kind kind, double value, double rate, int64_t now_ms);
+/* Unix ms of the latest timing or count of op (NULL: of any op) the table
+ * took; 0: none since it was made. */
+int64_t ops_last_ms(const struct op_table *t, const char *op);
 /* 1 and the category (NULL: none) op has in t, or 0: t has not seen op. */
 int ops_category(const struct op_table *t, const char *op, const char **ret_category);
 
@@ -112,3 +117,7 @@ int op_aggs_add_encoded(struct op_aggs *a, const char *op, const char *category,
 /* Adds the table's slices (open and done) with ts in [from, until). */
 int op_aggs_add_live(struct op_aggs *a, const struct op_table *t, int64_t from, int64_t until, const char *op_filter);
 void op_aggs_done(struct op_aggs *a);
+/* The op that cost the most time: the timed op with the largest total,
+ * else (counters only) the op counted most; ties go to the first name in
+ * byte order. NULL when a has no op with a timing or a count. */
+const struct op_agg *op_aggs_top(const struct op_aggs *a);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "collect/discover.h"
 
+#include "collect/cgroup.h"
+
 #include <string.h>
 
 #include "collect/procfs-text.h"
@@ -8,12 +10,18 @@
 
 /* the environment's tags come first, in jobenv.h's order */
 _Static_assert(DT_JOB_ID == (int)JOBENV_JOB_ID && DT_RANK == (int)JOBENV_RANK &&
-                       DT_LOCAL_RANK == (int)JOBENV_LOCAL_RANK && DT_WORLD_SIZE == (int)JOBENV_WORLD_SIZE,
+                       DT_LOCAL_RANK == (int)JOBENV_LOCAL_RANK && DT_WORLD_SIZE == (int)JOBENV_WORLD_SIZE &&
+                       DT_ATTEMPT == (int)JOBENV_ATTEMPT,
                "the environment's tags as jobenv.h numbers them");
 
 static const char *const tag_keys[_DT_MAX] = {
-        [DT_JOB_ID] = "job_id",         [DT_RANK] = "rank", [DT_LOCAL_RANK] = "local_rank",
-        [DT_WORLD_SIZE] = "world_size", [DT_UNIT] = "unit", [DT_CONTAINER_ID] = "container_id",
+        [DT_JOB_ID] = "job_id",
+        [DT_RANK] = "rank",
+        [DT_LOCAL_RANK] = "local_rank",
+        [DT_WORLD_SIZE] = "world_size",
+        [DT_ATTEMPT] = "attempt",
+        [DT_UNIT] = "unit",
+        [DT_CONTAINER_ID] = "container_id",
         [DT_POD_UID] = "pod_uid",
 };
 
@@ -143,32 +151,30 @@ static void parse_cgroup_path(const char *path, size_t len, struct discovered *r
 }
 
 int discover_parse_cgroup(const char *text, struct discovered *ret) {
-        const char *p = text, *end, *line, *chosen = NULL, *chosen_end = NULL;
+        const char *p = text, *chosen = NULL;
+        size_t chosen_len = 0;
+        struct cgroup_line l;
+        bool ok;
         int best = 3;
 
-        while ((line = next_line(&p, &end))) {
-                if (line == end)
-                        continue;
-                const char *c1 = memchr(line, ':', (size_t)(end - line));
-                const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
-                unsigned id;
-                if (!c2 || word_to_uint(line, (size_t)(c1 - line), &id) < 0 || c2 + 1 >= end || c2[1] != '/')
+        while (cgroup_next_line(&p, &l, &ok)) {
+                if (!ok)
                         return -EINVAL;
-                if (end - c2 == 2)
+                if (l.path_len == 1)
                         continue; /* "/": the root, or a v1 hierarchy nobody uses */
-                size_t clen = (size_t)(c2 - c1 - 1);
                 /* 0 the v2 line, 1 systemd's v1 hierarchy, 2 any other */
-                int rank = id == 0 && clen == 0                                                          ? 0
-                           : clen == strlen("name=systemd") && memcmp(c1 + 1, "name=systemd", clen) == 0 ? 1
-                                                                                                         : 2;
+                size_t clen = l.controllers_len;
+                int rank = l.id == 0 && clen == 0                                                               ? 0
+                           : clen == strlen("name=systemd") && memcmp(l.controllers, "name=systemd", clen) == 0 ? 1
+                                                                                                                : 2;
                 if (rank < best) {
                         best = rank;
-                        chosen = c2 + 1;
-                        chosen_end = end;
+                        chosen = l.path;
+                        chosen_len = l.path_len;
                 }
         }
         if (chosen)
-                parse_cgroup_path(chosen, (size_t)(chosen_end - chosen), ret);
+                parse_cgroup_path(chosen, chosen_len, ret);
         return 0;
 }
 

@@ -13,6 +13,7 @@ enum discover_tag {
         DT_RANK,
         DT_LOCAL_RANK,
         DT_WORLD_SIZE,
+        DT_ATTEMPT,
         DT_UNIT,
         DT_CONTAINER_ID,
         DT_POD_UID,
@@ -30,8 +31,8 @@ struct discovered {
 /* "job_id", "rank", ...: the tag key. */
 const char *discover_tag_key(enum discover_tag t);
 
-/* The variables of an environ block into the job_id, rank, local_rank and
- * world_size tags, as jobenv_parse() (lib/jobenv.h) finds them. Tags found
+/* The variables of an environ block into the job_id, rank, local_rank,
+ * world_size and attempt tags, as jobenv_parse() (lib/jobenv.h) finds them. Tags found
  * already in *ret are kept. */
 void discover_parse_environ(const char *buf, size_t len, struct discovered *ret);
 

@@ -178,23 +178,6 @@ static ssize_t read_member_file(int kept_fd, int dirfd, const char *name, char *
         return pread_text(fd, buf, size);
 }
 
-struct reading {
-        int pid;
-        struct proc_stat st;
-        bool has_cpu;
-        uint64_t cpu_ns; /* all threads, exited ones included */
-        bool zombie;
-        bool has_statm;
-        struct proc_statm statm;
-        bool has_io;
-        struct proc_io io;
-        uint64_t netns;
-        bool has_netns;
-        bool reused_st;        /* st and io are the previous sample's */
-        int dirfd;             /* the run's, or fds.dir */
-        struct member_fds fds; /* owned */
-};
-
 /* The member pid was in the previous sample, if it has not run since:
  * the same CPU clock (a recycled pid's clock is another's) and a stat
  * read not too long ago. */
@@ -752,71 +735,31 @@ static bool credentials_changed(const struct probe *r) {
         return fstat(r->dirfd, &st) == 0 && st.st_uid != r->dir_uid;
 }
 
-/* No member ran, nor gained or lost a page, since the last reading, and
- * none came or went: none wrote to a page it shares (copy-on-write needs a
- * write), so the PSS is the last one but for what processes outside the
- * tree did to the pages they share with it (a library's), which a reading
- * every PSS_REUSE_MAX + 1 intervals catches up with. */
-#define PSS_REUSE_MAX 11
-static bool tree_unchanged(const struct probe *r, const struct reading *rd, const struct member *nm, size_t nrd) {
-        if (!r->has_pss || r->pss_reused >= PSS_REUSE_MAX || nrd != r->n_members)
-                return false;
-        for (size_t i = 0; i < nrd; i++)
-                if (rd[i].zombie || !nm[i].has_smaps || !rd[i].has_cpu || rd[i].cpu_ns != nm[i].smaps_cpu_ns ||
-                    !rd[i].has_statm || rd[i].statm.resident_pages != nm[i].smaps_resident_pages)
-                        return false;
-        return true;
+/* The tree's state: its worst member's. A stat reused because its member
+ * has not run since (see STAT_REUSE_MAX) still tells its state: a process
+ * stops, sleeps, wakes from a stop or exits only by running, which moves its
+ * CPU clock, and then its stat is read again. */
+static char tree_state(const struct reading *rd, size_t n) {
+        char worst = 0;
+        for (size_t i = 0; i < n; i++)
+                if (proc_state_badness(rd[i].st.state) > proc_state_badness(worst))
+                        worst = rd[i].st.state;
+        return worst;
 }
 
-/* A tree's memory with each shared page counted once, every
- * pss_interval: smaps_rollup walks the page tables, so it costs about as
- * much as all the other files of a sample together, per process of a big
- * mapping (a tree that has not run keeps its last reading for a while,
- * tree_unchanged()). A member that left meanwhile, or whose file cannot be
- * read (another user's), leaves the sums unknown rather than short. */
-static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm,
-                     size_t nrd, usec_t now_mono_usec, bool final, struct sample *s) {
-        usec_t every = ctx->pss_interval_usec;
-        if (!r->children || final || every == 0 || rd[0].zombie ||
-            (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
-                return;
-        r->pss_read_usec = now_mono_usec;
-        if (tree_unchanged(r, rd, nm, nrd)) {
-                r->pss_reused++;
-                s->has_pss = true;
-                s->pss_bytes = r->pss_bytes;
-                s->uss_bytes = r->uss_bytes;
-                s->has_pss_anon = r->has_pss_anon;
-                s->pss_anon_bytes = r->pss_anon_bytes;
-                return;
-        }
-        r->has_pss = false;
-        r->has_main_anon = false;
-        struct sample x = { .has_pss = true, .has_pss_anon = true };
-        for (size_t i = 0; i < nrd; i++) {
-                struct proc_smaps sm;
-                if (rd[i].zombie)
-                        continue; /* its memory is gone */
-                if (proc_read_smaps_rollup(rd[i].dirfd, &sm) < 0)
-                        return;
-                x.pss_bytes += sm.pss_bytes;
-                x.uss_bytes += sm.private_clean_bytes + sm.private_dirty_bytes;
-                x.pss_anon_bytes += sm.pss_anon_bytes;
-                x.has_pss_anon = x.has_pss_anon && sm.has_pss_anon;
-                if (i == 0) {
-                        r->has_main_anon = true;
-                        r->main_anon_bytes = sm.anonymous_bytes;
-                }
-                nm[i].has_smaps = rd[i].has_cpu && rd[i].has_statm;
-                nm[i].smaps_cpu_ns = rd[i].cpu_ns;
-                nm[i].smaps_resident_pages = rd[i].statm.resident_pages;
-        }
-        s->has_pss = r->has_pss = true;
-        s->pss_bytes = r->pss_bytes = x.pss_bytes;
-        s->uss_bytes = r->uss_bytes = x.uss_bytes;
-        s->has_pss_anon = r->has_pss_anon = x.has_pss_anon;
-        s->pss_anon_bytes = r->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
-        r->pss_reused = 0;
+int probe_exit_status(const struct probe *r, int *ret_status) {
+        char buf[4096], state;
+        int status;
+        ssize_t k = read_member_file(r->fd_stat, r->dirfd, "stat", buf, sizeof buf);
+        if (k < 0)
+                return proc_errno_is_gone((int)k) ? -ESRCH : (int)k;
+        int q = proc_parse_stat_exit(buf, &state, &status);
+        if (q < 0)
+                return q;
+        if (state != 'Z' && state != 'X')
+                return -EBUSY;
+        *ret_status = status;
+        return 0;
 }
 
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
@@ -854,6 +797,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
                 resume_net_deltas(r, &d);
         identity_refresh(r, &rd[0]);
         peak_update(r, &rd[0], &s);
+        s.proc_state = tree_state(rd, nrd);
         /* Accelerators: the tree's DRM/accel clients and NVML processes.
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)

@@ -176,6 +176,26 @@ void probe_close_fds(struct probe *r);
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                  struct sample *ret);
 
+/* How the main process ended, as wait(2) reports it (/proc/PID/stat field
+ * 52), read while it is a zombie: after its exit, until its parent reaps it.
+ * -EBUSY: it has not exited; -ESRCH: it is gone (reaped); -ENODATA: the
+ * kernel does not tell (before 3.5). A process the reader may not trace
+ * reads as 0, an exit with status 0. */
+int probe_exit_status(const struct probe *r, int *ret_status);
+
+/* A member that still holds GPU memory after the main process exited
+ * (linger.c): its pid and stat state, and one device it holds memory on. */
+struct probe_linger {
+        int pid;
+        char state;
+        char device[GPU_ID_MAX];
+        uint64_t mem_bytes;
+};
+/* 1 and *ret when a member of the last sample (the main process as a
+ * zombie, or a child that lingers) is still there and holds GPU memory,
+ * 0 when none does. */
+int probe_lingering_gpu(struct collect_ctx *ctx, struct probe *r, struct probe_linger *ret);
+
 void collect_ctx_new_tick(struct collect_ctx *ctx);
 void collect_ctx_done(struct collect_ctx *ctx);
 
@@ -187,6 +207,31 @@ void member_fds_close(struct member_fds *f);
  * everything under a proc root that is not the kernel's (its files may be
  * replaced between samples). */
 void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct member_fds *src);
+
+/* One process of a run read for a sample (probe.c), before its deltas. */
+struct reading {
+        int pid;
+        struct proc_stat st;
+        bool has_cpu;
+        uint64_t cpu_ns; /* all threads, exited ones included */
+        bool zombie;
+        bool has_statm;
+        struct proc_statm statm;
+        bool has_io;
+        struct proc_io io;
+        uint64_t netns;
+        bool has_netns;
+        bool reused_st;        /* st and io are the previous sample's */
+        int dirfd;             /* the run's, or fds.dir */
+        struct member_fds fds; /* owned */
+};
+
+/* A tree's memory with each shared page counted once (pss_bytes,
+ * uss_bytes, pss_anon_bytes of *s) from its members' smaps_rollup, every
+ * pss_interval, the members' readings in rd and their new state in nm
+ * (tree.c). */
+void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm, size_t nrd,
+              usec_t now_mono_usec, bool final, struct sample *s);
 
 /* Descendants of the main process, breadth first (pids[0] is the run's
  * own), each with the fds it was listed through, taken over from the

@@ -91,6 +91,90 @@ int proc_parse_stat(const char *text, struct proc_stat *ret) {
         return 0;
 }
 
+/* Field 52 of /proc/PID/stat (Linux 3.5 and later): the exit status as
+ * wait(2) would report it ((code << 8) | signal, 0x80 for a core dump). The
+ * kernel prints the task's exit_code, which is set once it has exited: a
+ * zombie's is how it ended, a live process's is 0 (or the stop signal of a
+ * traced one), and so is the field of a process the reader may not trace.
+ * Only the state letter and this field are read; the rest must just be
+ * there.
+ *
+ *   4242 (python3) Z 4240 4242 ... 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 9 */
+int proc_parse_stat_exit(const char *text, char *ret_state, int *ret_status) {
+        const char *close = strrchr(text, ')'), *end, *p, *w = NULL;
+        size_t n = 0;
+        int64_t v;
+        char state = 0;
+        if (!close)
+                return -EINVAL;
+        end = close + strlen(close);
+        p = close + 1;
+        for (unsigned f = 3; f <= 52; f++) {
+                const char *x;
+                size_t k = next_word(&p, end, &x);
+                if (k == 0)
+                        return f == 3 ? -EINVAL : -ENODATA; /* a kernel before 3.5 */
+                if (f == 3 && k != 1)
+                        return -EINVAL;
+                if (f == 3)
+                        state = *x;
+                w = x;
+                n = k;
+        }
+        int r = word_to_i64(w, n, &v);
+        if (r < 0 || v < 0 || v > 0xffff)
+                return r < 0 ? r : -ERANGE;
+        *ret_state = state;
+        *ret_status = (int)v;
+        return 0;
+}
+
+/* The names by which the API shows a state letter (stat field 3, as ps
+ * prints it): R running, S sleeping (I: an idle kernel thread), D
+ * uninterruptible sleep, T stopped by a signal, t stopped by a tracer, Z
+ * zombie (X dead: never seen but in passing). */
+const char *proc_state_name(char state) {
+        switch (state) {
+        case 'R':
+                return "running";
+        case 'S':
+        case 'I':
+                return "sleeping";
+        case 'D':
+                return "disk-sleep";
+        case 'T':
+        case 't':
+                return "stopped";
+        case 'Z':
+        case 'X':
+                return "zombie";
+        }
+        return NULL;
+}
+
+/* How much a state says that something is wrong, for a tree's worst
+ * member: a stopped process stalls everything that waits for it, one in
+ * uninterruptible sleep may be stuck in a driver, a zombie was not reaped;
+ * running and sleeping are what healthy processes do. */
+int proc_state_badness(char state) {
+        switch (state) {
+        case 'T':
+        case 't':
+                return 5;
+        case 'D':
+                return 4;
+        case 'Z':
+        case 'X':
+                return 3;
+        case 'R':
+                return 2;
+        case 'S':
+        case 'I':
+                return 1;
+        }
+        return 0;
+}
+
 /* The first n (3 to 8) numbers of a one-line file, the first three stored
  * (and nothing on failure): statm and schedstat. */
 static int parse_first_three(const char *text, size_t n, uint64_t *ret_a, uint64_t *ret_b, uint64_t *ret_c) {

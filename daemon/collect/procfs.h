@@ -35,6 +35,16 @@ struct proc_stat {
 };
 int proc_parse_stat(const char *text, struct proc_stat *ret);
 #define PROC_PF_KTHREAD 0x00200000u
+/* The state letter (field 3) and the exit status (field 52, as wait(2)
+ * reports it: meaningful for a zombie) of /proc/PID/stat. -ENODATA: the
+ * kernel prints no field 52 (before 3.5). */
+int proc_parse_stat_exit(const char *text, char *ret_state, int *ret_status);
+/* "running", "sleeping", "disk-sleep", "stopped", "zombie" for a state
+ * letter; NULL for one the API does not name. */
+const char *proc_state_name(char state);
+/* 0 (unknown) to 5 (stopped): the order in which a tree's members' states
+ * make the tree's. */
+int proc_state_badness(char state);
 
 /* /proc/PID/statm: "size resident shared text lib data dt" in pages.
  * resident - shared = anonymous resident pages (RssAnon). */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "util.h"
 
@@ -29,9 +30,10 @@ void run_info_done(struct run_info *ri) {
         free(ri->comm);
         free(ri->cmdline);
         free(ri->tags_json);
+        free(ri->step_op);
         free(ri->leak); /* plain data */
         ri->leak = NULL;
-        ri->name = ri->comm = ri->cmdline = ri->tags_json = NULL;
+        ri->name = ri->comm = ri->cmdline = ri->tags_json = ri->step_op = NULL;
 }
 
 void run_baseline_done(struct run_baseline *b) {
@@ -96,11 +98,19 @@ int run_info_copy(const struct run_info *src, struct run_info *ret) {
         c.comm = src->comm ? strdup(src->comm) : NULL;
         c.cmdline = src->cmdline ? strdup(src->cmdline) : NULL;
         c.tags_json = src->tags_json ? strdup(src->tags_json) : NULL;
+        c.step_op = src->step_op ? strdup(src->step_op) : NULL;
         if ((src->name && !c.name) || (src->comm && !c.comm) || (src->cmdline && !c.cmdline) ||
-            (src->tags_json && !c.tags_json)) {
+            (src->tags_json && !c.tags_json) || (src->step_op && !c.step_op)) {
                 run_info_done(&c);
                 return -ENOMEM;
         }
         *ret = c;
         return 0;
+}
+
+void run_info_set_exit(struct run_info *ri, int wait_status) {
+        ri->has_exit_code = WIFEXITED(wait_status);
+        ri->exit_code = ri->has_exit_code ? WEXITSTATUS(wait_status) : 0;
+        ri->has_exit_signal = WIFSIGNALED(wait_status);
+        ri->exit_signal = ri->has_exit_signal ? WTERMSIG(wait_status) : 0;
 }

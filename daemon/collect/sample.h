@@ -42,6 +42,10 @@ struct sample {
          * GPU share of each device used (doc/gpu.md) */
         bool has_energy;
         double energy_j;
+        /* the state letter of the main process's /proc/PID/stat (field 3),
+         * for a tree its worst member's (proc_state_badness()); 0: unknown.
+         * Not stored: the latest sample of a running run carries it. */
+        char proc_state;
 };
 
 enum run_state { RUN_RUNNING, RUN_EXITED, RUN_UNREGISTERED, _RUN_STATE_MAX };
@@ -128,17 +132,31 @@ struct run_info {
         int64_t registered_ts_ms;
         int64_t ended_ts_ms; /* 0 = still running */
         struct run_totals totals;
+        char *step_op;            /* the op of its steps, as registered; NULL: [goodput] step_op */
+        int64_t first_step_ts_ms; /* when its first step op timing arrived; 0: none yet */
+        double first_step_ms;     /* that timing */
         struct leak_report *leak; /* the last stored verdicts (analyze/leakwatch.h), NULL if none */
         bool leak_detected;       /* a leak was suspected at some point */
         /* a running tree's processes left out of it at its latest sample
          * (another user's, or not dumpable: collect/tree.c); not stored */
         bool has_left_out;
         uint32_t left_out;
+        /* how its process ended, where mlmond could see it (the zombie's
+         * stat, or what the process's parent handed over): an exit status,
+         * or the signal that killed it */
+        bool has_exit_code, has_exit_signal;
+        int exit_code;   /* 0..255 */
+        int exit_signal; /* 1..64 */
 };
 
 void run_info_done(struct run_info *ri);
 /* A deep copy of src's strings; its leak is not copied (NULL). -ENOMEM. */
 int run_info_copy(const struct run_info *src, struct run_info *ret);
+
+/* The exit status of wait(2) into has_exit_code/exit_code (an exit) or
+ * has_exit_signal/exit_signal (killed by a signal); anything else (a stop)
+ * leaves both unknown. */
+void run_info_set_exit(struct run_info *ri, int wait_status);
 
 /* Fold one sample into the totals. */
 void run_totals_add(struct run_totals *t, const struct sample *s);

@@ -273,11 +273,11 @@ static bool number_field(struct request *rq, json_object *o, const char *key, do
         return true;
 }
 
-/* POST /v1/runs/ID/exit {"rusage":{"max_rss_bytes","user_time_s","system_time_s"}}:
- * what the parent of the run's process saw when it reaped it (mlmonctl
- * run's wait4()). */
+/* POST /v1/runs/ID/exit {"rusage":{"max_rss_bytes","user_time_s","system_time_s"},
+ * "exit_code"|"exit_signal"}: what the parent of the run's process saw when
+ * it reaped it (mlmonctl run's wait4()). */
 void h_run_exit_post(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const fields[] = { "rusage", NULL };
+        static const char *const fields[] = { "rusage", "exit_code", "exit_signal", NULL };
         static const char *const rusage_fields[] = { "max_rss_bytes", "user_time_s", "system_time_s", NULL };
         int64_t id;
         if (!check_args(rq, NULL) || !parse_id(rq, parts[2], &id) || !caller_known(rq))
@@ -287,6 +287,10 @@ void h_run_exit_post(struct request *rq, const char *const *parts, size_t nparts
                 return;
         struct exit_report e = {};
         json_object *ru;
+        int x = parse_exit_fields(rq, body, &e.wait_status);
+        if (x < 0)
+                return;
+        e.has_exit = x == 1;
         if (json_object_object_get_ex(body, "rusage", &ru) && ru) {
                 double rss;
                 if (!json_object_is_type(ru, json_type_object) || !check_unknown_keys(rq, ru, rusage_fields)) {

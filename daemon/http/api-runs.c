@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http/cache.h"
 #include "http/handlers.h"
 #include "http/render.h"
 #include "http/tag-labels.h"
@@ -13,66 +14,197 @@
  * and a tick that comes due runs between pieces: 4 000 runs are 1.7 MB of
  * JSON and a query of 5 to 20 ms, which would make a tick that late. */
 #define RUNS_PER_PIECE 32
+/* A page of the lists that grow without a bound of their own (ended runs:
+ * max_runs bounds the running ones), unless limit= says otherwise: a few
+ * hundred KB to 2 MB of JSON. */
+#define RUNS_PAGE_DEFAULT 500
+/* An answer up to this size is built whole: it gets a Content-Length, an
+ * ETag and a place in the GET cache. A longer one is sent as it is written,
+ * a piece at a time, between the other connections' answers: no request
+ * waits for it, and memory does not grow with it. */
+#define RUNS_BUFFERED_BYTES CACHE_MAX_BODY
+/* A streamed answer goes out in pieces of this many runs and reads of at
+ * most this many bytes: libmicrohttpd asks each connection with something
+ * to send for one read per run, and every other connection, a pipelined
+ * request included, waits for that run. 4 runs of the largest kind (16
+ * tags of the largest size) are 17 KB and about 0.5 ms to render: with four
+ * such answers streamed, a request waits a few ms, not the 10 to 20 ms of
+ * 64 KB reads. */
+#define RUNS_PER_STREAMED_PIECE 4
+#define RUNS_STREAM_READ_BYTES (16 * 1024)
 
-/* The runs of f in id order, a page of the store at a time (each a query
- * from the last id written: a run registered meanwhile is listed, one that
- * ended shows as it was stored when its page was read), each run rendered,
- * written to out and freed, at most lim.max_rows of them. */
-static int write_runs(struct request *rq, struct runs_filter *f, FILE *out, bool *ret_truncated) {
-        const struct query_limits all = limits(rq);
-        unsigned written = 0;
-        bool more = true;
-        while (more && written < all.max_rows) {
-                struct query_limits lim = all;
-                lim.max_rows = all.max_rows - written < RUNS_PER_PIECE ? all.max_rows - written : RUNS_PER_PIECE;
-                struct run_info *v = NULL;
-                size_t n = 0;
-                if (written > 0)
-                        api_yield(api_of(rq));
-                int r = query_runs(api_of(rq)->store, &lim, f, &v, &n, &more);
-                if (r < 0)
-                        return r;
-                for (size_t i = 0; i < n; i++) {
-                        overlay_live(rq, &v[i]);
-                        _cleanup_json_ json_object *o = run_with_latest(rq, &v[i]);
-                        /* the verdict, without its history (GET /v1/runs/ID has it) */
-                        json_object_object_add(o, "leak", run_leak(rq, &v[i], false));
-                        if (written++ > 0)
-                                fputc(',', out);
-                        fputs(json_to_string(o), out);
-                }
-                if (n > 0)
-                        f->after_id = v[n - 1].id;
-                run_infos_free(v, n);
-                more = more && n > 0;
+/* A list being written: where it stands, and what the next piece starts
+ * from. It outlives the handler when the answer is streamed, so it holds
+ * copies of what it needs; the helpers it calls take a request, and only
+ * read its userdata (the api), which the stand-in rq holds. */
+struct runs_list {
+        struct request rq;
+        struct runs_filter f;
+        char *name;  /* f.name */
+        char *query; /* the arguments given but after=, for the next page's URL */
+        unsigned limit, written;
+        bool more;    /* the store may hold more after f.after_id */
+        bool started; /* the opening is written */
+        bool done;    /* ... and the closing */
+        /* streamed: the piece rendered and not read yet */
+        char *piece;
+        size_t piece_len, piece_pos;
+};
+
+static void runs_list_free(struct runs_list *l) {
+        if (!l)
+                return;
+        free(l->name);
+        free(l->query);
+        free(l->piece);
+        free(l);
+}
+static void runs_list_freep(struct runs_list **l) {
+        runs_list_free(*l);
+}
+
+/* "truncated" and "next": more runs match than this answer holds, and
+ * the URL of the page after it (its arguments, after= the last run
+ * written), or null. */
+static void runs_list_close(struct runs_list *l, FILE *out) {
+        bool more = l->more && l->written > 0;
+        fprintf(out, "],\"truncated\":%s,\"next\":", more ? "true" : "false");
+        if (more)
+                fprintf(out, "\"/v1/runs?%s%safter=%lld\"", l->query ? l->query : "", l->query ? "&" : "",
+                        (long long)l->f.after_id);
+        else
+                fputs("null", out);
+        fputs("}\n", out);
+        l->done = true;
+}
+
+/* Writes the next piece to out: the opening, up to per_piece runs
+ * read from the store after the last one written (a run registered
+ * meanwhile is listed, one that ended shows as it was stored when its
+ * piece was read), each rendered and freed, and the closing once the page
+ * is full or the store has no more. A failed query ends the page early,
+ * with "next" where it stopped, once something was written; before that
+ * it is returned. */
+static int runs_list_piece(struct runs_list *l, FILE *out, unsigned per_piece) {
+        if (!l->started) {
+                fputs("{\"runs\":[", out);
+                l->started = true;
         }
-        *ret_truncated = more;
+        struct query_limits lim = limits(&l->rq);
+        lim.max_rows = l->limit - l->written < per_piece ? l->limit - l->written : per_piece;
+        struct run_info *v = NULL;
+        size_t n = 0;
+        int r = lim.max_rows > 0 && l->more ? query_runs(api_of(&l->rq)->store, &lim, &l->f, &v, &n, &l->more) : 0;
+        if (r < 0 && l->written == 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                overlay_live(&l->rq, &v[i]);
+                _cleanup_json_ json_object *o = run_with_latest(&l->rq, &v[i]);
+                /* the verdict, without its history (GET /v1/runs/ID has it) */
+                json_object_object_add(o, "leak", run_leak(&l->rq, &v[i], false));
+                run_add_verdicts(&l->rq, &v[i], o);
+                if (l->written++ > 0)
+                        fputc(',', out);
+                fputs(json_to_string(o), out);
+                l->f.after_id = v[i].id;
+        }
+        run_infos_free(v, n);
+        if (r < 0)
+                l->more = true; /* the next page starts where this one stopped */
+        else if (n == 0)
+                l->more = false;
+        if (r < 0 || !l->more || l->written >= l->limit)
+                runs_list_close(l, out);
         return 0;
 }
 
-void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const allowed[] = { "state", "name", "pid", NULL };
-        if (!check_args(rq, allowed))
-                return;
-        struct runs_filter f = { .state = RUN_RUNNING };
-        const char *state = arg(rq, "state"), *pid = arg(rq, "pid");
-        if (state) {
-                if (streq(state, "all"))
-                        f.state = -1;
-                else if ((f.state = run_state_from_string(state)) < 0) {
-                        respond_error(rq, 400, "bad_request", "state: must be running, exited, unregistered or all");
-                        return;
-                }
+static ssize_t runs_list_read(void *ctx, char *buf, size_t max) {
+        struct runs_list *l = ctx;
+        if (l->piece_pos == l->piece_len) {
+                if (l->done)
+                        return 0;
+                free(l->piece);
+                l->piece = NULL;
+                l->piece_len = l->piece_pos = 0;
+                FILE *out = open_memstream(&l->piece, &l->piece_len);
+                if (!out)
+                        return -ENOMEM;
+                (void)runs_list_piece(l, out, RUNS_PER_STREAMED_PIECE); /* past the first piece it cannot fail */
+                if (fclose(out) < 0 || !l->piece)
+                        return -ENOMEM;
         }
-        f.name = arg(rq, "name");
+        if (max > RUNS_STREAM_READ_BYTES)
+                max = RUNS_STREAM_READ_BYTES;
+        size_t n = l->piece_len - l->piece_pos < max ? l->piece_len - l->piece_pos : max;
+        memcpy(buf, l->piece + l->piece_pos, n);
+        l->piece_pos += n;
+        return (ssize_t)n;
+}
+
+static void runs_list_stream_free(void *ctx) {
+        runs_list_free(ctx);
+}
+
+/* state= and the other arguments into l; false: answered 400. */
+static bool runs_list_parse(struct request *rq, struct runs_list *l) {
+        static const char *const allowed[] = { "state", "name", "pid", "limit", "after", "order", NULL };
+        if (!check_args(rq, allowed))
+                return false;
+        const char *state = arg(rq, "state"), *pid = arg(rq, "pid"), *limit = arg(rq, "limit"),
+                   *after = arg(rq, "after"), *order = arg(rq, "order");
+        unsigned max_rows = api_of(rq)->config->http_max_rows;
+        l->f.state = RUN_RUNNING;
+        l->limit = max_rows; /* max_runs bounds the running runs */
+        if (state) {
+                l->f.state = -1;
+                l->f.ended = streq(state, "ended");
+                if (!l->f.ended && !streq(state, "all") && (l->f.state = run_state_from_string(state)) < 0) {
+                        respond_error(rq, 400, "bad_request",
+                                      "state: must be running, exited, unregistered, ended or all");
+                        return false;
+                }
+                if (l->f.state != RUN_RUNNING && max_rows > RUNS_PAGE_DEFAULT)
+                        l->limit = RUNS_PAGE_DEFAULT;
+        }
         if (pid) {
                 unsigned p;
                 if (safe_atou(pid, &p) < 0 || p == 0 || p > INT32_MAX) {
                         respond_error(rq, 400, "bad_request", "pid: must be a positive integer");
-                        return;
+                        return false;
                 }
-                f.pid = (int)p;
+                l->f.pid = (int)p;
         }
+        if (limit && (safe_atou(limit, &l->limit) < 0 || l->limit == 0 || l->limit > max_rows)) {
+                respond_error(rq, 400, "bad_request", "limit: must be 1 to %u (max_rows)", max_rows);
+                return false;
+        }
+        if (after && !parse_id(rq, after, &l->f.after_id))
+                return false;
+        if (order && !streq(order, "id") && !(l->f.newest_first = streq(order, "newest"))) {
+                respond_error(rq, 400, "bad_request", "order: must be id or newest");
+                return false;
+        }
+        const char *name = arg(rq, "name");
+        bool oom = name && !(l->name = strdup(name));
+        l->f.name = l->name;
+        static const char *const kept[] = { "state", "name", "pid", "limit", "order" };
+        for (size_t i = 0; i < ELEMENTSOF(kept) && !oom; i++)
+                oom = arg(rq, kept[i]) && request_query_append(&l->query, kept[i], arg(rq, kept[i])) < 0;
+        if (oom)
+                respond_errno(rq, -ENOMEM, "out of memory");
+        return !oom;
+}
+
+void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
+        _cleanup_(runs_list_freep) struct runs_list *l = calloc(1, sizeof *l);
+        if (!l) {
+                respond_errno(rq, -ENOMEM, "out of memory");
+                return;
+        }
+        l->rq.userdata = rq->userdata;
+        l->more = true;
+        if (!runs_list_parse(rq, l))
+                return;
         char *text = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&text, &len);
@@ -80,10 +212,13 @@ void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_errno(rq, -ENOMEM, "out of memory");
                 return;
         }
-        bool truncated = false;
-        fputs("{\"runs\":[", out);
-        int r = write_runs(rq, &f, out, &truncated);
-        fprintf(out, "],\"truncated\":%s}\n", truncated ? "true" : "false");
+        int r = 0;
+        while (r >= 0 && !l->done && len <= RUNS_BUFFERED_BYTES) {
+                if (l->started)
+                        api_yield(api_of(rq));
+                r = runs_list_piece(l, out, RUNS_PER_PIECE);
+                fflush(out);
+        }
         if (fclose(out) < 0 || !text)
                 r = r < 0 ? r : -ENOMEM;
         if (r < 0) {
@@ -91,7 +226,18 @@ void h_runs_list(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_query_error(rq, r); /* 503 for -ENOMEM */
                 return;
         }
-        respond_json_text(rq, 200, text, len);
+        if (l->done) {
+                respond_json_text(rq, 200, text, len);
+                return;
+        }
+        /* the rest as it is read: what is written so far first */
+        l->piece = text;
+        l->piece_len = len;
+        rq->status = 200;
+        rq->content_type = "application/json";
+        rq->stream_read = runs_list_read;
+        rq->stream_free = runs_list_stream_free;
+        rq->stream_ctx = TAKE_PTR(l);
 }
 
 /* A running run whose verdict is suspected, as GET /v1/leaks lists it. */
@@ -103,30 +249,30 @@ static void add_leaking(struct request *rq, int64_t id, json_object *arr) {
         overlay_live(rq, &ri);
         json_object *o = run_with_latest(rq, &ri);
         json_object_object_add(o, "leak", run_leak(rq, &ri, false));
+        run_add_verdicts(rq, &ri, o);
         json_object_array_add(arr, o);
         run_info_done(&ri);
+}
+
+struct leaking {
+        struct request *rq;
+        json_object *arr;
+};
+
+static int add_if_leaking(struct run_live *live, void *userdata) {
+        struct leaking *x = userdata;
+        if (live->has_leak && (live->leak.rss.suspected || (live->leak.has_gpu && live->leak.gpu.suspected)))
+                add_leaking(x->rq, live->info.id, x->arr);
+        return 0;
 }
 
 void h_leaks(struct request *rq, const char *const *parts, size_t nparts) {
         if (!check_args(rq, NULL))
                 return;
-        struct api *a = api_of(rq);
-        json_object *root = json_object_new_object(), *arr = json_object_new_array();
-        struct run_ref page[RUNS_PER_PIECE];
-        size_t n;
-        for (int64_t after = 0; (n = a->manager.ops->running(a->manager.userdata, after, page, RUNS_PER_PIECE)) > 0;
-             after = page[n - 1].id)
-                for (size_t i = 0; i < n; i++) {
-                        struct run_live live;
-                        if (api_live(a, page[i].id, RUN_LIVE_LEAK, &live) < 0)
-                                continue;
-                        bool suspected = live.has_leak &&
-                                         (live.leak.rss.suspected || (live.leak.has_gpu && live.leak.gpu.suspected));
-                        run_live_done(&live);
-                        if (suspected)
-                                add_leaking(rq, page[i].id, arr);
-                }
-        json_object_object_add(root, "runs", arr);
+        json_object *root = json_object_new_object();
+        struct leaking x = { rq, json_object_new_array() };
+        (void)api_each_running(api_of(rq), RUN_LIVE_LEAK, add_if_leaking, &x);
+        json_object_object_add(root, "runs", x.arr);
         respond_json(rq, 200, root);
 }
 
@@ -155,12 +301,23 @@ static bool json_tags_valid(json_object *tags, struct request *rq) {
                                       TAG_VALUE_MAX);
                         return false;
                 }
+                /* shown on the web page, in mlmonctl's tables and as labels:
+                 * nothing in them may change how the text around reads */
+                if (!utf8_is_plain_text(k, strlen(k)) ||
+                    !utf8_is_plain_text(json_object_get_string(v), (size_t)json_object_get_string_len(v))) {
+                        respond_error(rq, 400, "bad_request",
+                                      "tags: keys and values must not hold control or bidirectional formatting "
+                                      "characters");
+                        return false;
+                }
         }
         return true;
 }
 
 void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
-        static const char *const fields[] = { "pid", "name", "interval", "children", "tags", "discover", NULL };
+        static const char *const fields[] = {
+                "pid", "name", "interval", "children", "tags", "discover", "step_op", NULL
+        };
         if (!check_args(rq, NULL))
                 return;
         _cleanup_json_ json_object *body = parse_body(rq);
@@ -201,6 +358,17 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         if (f > 0)
                 req.no_discover = !json_object_get_boolean(v);
+        f = optional_field(rq, body, "step_op", json_type_string, "an op name", &v);
+        if (f < 0)
+                return;
+        if (f > 0) {
+                req.step_op = json_object_get_string(v);
+                size_t l = strlen(req.step_op);
+                if (l == 0 || l > OPS_NAME_MAX || !utf8_is_valid(req.step_op, l)) {
+                        respond_error(rq, 400, "bad_request", "step_op: must be 1 to %d bytes of UTF-8", OPS_NAME_MAX);
+                        return;
+                }
+        }
         if (json_object_object_get_ex(body, "tags", &v) && v) {
                 if (!json_tags_valid(v, rq))
                         return;
@@ -225,7 +393,9 @@ void h_runs_post(struct request *rq, const char *const *parts, size_t nparts) {
                 return;
         }
         overlay_live(rq, &ri);
-        respond_json(rq, 201, run_with_latest(rq, &ri));
+        json_object *o = run_with_gauges(rq, &ri);
+        run_add_verdicts(rq, &ri, o);
+        respond_json(rq, 201, o);
         run_info_done(&ri);
 }
 
@@ -252,6 +422,6 @@ void h_run_delete(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_error(rq, 500, "internal", "run %lld unregistered but cannot be read back", (long long)id);
                 return;
         }
-        respond_json(rq, 200, run_with_latest(rq, &ri));
+        respond_json(rq, 200, run_with_gauges(rq, &ri));
         run_info_done(&ri);
 }

@@ -220,10 +220,8 @@ void h_run_throughput(struct request *rq, const char *const *parts, size_t npart
         respond_json(rq, 200, root);
 }
 
-/* The span [from, until] a latency or report question is about: window
- * (ending at until), or from/until, or since_mark. */
-static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *ret_from, int64_t *ret_until,
-                       double *ret_window_s, json_object **ret_mark) {
+bool parse_run_span(struct request *rq, const struct run_info *ri, bool whole_run, int64_t *ret_from,
+                    int64_t *ret_until, double *ret_window_s, json_object **ret_mark) {
         int64_t now_ms = now_realtime_ms();
         int64_t until = ri->state == RUN_RUNNING || !ri->ended_ts_ms ? now_ms : ri->ended_ts_ms;
         if (!parse_time_arg(rq, "until", now_ms, &until))
@@ -244,7 +242,9 @@ static bool parse_span(struct request *rq, const struct run_info *ri, int64_t *r
         }
         usec_t window = USEC_PER_MINUTE;
         int64_t from;
-        if (f) {
+        if (whole_run && !w && !f && !mark)
+                from = ri->registered_ts_ms;
+        else if (f) {
                 if (!parse_time_arg(rq, "from", now_ms, &from))
                         return false;
         } else {
@@ -409,7 +409,7 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
         struct slo slos[SLO_MAX];
         json_object *mark = NULL;
         const char *qspec = arg(rq, "q"), *op = arg(rq, "op"), *slo = arg(rq, "slo");
-        bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark) &&
+        bool ok = parse_run_span(rq, &ri, false, &from, &until, &window_s, &mark) &&
                   parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq) && parse_step(rq, from, until, &step_ms) &&
                   (!slo || parse_slos(rq, slo, slos, &nslo));
         int64_t id = ri.id;
@@ -474,7 +474,7 @@ void h_run_summary(struct request *rq, const char *const *parts, size_t nparts) 
         int64_t from, until, base_ts;
         double window_s;
         json_object *mark = NULL;
-        bool ok = parse_span(rq, &ri, &from, &until, &window_s, &mark);
+        bool ok = parse_run_span(rq, &ri, false, &from, &until, &window_s, &mark);
         int64_t id = ri.id;
         run_info_done(&ri);
         if (!ok)

@@ -8,6 +8,7 @@
 #include "http/render.h"
 #include "http/server.h"
 #include "json-util.h"
+#include "store/verdicts.h"
 
 struct query_limits limits(struct request *rq) {
         const struct config *c = api_of(rq)->config;
@@ -46,6 +47,28 @@ int run_ops(struct request *rq, int64_t id, int64_t from, int64_t until, bool at
         int r = querier_ops(a->store, &lim, &a->live, id, span_from, until + 1, op, ret);
         *ret_span_from = span_from;
         return r;
+}
+
+/* The manager's running runs are copied this many at a time. */
+#define RUNNING_PER_PAGE 64
+
+int api_each_running(struct api *a, unsigned what, int (*fn)(struct run_live *live, void *userdata), void *userdata) {
+        struct run_ref page[RUNNING_PER_PAGE];
+        size_t n;
+        for (int64_t after = 0; (n = a->manager.ops->running(a->manager.userdata, after, page, RUNNING_PER_PAGE)) > 0;
+             after = page[n - 1].id)
+                for (size_t i = 0; i < n; i++) {
+                        struct run_live live;
+                        int r = api_live(a, page[i].id, what, &live);
+                        if (r == -ENOENT)
+                                continue; /* it ended meanwhile */
+                        if (r == 0)
+                                r = fn(&live, userdata);
+                        run_live_done(&live);
+                        if (r != 0)
+                                return r;
+                }
+        return 0;
 }
 
 bool parse_window(struct request *rq, const char *w, usec_t *ret) {
@@ -106,6 +129,32 @@ static void respond_stats(struct request *rq, json_object *(*render)(const struc
 }
 
 static void h_health(struct request *rq, const char *const *parts, size_t nparts) {
+        struct manager_stats st;
+        if (!check_args(rq, NULL))
+                return;
+        api_stats(api_of(rq), &st);
+        /* the jobs are judged here, where their data is: a query too slow
+         * for the health answer leaves the count out (null) */
+        st.has_jobs_stalled = api_jobs_stalled(rq, &st.jobs_stalled) == 0;
+        respond_json(rq, 200, render_health(&st));
+}
+
+/* POST /v1/health/ack: root has seen to what health reports (a damaged
+ * write-ahead log); the answer is the health that follows. */
+static void h_health_ack(struct request *rq, const char *const *parts, size_t nparts) {
+        if (!check_args(rq, NULL) || !caller_known(rq))
+                return;
+        struct api *a = api_of(rq);
+        int r = a->manager.ops->health_ack(a->manager.userdata,
+                                           &(struct caller){ .is_root = rq->caller_root, .uid = rq->caller_uid });
+        if (r == -EPERM) {
+                respond_error(rq, 403, "forbidden", "only root may acknowledge what /v1/health reports");
+                return;
+        }
+        if (r < 0) {
+                respond_error(rq, 503, "unavailable", "the acknowledgement could not be stored");
+                return;
+        }
         respond_stats(rq, render_health);
 }
 
@@ -174,18 +223,27 @@ static json_object *run_gauges(struct request *rq, const struct run_info *ri, co
         return o;
 }
 
-json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+static json_object *run_object(struct request *rq, const struct run_info *ri, bool with_gauges) {
         struct sample s;
         json_object *gpu = NULL;
         struct run_live live;
         bool running = ri->state == RUN_RUNNING &&
-                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | RUN_LIVE_GAUGES, &live) == 0;
+                       api_live(api_of(rq), ri->id, RUN_LIVE_LAST | (with_gauges ? RUN_LIVE_GAUGES : 0), &live) == 0;
         bool has = latest_sample(rq, ri, running ? &live : NULL, &s, &gpu);
         json_object *o = render_run(ri, has ? &s : NULL, has && !gpu ? json_object_new_array() : gpu);
-        json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
+        if (with_gauges)
+                json_object_object_add(o, "gauges", run_gauges(rq, ri, running ? &live : NULL));
         if (running)
                 run_live_done(&live);
         return o;
+}
+
+json_object *run_with_latest(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, false);
+}
+
+json_object *run_with_gauges(struct request *rq, const struct run_info *ri) {
+        return run_object(rq, ri, true);
 }
 
 /* Looks the run up; on failure the response is already set. */
@@ -241,10 +299,41 @@ json_object *run_leak(struct request *rq, const struct run_info *ri, bool with_h
         return leak;
 }
 
+/* A forecast into a leak verdict's object: oom_eta_s and the oom that
+ * says why. */
+static void leak_add_oom(json_object *leak, bool has, const struct oom_forecast *f) {
+        if (!leak)
+                return;
+        json_add_double(leak, "oom_eta_s", has && f->known, f->eta_s);
+        json_object_object_add(leak, "oom", has ? render_oom(f) : NULL);
+}
+
+void run_add_verdicts(struct request *rq, const struct run_info *ri, json_object *o) {
+        struct run_live live = {};
+        struct verdict_report rep = {};
+        struct query_limits lim = limits(rq);
+        if (ri->state == RUN_RUNNING && api_live(api_of(rq), ri->id, RUN_LIVE_VERDICTS, &live) == 0 &&
+            live.has_verdicts)
+                rep = live.verdicts;
+        else if (query_run_verdicts(api_of(rq)->store, &lim, ri->id, &rep) < 0)
+                rep = (struct verdict_report){};
+        run_live_done(&live);
+        json_add_string(o, "step_op", ri->step_op ? ri->step_op : api_of(rq)->config->goodput_step_op);
+        json_object_object_add(o, "input_bound", rep.has_input_bound ? render_input_bound(&rep.input_bound) : NULL);
+        json_object_object_add(o, "gpu_idle", rep.has_gpu_idle ? render_gpu_idle(&rep.gpu_idle) : NULL);
+        json_object *leak, *gpu;
+        if (json_object_object_get_ex(o, "leak", &leak) && leak) {
+                leak_add_oom(leak, rep.has_oom[OOM_RSS], &rep.oom[OOM_RSS]);
+                if (json_object_object_get_ex(leak, "gpu_mem", &gpu) && gpu)
+                        leak_add_oom(gpu, rep.has_oom[OOM_GPU], &rep.oom[OOM_GPU]);
+        }
+}
+
 json_object *run_full(struct request *rq, const struct run_info *ri) {
-        json_object *o = run_with_latest(rq, ri);
+        json_object *o = run_with_gauges(rq, ri);
         json_object_object_add(o, "summary", render_summary(ri, now_realtime_ms(), api_of(rq)->config->grid_g_per_kwh));
         json_object_object_add(o, "leak", run_leak(rq, ri, true));
+        run_add_verdicts(rq, ri, o);
         return o;
 }
 
@@ -277,6 +366,7 @@ static void h_metrics(struct request *rq, const char *const *parts, size_t npart
 
 const struct route api_routes[] = {
         { { "v1", "health" }, "GET", h_health },
+        { { "v1", "health", "ack" }, "POST", h_health_ack },
         { { "v1", "system" }, "GET", h_system },
         { { "v1", "runs" }, "GET", h_runs_list },
         { { "v1", "runs" }, "POST", h_runs_post },
@@ -288,6 +378,7 @@ const struct route api_routes[] = {
         { { "v1", "runs", "*", "throughput" }, "GET", h_run_throughput },
         { { "v1", "runs", "*", "latency" }, "GET", h_run_latency },
         { { "v1", "runs", "*", "summary" }, "GET", h_run_summary },
+        { { "v1", "runs", "*", "goodput" }, "GET", h_run_goodput },
         { { "v1", "runs", "*", "observations" }, "POST", h_run_observations },
         { { "v1", "runs", "*", "marks" }, "POST", h_run_marks_post },
         { { "v1", "runs", "*", "marks" }, "GET", h_run_marks_get },
@@ -295,6 +386,8 @@ const struct route api_routes[] = {
         { { "v1", "leaks" }, "GET", h_leaks },
         { { "v1", "jobs" }, "GET", h_jobs_list },
         { { "v1", "jobs", "*" }, "GET", h_job_get },
+        { { "v1", "jobs", "*", "goodput" }, "GET", h_job_goodput },
+        { { "v1", "overview" }, "GET", h_overview },
         { { "metrics" }, "GET", h_metrics },
         /* the web page, built on the routes above */
         { { NULL }, "GET", h_web_overview },

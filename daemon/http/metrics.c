@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collect/procfs.h"
 #include "config.h"
 #include "http/metrics-host.h"
 #include "http/tag-labels.h"
@@ -87,6 +88,10 @@ enum run_metric {
         RM_ENERGY,
         RM_LEAK,
         RM_LEAK_GPU,
+        RM_INPUT_BOUND,
+        RM_GPU_IDLE,
+        RM_GOODPUT_STEPS,
+        RM_ENERGY_PER_STEP,
         _RM_MAX,
 };
 
@@ -136,6 +141,35 @@ static const struct metric_family run_families[_RM_MAX] = {
         [RM_LEAK_GPU] = { "mlmond_run_gpu_memory_leak_suspected", METRIC_GAUGE,
                           "1 while the leak watch suspects steady growth of GPU memory, else 0 (runs with GPU memory).",
                           NULL },
+        [RM_INPUT_BOUND] = { "mlmond_run_input_bound", METRIC_GAUGE,
+                             "1 while waiting for data takes at least [verdicts] input_bound_pct of the step time, "
+                             "else 0 (runs that time their steps and their data wait).",
+                             NULL },
+        [RM_GPU_IDLE] = { "mlmond_run_gpu_idle", METRIC_GAUGE,
+                          "1 while the run holds GPU memory on a device it leaves idle, else 0 (runs whose GPU memory "
+                          "and utilisation are known).",
+                          NULL },
+        [RM_GOODPUT_STEPS] = { "mlmond_run_goodput_steps_total", METRIC_COUNTER,
+                               "Steps the goodput ledger counts as productive (the step op's timings after the "
+                               "first), final 2 minutes after the fact.",
+                               NULL },
+        [RM_ENERGY_PER_STEP] = { "mlmond_run_energy_per_step_joules", METRIC_GAUGE,
+                                 "Estimated energy since registration divided by the step op's timings since then.",
+                                 NULL },
+};
+
+static const struct metric_family goodput_family = {
+        "mlmond_run_goodput_seconds_total", METRIC_COUNTER,
+        "The run's wall time by what it was spent on (kind: startup, step, data_wait, checkpoint, eval, idle, lost, "
+        "other), since registration or since mlmond started; final 2 minutes after the fact.",
+        NULL
+};
+static const struct metric_family oom_family = {
+        "mlmond_run_oom_eta_seconds", METRIC_GAUGE,
+        "Forecast seconds until the run's memory reaches what will stop it (metric rss_anon_bytes: its cgroup's "
+        "memory.max or memory.limit_in_bytes, else the host's available memory; gpu_mem_bytes: the device's free "
+        "memory), at the growth's lower confidence bound.",
+        NULL
 };
 
 static const struct metric_family info_family = {
@@ -153,6 +187,18 @@ static const struct metric_family latency_family = {
         "Latency of each op: quantiles over the last minute, sum and count since registration.",
         "Latency of each op since registration (native histogram)."
 };
+static const struct metric_family op_last_family = {
+        "mlmond_run_op_last_timestamp_seconds", METRIC_GAUGE,
+        "Unix time of the latest timing or count of each op the application reported (none before the first "
+        "since the run was registered or mlmond started).",
+        NULL
+};
+static const struct metric_family state_family = {
+        "mlmond_run_process_state", METRIC_GAUGE,
+        "1 for the state the run's process is in (a tree's worst member's): running, sleeping, disk-sleep, stopped "
+        "or zombie.",
+        NULL
+};
 static const struct metric_family gauges_family = {
         "mlmond_run_app_value", METRIC_GAUGE,
         "Latest value of each gauge the application reported (StatsD g lines), by gauge name.", NULL
@@ -164,7 +210,8 @@ struct op_view {
         struct metric_label label; /* op="..." */
         double count, sum_s;
         uint64_t timings;
-        struct hist h; /* its buckets since registration (the protobuf format) */
+        int64_t last_ms; /* its latest timing or count; 0: none known */
+        struct hist h;   /* its buckets since registration (the protobuf format) */
         bool has_quantiles;
         double quantile_s[METRIC_QUANTILES];
 };
@@ -222,6 +269,14 @@ static void run_view_values(struct run_view *v) {
         set(v, RM_ENERGY, has && s->has_energy, has ? s->energy_j : 0);
         set(v, RM_LEAK, r->has_leak, r->leak.rss.suspected ? 1 : 0);
         set(v, RM_LEAK_GPU, r->has_leak && r->leak.has_gpu, r->leak.gpu.suspected ? 1 : 0);
+        const struct verdict_report *vr = &r->verdicts;
+        set(v, RM_INPUT_BOUND, r->has_verdicts && vr->has_input_bound && vr->input_bound.evaluated,
+            vr->input_bound.flagged ? 1 : 0);
+        set(v, RM_GPU_IDLE, r->has_verdicts && vr->has_gpu_idle && vr->gpu_idle.evaluated,
+            vr->gpu_idle.flagged ? 1 : 0);
+        set(v, RM_GOODPUT_STEPS, r->has_goodput, r->goodput_steps);
+        set(v, RM_ENERGY_PER_STEP, has && s->has_energy && r->goodput_since_registration && r->step_timings > 0,
+            has && r->step_timings ? s->energy_j / (double)r->step_timings : 0);
 }
 
 /* A copy of s in valid UTF-8 (a process's comm is raw bytes). */
@@ -348,6 +403,9 @@ static int run_view_ops(struct run_view *v, const struct metrics_op_ledger *l, c
                 if (!o->op || (m->format == METRICS_PROTO && hist_merge(&o->h, &t->out_h) < 0))
                         return -ENOMEM;
                 o->label = (struct metric_label){ "op", o->op };
+                int64_t any;
+                if (m->manager->ops->op_last(m->manager->userdata, v->r.info.id, t->op, &o->last_ms, &any) < 0)
+                        o->last_ms = 0;
                 o->count = t->out_count;
                 o->timings = t->out_timings;
                 o->sum_s = t->out_sum_ms / 1000.0;
@@ -375,14 +433,21 @@ static int run_view_gauges(struct run_view *v, unsigned max_gauges, uint64_t *re
         return 0;
 }
 
-/* The series of an op: its total, and its latency's (three quantiles, a
- * sum and a count in the text format; counted so in both formats). */
-#define OP_SERIES (1 + 2 + METRIC_QUANTILES)
+/* The series of an op: its total, its latest time, and its latency's
+ * (three quantiles, a sum and a count in the text format; counted so in
+ * both formats). */
+#define OP_SERIES (1 + 1 + 2 + METRIC_QUANTILES)
+
+/* The forecasts a view writes (mlmond_run_oom_eta_seconds). */
+static bool oom_known(const struct run_view *v, int metric) {
+        return v->r.has_verdicts && v->r.verdicts.has_oom[metric] && v->r.verdicts.oom[metric].known;
+}
 
 /* The series a view writes at most: its ops are not read yet, so each of
  * those it will write counts as a timed op. */
 static size_t view_series(const struct run_view *v, unsigned max_ops) {
-        size_t n = 1 + v->n_gauges + (v->r.n_ops < max_ops ? v->r.n_ops : max_ops) * OP_SERIES;
+        size_t n = 2 + v->n_gauges + (v->r.n_ops < max_ops ? v->r.n_ops : max_ops) * OP_SERIES; /* info, state */
+        n += (v->r.has_goodput ? _GOODPUT_KIND_MAX : 0) + oom_known(v, OOM_RSS) + oom_known(v, OOM_GPU);
         for (int k = 0; k < _RM_MAX; k++)
                 n += v->known[k];
         return n;
@@ -405,7 +470,8 @@ static int take_views(const struct manager_link *ml, struct run_view **ret, size
                         }
                         views[n] = (struct run_view){};
                         if (ml->ops->live(ml->userdata, page[i].id,
-                                          RUN_LIVE_INFO | RUN_LIVE_LAST | RUN_LIVE_LEAK | RUN_LIVE_GAUGES,
+                                          RUN_LIVE_INFO | RUN_LIVE_LAST | RUN_LIVE_LEAK | RUN_LIVE_GAUGES |
+                                                  RUN_LIVE_VERDICTS,
                                           &views[n].r) == 0)
                                 n++;
                 }
@@ -455,7 +521,19 @@ static int attach_ledgers(struct metrics *x, struct run_view *views, size_t n, u
 
 /* The families in the order they are written; a run family's stage is
  * S_RUN + its enum run_metric. */
-enum stage { S_INFO, S_RUN, S_OPS = S_RUN + _RM_MAX, S_LATENCY, S_GAUGES, S_REST, S_DONE };
+enum stage {
+        S_INFO,
+        S_RUN,
+        S_GOODPUT = S_RUN + _RM_MAX,
+        S_OOM,
+        S_OPS,
+        S_LATENCY,
+        S_OP_LAST,
+        S_GAUGES,
+        S_STATE,
+        S_REST,
+        S_DONE
+};
 
 struct metrics_scrape {
         struct metrics *metrics;
@@ -597,9 +675,13 @@ int metrics_scrape_new(struct metrics *x, const struct manager_link *ml, const s
 /* The family of a stage that writes runs. */
 static const struct metric_family *stage_family(enum stage st) {
         return st == S_INFO      ? &info_family
-               : st < S_OPS      ? &run_families[st - S_RUN]
+               : st < S_GOODPUT  ? &run_families[st - S_RUN]
+               : st == S_GOODPUT ? &goodput_family
+               : st == S_OOM     ? &oom_family
                : st == S_OPS     ? &ops_family
                : st == S_LATENCY ? &latency_family
+               : st == S_OP_LAST ? &op_last_family
+               : st == S_STATE   ? &state_family
                                  : &gauges_family;
 }
 
@@ -631,6 +713,45 @@ static void write_view(struct metrics_scrape *x, const struct metric_family *f, 
                         memcpy(s.quantile_s, o->quantile_s, sizeof s.quantile_s);
                         e->series(e, f, &s);
                 }
+                break;
+        case S_OP_LAST:
+                for (size_t i = 0; v->ops_known && i < v->n_ops; i++) {
+                        if (v->ops[i].last_ms <= 0)
+                                continue;
+                        s.extra = &v->ops[i].label;
+                        s.n_extra = 1;
+                        s.value = (double)v->ops[i].last_ms / 1000.0;
+                        e->series(e, f, &s);
+                }
+                break;
+        case S_STATE: {
+                struct metric_label state = { "state", v->r.has_last ? proc_state_name(v->r.last.proc_state) : NULL };
+                if (!state.value)
+                        break;
+                s.extra = &state;
+                s.n_extra = 1;
+                s.value = 1;
+                e->series(e, f, &s);
+                break;
+        }
+        case S_GOODPUT:
+                for (int k = 0; v->r.has_goodput && k < _GOODPUT_KIND_MAX; k++) {
+                        struct metric_label kind = { "kind", goodput_kind_name(k) };
+                        s.extra = &kind;
+                        s.n_extra = 1;
+                        s.value = v->r.goodput_ms[k] / 1000;
+                        e->series(e, f, &s);
+                }
+                break;
+        case S_OOM:
+                for (int k = 0; k < _OOM_METRIC_MAX; k++)
+                        if (oom_known(v, k)) {
+                                struct metric_label metric = { "metric", oom_metric_name(k) };
+                                s.extra = &metric;
+                                s.n_extra = 1;
+                                s.value = v->r.verdicts.oom[k].eta_s;
+                                e->series(e, f, &s);
+                        }
                 break;
         case S_GAUGES:
                 for (size_t i = 0; i < v->n_gauges; i++) {

@@ -3,13 +3,18 @@
 #include "http/metrics-host.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "collect/accel/accel.h"
+#include "collect/procfs.h"
 #include "json-util.h"
+#include "analyze/goodput.h"
 #include "analyze/leakwatch.h"
+#include "analyze/verdict.h"
 #include "version.h"
 
 #define NS_PER_SEC 1e9
@@ -138,6 +143,11 @@ json_object *render_run(const struct run_info *ri, const struct sample *latest, 
         json_object_object_add(o, "tags", tags ? tags : json_object_new_object());
         json_add_i64(o, "registered_ts", true, ri->registered_ts_ms);
         json_add_i64(o, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        /* the state of a process that runs; an ended run's is how it ended */
+        json_add_string(o, "proc_state",
+                        ri->state == RUN_RUNNING && latest ? proc_state_name(latest->proc_state) : NULL);
+        json_add_i64(o, "exit_code", ri->has_exit_code, ri->exit_code);
+        json_add_i64(o, "exit_signal", ri->has_exit_signal, ri->exit_signal);
         json_object_object_add(o, "latest", latest ? render_sample(latest, latest_gpu) : NULL);
         /* a running tree's processes that are not the owner's to see */
         json_object *left = NULL;
@@ -351,7 +361,9 @@ json_object *render_health(const struct manager_stats *m) {
         bool has_rss = metrics_self_rss(&rss);
         static const char *const reasons[] = { "database writes failing", "a listener is not accepting", "sampler late",
                                                "GET /metrics left series out over its limits "
-                                               "(mlmond_metrics_left_out_total)" };
+                                               "(mlmond_metrics_left_out_total)",
+                                               "the write-ahead log was damaged: committed data was lost (wal_damage; "
+                                               "POST /v1/health/ack once seen to)" };
         json_object *why = json_object_new_array();
         for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
                 if (m->health & (1u << i))
@@ -371,6 +383,21 @@ json_object *render_health(const struct manager_stats *m) {
         json_add_u64(o, "statsd_malformed", true, m->statsd_malformed);
         json_add_u64(o, "statsd_unmatched", true, m->statsd_unmatched);
         json_add_u64(o, "statsd_refused", true, m->statsd_refused);
+        json_add_u64(o, "jobs_stalled", m->has_jobs_stalled, m->jobs_stalled);
+        json_object *wal = NULL;
+        if (m->wal.damaged) {
+                /* with the header gone, where the log broke is unknown */
+                bool frames = !m->wal.header;
+                wal = json_object_new_object();
+                json_add_i64(wal, "ts", true, m->wal.ts_ms);
+                json_object_object_add(wal, "header_damaged", json_object_new_boolean(m->wal.header));
+                json_add_u64(wal, "log_bytes", true, m->wal.log_bytes);
+                json_add_u64(wal, "frames_replayed", frames, m->wal.replayed);
+                json_add_u64(wal, "frames_lost", frames, m->wal.frames_lost);
+                json_add_u64(wal, "transactions_lost", frames, m->wal.transactions_lost);
+                json_add_string(wal, "copy", m->wal.copy && m->wal.copy[0] ? m->wal.copy : NULL);
+        }
+        json_object_object_add(o, "wal_damage", wal);
         return o;
 }
 
@@ -408,4 +435,265 @@ json_object *render_system(const struct manager_stats *m) {
         json_add_double(en, "grid_g_per_kwh", true, m->grid_g_per_kwh);
         json_object_object_add(o, "energy", en);
         return o;
+}
+
+/* ---- the goodput ledger and the verdicts beside the leak --------------------- */
+
+/* The parts in whole milliseconds, other taking what rounding leaves: they
+ * add up to wall_ms exactly. */
+static void goodput_parts(json_object *o, const double *ms, double wall_ms, bool known, bool has_startup) {
+        double r[_GOODPUT_KIND_MAX], rest = round(wall_ms);
+        for (int k = 0; k < _GOODPUT_KIND_MAX; k++)
+                if (k != GOODPUT_OTHER) {
+                        r[k] = round(ms[k]);
+                        rest -= r[k];
+                }
+        r[GOODPUT_OTHER] = rest > 0 ? rest : 0;
+        for (int k = 0; k < _GOODPUT_KIND_MAX; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_s", goodput_kind_name(k));
+                json_add_double(o, key, known && (k != GOODPUT_STARTUP || has_startup), r[k] / 1000);
+        }
+}
+
+json_object *render_goodput(const struct goodput_ledger *l) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "from", true, l->from_ms);
+        json_add_i64(o, "until", true, l->until_ms);
+        json_add_double(o, "wall_s", true, round(l->wall_ms) / 1000);
+        json_add_string(o, "step_op", l->step_op);
+        goodput_parts(o, l->ms, l->wall_ms, l->has_split, l->has_startup);
+        bool ideal = l->has_split && isfinite(l->ideal_step_ms);
+        double pct = ideal && l->wall_ms > 0 ? 100 * l->steps * l->ideal_step_ms / l->wall_ms : 0;
+        json_add_double(o, "steps", l->has_split, round(l->steps));
+        json_add_double(o, "ideal_step_ms", ideal, l->ideal_step_ms);
+        json_add_double(o, "goodput_pct", ideal && l->wall_ms > 0, pct > 100 ? 100 : pct);
+        double step_h = l->ms[GOODPUT_STEP] / 3.6e6;
+        json_add_double(o, "energy_j", l->has_energy, l->energy_j);
+        json_add_double(o, "energy_per_step_j", l->has_energy && l->has_split && l->steps >= 1,
+                        l->steps >= 1 ? l->energy_j / l->steps : 0);
+        json_add_double(o, "energy_per_productive_hour_j", l->has_energy && l->has_split && step_h > 0,
+                        step_h > 0 ? l->energy_j / step_h : 0);
+        json_add_string(o, "reason", l->reason);
+        return o;
+}
+
+json_object *render_goodput_point(int64_t ts_ms, const double *ms, double span_ms) {
+        json_object *o = json_object_new_object();
+        json_add_i64(o, "ts", true, ts_ms);
+        goodput_parts(o, ms, span_ms, true, true);
+        return o;
+}
+
+json_object *render_input_bound(const struct input_bound_verdict *v) {
+        json_object *o = json_object_new_object();
+        bool ev = v->evaluated;
+        json_object_object_add(o, "flagged", json_object_new_boolean(v->flagged));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(ev));
+        json_add_double(o, "share_pct", ev, v->share_pct);
+        json_add_double(o, "data_wait_s", ev, v->data_wait_s);
+        json_add_double(o, "step_s", ev, v->step_s);
+        json_add_double(o, "window_s", true, v->window_s);
+        json_add_u64(o, "workers", ev, v->workers);
+        json_add_double(o, "workers_cpu_pct", ev && v->has_workers_cpu, v->workers_cpu_pct);
+        json_add_double(o, "gpu_util_pct", ev && v->has_gpu, v->gpu_util_pct);
+        json_add_i64(o, "since", v->flagged && v->since_ms, v->since_ms);
+        json_add_i64(o, "evaluated_ts", v->evaluated_ms != 0, v->evaluated_ms);
+        json_add_string(o, "reason", v->reason);
+        return o;
+}
+
+json_object *render_gpu_idle(const struct gpu_idle_verdict *v) {
+        json_object *o = json_object_new_object();
+        char state[2] = { v->lingering_state, 0 };
+        json_object_object_add(o, "flagged", json_object_new_boolean(v->flagged));
+        json_object_object_add(o, "evaluated", json_object_new_boolean(v->evaluated));
+        json_object_object_add(o, "lingering", json_object_new_boolean(v->lingering));
+        json_add_string(o, "device", v->device[0] ? v->device : NULL);
+        json_add_u64(o, "mem_bytes", v->has_mem, v->mem_bytes);
+        json_add_double(o, "util_pct", v->has_util, v->util_pct);
+        json_add_double(o, "idle_s", v->since_ms != 0, v->idle_s);
+        json_add_i64(o, "since", v->since_ms != 0, v->since_ms);
+        json_add_i64(o, "lingering_pid", v->lingering, v->lingering_pid);
+        json_add_string(o, "lingering_state", v->lingering && state[0] ? state : NULL);
+        json_add_i64(o, "evaluated_ts", v->evaluated_ms != 0, v->evaluated_ms);
+        json_add_string(o, "reason", v->reason);
+        return o;
+}
+
+json_object *render_oom(const struct oom_forecast *f) {
+        const struct oom_limit *l = &f->limit;
+        bool lim = l->source != OOM_NONE;
+        json_object *o = json_object_new_object();
+        json_add_double(o, "eta_s", f->known, f->eta_s);
+        json_add_double(o, "slope_lo_bytes_per_s", f->slope_lo_bytes_per_s > 0, f->slope_lo_bytes_per_s);
+        json_add_string(o, "limit", oom_source_name(l->source));
+        json_add_u64(o, "limit_bytes", lim, l->limit_bytes);
+        json_add_u64(o, "usage_bytes", lim && l->has_usage, l->usage_bytes);
+        json_add_u64(o, "high_bytes", lim && l->has_high, l->high_bytes);
+        json_add_double(o, "high_eta_s", f->has_high_eta, f->high_eta_s);
+        json_add_string(o, "cgroup",
+                        (l->source == OOM_MEMORY_MAX || l->source == OOM_LIMIT_IN_BYTES) ? l->where : NULL);
+        json_add_string(o, "device", l->source == OOM_DEVICE ? l->where : NULL);
+        json_add_string(o, "reason", f->reason);
+        return o;
+}
+
+/* ---- GET /v1/overview, written as text -------------------------------------- */
+/* A thousand runs are 600 KB of JSON: built as json-c objects (45 a run)
+ * and printed, they took 30 to 70 ms of a 2-core machine; written straight
+ * to the answer, a few. */
+
+/* "key": with a comma before it unless it is the first of its object. */
+static void text_key(FILE *f, bool *first, const char *key) {
+        fprintf(f, "%s\"%s\":", *first ? "" : ",", key);
+        *first = false;
+}
+
+/* A string (sanitized and escaped as json-c does), or null. */
+static void text_string(FILE *f, bool *first, const char *key, const char *s) {
+        text_key(f, first, key);
+        json_object *j = s ? json_string_sanitized(s, strlen(s)) : NULL;
+        fputs(j ? json_to_string(j) : "null", f);
+        json_object_put(j);
+}
+
+/* A number rounded to decimals (as json_add_double rounds), or null. */
+static void text_double(FILE *f, bool *first, const char *key, bool known, double v, int decimals) {
+        double p = pow(10, decimals), r = known && isfinite(v) ? round(v * p) / p : NAN;
+        text_key(f, first, key);
+        if (isfinite(r))
+                fprintf(f, "%.15g", r == 0 ? 0 : r);
+        else
+                fputs("null", f);
+}
+
+static void text_i64(FILE *f, bool *first, const char *key, bool known, int64_t v) {
+        text_key(f, first, key);
+        if (known)
+                fprintf(f, "%" PRId64, v);
+        else
+                fputs("null", f);
+}
+
+static void text_bool(FILE *f, bool *first, const char *key, int v) {
+        text_key(f, first, key);
+        fputs(v < 0 ? "null" : v ? "true" : "false", f);
+}
+
+/* The few figures of a sample that a list of runs shows. */
+static void text_sample_brief(FILE *f, const struct sample *s) {
+        bool first = true;
+        fputc('{', f);
+        text_i64(f, &first, "ts", true, s->ts_ms);
+        text_double(f, &first, "cpu_pct", s->has_cpu_pct, s->cpu_pct, 3);
+        text_i64(f, &first, "rss_bytes", s->has_rss, (int64_t)s->rss_bytes);
+        text_double(f, &first, "read_bytes_per_s", s->has_io_rate, s->read_bytes_per_s, 3);
+        text_double(f, &first, "write_bytes_per_s", s->has_io_rate, s->write_bytes_per_s, 3);
+        text_double(f, &first, "netns_rx_bytes_per_s", s->has_net_rate, s->netns_rx_bytes_per_s, 3);
+        text_double(f, &first, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s, 3);
+        fputc('}', f);
+}
+
+static void text_spark(FILE *f, const struct overview_run *o, size_t npoints) {
+        fprintf(f, "{\"from\":%" PRId64 ",\"cpu_pct\":[", o->spark_from);
+        for (size_t k = 0; k < npoints; k++) {
+                const struct spark_point *p = &o->spark[k];
+                if (k > 0)
+                        fputc(',', f);
+                if (p->cpu_n)
+                        fprintf(f, "%.15g", round(p->cpu_sum / (double)p->cpu_n * 100) / 100);
+                else
+                        fputs("null", f);
+        }
+        fputs("],\"rss_bytes\":[", f);
+        for (size_t k = 0; k < npoints; k++) {
+                const struct spark_point *p = &o->spark[k];
+                if (k > 0)
+                        fputc(',', f);
+                if (p->rss_n)
+                        fprintf(f, "%" PRId64, (int64_t)(p->rss_sum / (double)p->rss_n));
+                else
+                        fputs("null", f);
+        }
+        fputs("]}", f);
+}
+
+static void text_top_op(FILE *f, const struct op_agg *a, double covered_s) {
+        bool timed = a->h.count > 0, first = true;
+        fputc('{', f);
+        text_string(f, &first, "op", a->op);
+        text_string(f, &first, "category", a->category);
+        text_double(f, &first, "count", true, a->count, 3);
+        text_double(f, &first, "per_s", covered_s > 0, covered_s > 0 ? a->count / covered_s : 0, 3);
+        text_double(f, &first, "total_ms", timed, a->h.sum, 3);
+        text_double(f, &first, "p99_ms", timed, timed ? hist_quantile(&a->h, 0.99) : 0, 3);
+        fputc('}', f);
+}
+
+static void render_overview_run(FILE *f, const struct overview_run *o, size_t npoints) {
+        const struct run_info *ri = &o->info;
+        bool first = true;
+        fputc('{', f);
+        text_i64(f, &first, "id", true, ri->id);
+        text_i64(f, &first, "pid", true, ri->pid);
+        text_string(f, &first, "name", ri->name);
+        text_string(f, &first, "comm", ri->comm);
+        text_string(f, &first, "state", run_state_to_string(ri->state));
+        text_string(f, &first, "proc_state",
+                    ri->state == RUN_RUNNING && o->has_last ? proc_state_name(o->last.proc_state) : NULL);
+        text_i64(f, &first, "exit_code", ri->has_exit_code, ri->exit_code);
+        text_i64(f, &first, "exit_signal", ri->has_exit_signal, ri->exit_signal);
+        text_key(f, &first, "tags");
+        json_object *tags = ri->tags_json ? json_tokener_parse(ri->tags_json) : NULL;
+        fputs(json_object_is_type(tags, json_type_object) ? json_to_string(tags) : "{}", f);
+        json_object_put(tags);
+        text_i64(f, &first, "registered_ts", true, ri->registered_ts_ms);
+        text_i64(f, &first, "ended_ts", ri->ended_ts_ms != 0, ri->ended_ts_ms);
+        text_key(f, &first, "latest");
+        if (o->has_last)
+                text_sample_brief(f, &o->last);
+        else
+                fputs("null", f);
+        /* the verdict of the series that is suspected, else of RSS */
+        const struct leak_state *l = NULL;
+        if (o->has_leak)
+                l = o->leak.has_gpu && o->leak.gpu.suspected && !o->leak.rss.suspected ? &o->leak.gpu : &o->leak.rss;
+        bool lf = true;
+        text_key(f, &first, "leak");
+        fputc('{', f);
+        text_bool(f, &lf, "suspected", l && l->evaluated ? l->suspected : -1);
+        text_bool(f, &lf, "detected", ri->leak_detected || (l && l->suspected));
+        text_string(f, &lf, "reason", l && l->reason[0] ? l->reason : NULL);
+        fputc('}', f);
+        text_key(f, &first, "spark");
+        text_spark(f, o, npoints);
+        text_key(f, &first, "top_op");
+        if (o->top)
+                text_top_op(f, o->top, o->covered_s);
+        else
+                fputs("null", f);
+        fputc('}', f);
+}
+
+void render_overview(FILE *f, const struct overview_doc *d) {
+        bool first = true;
+        fputc('{', f);
+        text_i64(f, &first, "ts", true, d->ts_ms);
+        text_double(f, &first, "spark_step_s", true, SPARK_STEP_MS / 1000.0, 3);
+        text_double(f, &first, "window_s", true, d->window_s, 3);
+        text_i64(f, &first, "running", true, (int64_t)d->n_running);
+        text_key(f, &first, "runs");
+        fputc('[', f);
+        for (size_t i = 0; i < d->n; i++) {
+                if (i > 0)
+                        fputc(',', f);
+                render_overview_run(f, &d->runs[i], d->npoints);
+        }
+        fputc(']', f);
+        text_bool(f, &first, "truncated", d->truncated);
+        text_key(f, &first, "jobs");
+        fputs(json_to_string(d->jobs), f);
+        text_i64(f, &first, "jobs_total", true, (int64_t)d->jobs_total);
+        fputs("}\n", f);
 }

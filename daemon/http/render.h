@@ -3,6 +3,7 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdio.h>
 
 #include "manager-ops.h"
 #include "store/querier.h"
@@ -62,3 +63,59 @@ json_object *render_leak(const struct leak_state *l, const char *metric);
  * "gpu_mem" (null while the run has no GPU memory). */
 json_object *render_run_leak(const struct leak_report *r);
 json_object *render_system(const struct manager_stats *st);
+
+/* A span's goodput ledger, as api-goodput.c works it out. */
+struct goodput_ledger {
+        int64_t from_ms, until_ms;
+        double wall_ms; /* until - from; for a job the mean of its ranks' */
+        const char *step_op;
+        bool has_split;   /* the step op had timings: the parts are known */
+        bool has_startup; /* when the first step ended is known (else its time is other's) */
+        double ms[_GOODPUT_KIND_MAX];
+        double steps;
+        double ideal_step_ms; /* NaN: unknown */
+        bool has_energy;
+        double energy_j;
+        const char *reason; /* why there is no split; NULL when there is */
+};
+/* wall_s, step_op, the parts as KIND_s (rounded to the millisecond, other_s
+ * taking what rounding leaves, so that they add up to wall_s exactly), steps,
+ * ideal_step_ms, goodput_pct, the energy per step and per productive hour,
+ * and reason. */
+json_object *render_goodput(const struct goodput_ledger *l);
+/* One point of a ledger's series: {"ts", KIND_s...}, adding up to span_ms. */
+json_object *render_goodput_point(int64_t ts_ms, const double *ms, double span_ms);
+/* The verdicts beside the leak. */
+struct input_bound_verdict;
+struct gpu_idle_verdict;
+struct oom_forecast;
+json_object *render_input_bound(const struct input_bound_verdict *v);
+json_object *render_gpu_idle(const struct gpu_idle_verdict *v);
+json_object *render_oom(const struct oom_forecast *f);
+/* One run of GET /v1/overview, as its handler gathered it. */
+struct overview_run {
+        struct run_info info; /* info.leak_detected: a leak was suspected at some point */
+        bool has_last;
+        struct sample last;
+        bool has_leak; /* the verdicts now (the last stored ones for a run that ended) */
+        struct leak_report leak;
+        int64_t spark_from; /* the minute of the first point of spark */
+        const struct spark_point *spark;
+        const struct op_agg *top; /* the op that cost the most time in the window; NULL: none */
+        double covered_s;         /* the part of the window the run covers (what per_s divides by) */
+};
+/* The answer of GET /v1/overview. */
+struct overview_doc {
+        int64_t ts_ms;
+        double window_s;
+        const struct overview_run *runs; /* the running ones first */
+        size_t n, n_running;
+        size_t npoints; /* of each run's spark */
+        bool truncated;
+        json_object *jobs; /* an array of GET /v1/jobs items + "stragglers" */
+        size_t jobs_total;
+};
+/* As JSON text (1 000 runs are 600 KB: json-c objects cost 30 to 70 ms of
+ * a 2-core machine); each run with its identity, latest figures, leak
+ * flags, CPU and RSS a minute at a time and its top op. */
+void render_overview(FILE *f, const struct overview_doc *d);

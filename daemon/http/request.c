@@ -4,6 +4,7 @@
 #include "http/request.h"
 
 #include <stdarg.h>
+#include <fnmatch.h>
 #include <string.h>
 #include <strings.h>
 
@@ -49,7 +50,7 @@ void respond_errno(struct request *rq, int r, const char *message) {
         } map[] = {
                 { -ESRCH, 404, "not_found" },    { -ENOENT, 404, "not_found" },  { -EPERM, 403, "forbidden" },
                 { -EEXIST, 409, "conflict" },    { -EALREADY, 409, "conflict" }, { -EUSERS, 429, "too_many_runs" },
-                { -EINVAL, 400, "bad_request" },
+                { -EINVAL, 400, "bad_request" }, { -EBUSY, 409, "conflict" },
         };
         for (size_t i = 0; i < ELEMENTSOF(map); i++)
                 if (map[i].r == r) {
@@ -194,12 +195,7 @@ json_object *parse_body(struct request *rq) {
 
 bool valid_label(const char *s, size_t max) {
         size_t l = strlen(s);
-        if (l == 0 || l > max || !utf8_is_valid(s, l))
-                return false;
-        for (size_t i = 0; i < l; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-        return true;
+        return l > 0 && l <= max && utf8_is_plain_text(s, l);
 }
 
 int split_into(const char *text, const char *sep, char *buf, size_t bufsize, const char **parts, size_t max,
@@ -229,6 +225,45 @@ int optional_field(struct request *rq, json_object *o, const char *key, json_typ
         }
         *ret = v;
         return 1;
+}
+
+int parse_exit_fields(struct request *rq, json_object *o, int *ret_wait_status) {
+        json_object *code = NULL, *sig = NULL;
+        int c = optional_field(rq, o, "exit_code", json_type_int, "a whole number", &code);
+        int g = c < 0 ? -1 : optional_field(rq, o, "exit_signal", json_type_int, "a whole number", &sig);
+        if (c < 0 || g < 0)
+                return -1;
+        if (c + g == 0)
+                return 0;
+        if (c + g != 1) {
+                respond_error(rq, 400, "bad_request", "exit_code and exit_signal cannot both be given");
+                return -1;
+        }
+        int64_t v = json_object_get_int64(code ? code : sig);
+        if (code ? v < 0 || v > 255 : v < 1 || v > 64) {
+                respond_error(rq, 400, "bad_request",
+                              code ? "exit_code: must be 0 to 255" : "exit_signal: must be 1 to 64");
+                return -1;
+        }
+        /* the status wait(2) gives: the code in the second byte, or the signal */
+        *ret_wait_status = code ? (int)v << 8 : (int)v;
+        return 1;
+}
+
+bool op_matches_list(const char *list, const char *op) {
+        char pattern[256]; /* a longer pattern matches no op name (200 bytes at most) */
+        for (const char *p = list; p && *p;) {
+                size_t skip = strspn(p, " \t,"), len = strcspn(p + skip, " \t,");
+                p += skip;
+                if (len > 0 && len < sizeof pattern) {
+                        memcpy(pattern, p, len);
+                        pattern[len] = 0;
+                        if (fnmatch(pattern, op, 0) == 0)
+                                return true;
+                }
+                p += len;
+        }
+        return false;
 }
 
 static int unhex(char c) {
@@ -478,6 +513,27 @@ int request_origins_check(const char *list, char *errbuf, size_t errlen) {
         return 0;
 }
 
+int request_query_append(char **q, const char *key, const char *value) {
+        size_t have = *q ? strlen(*q) : 0, klen = strlen(key), vlen = strlen(value);
+        char *n = realloc(*q, have + 1 + klen + 1 + 3 * vlen + 1);
+        if (!n)
+                return -ENOMEM;
+        char *p = n + have;
+        if (have > 0)
+                *p++ = '&';
+        p = mempcpy(p, key, klen);
+        *p++ = '=';
+        for (const unsigned char *v = (const unsigned char *)value; *v; v++)
+                if ((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+                    strchr("-._~", *v))
+                        *p++ = (char)*v;
+                else
+                        p += sprintf(p, "%%%02X", *v);
+        *p = 0;
+        *q = n;
+        return 0;
+}
+
 void request_done(struct request *rq) {
         if (rq->json)
                 json_object_put(rq->json);
@@ -499,5 +555,11 @@ enum auth_result request_check_bearer(const char *authorization, const char *tok
                 return AUTH_WRONG;
         const char *given = authorization + 7;
         given += strspn(given, " ");
-        return ct_equal(given, strlen(given), token, token_len) ? AUTH_OK : AUTH_WRONG;
+        /* the blanks around a field value are not part of it (RFC 9110
+         * 5.5: OWS is spaces and tabs); libmicrohttpd drops those before
+         * it, not those after it */
+        size_t len = strlen(given);
+        while (len > 0 && (given[len - 1] == ' ' || given[len - 1] == '\t'))
+                len--;
+        return ct_equal(given, len, token, token_len) ? AUTH_OK : AUTH_WRONG;
 }

@@ -120,6 +120,11 @@ bool request_origin_allowed(const char *list, const char *origin);
  * no path, not even a slash), which is the only way it can ever match;
  * else -EINVAL and why in errbuf. */
 int request_origins_check(const char *list, char *errbuf, size_t errlen);
+/* Appends "&key=value" (no '&' when *q is empty) to the malloc'ed query
+ * *q, value percent-encoded: every byte but the unreserved ones of RFC 3986
+ * (letters, digits, "-._~") as %XX, so that request_parse_target() gives
+ * value back. -ENOMEM, leaving *q as it was. */
+int request_query_append(char **q, const char *key, const char *value);
 /* Frees what the request holds (not rq itself). */
 void request_done(struct request *rq);
 
@@ -161,6 +166,13 @@ bool check_unknown_keys(struct request *rq, json_object *o, const char *const *a
  * when of another type. */
 int optional_field(struct request *rq, json_object *o, const char *key, json_type t, const char *what,
                    json_object **ret);
+/* How a process ended, in the body of POST /v1/runs/{id}/exit: at most one
+ * of "exit_code" (0..255) and "exit_signal" (1..64), into the wait(2)
+ * status that says it. 1 with one, 0 with neither, -1 answered 400. */
+int parse_exit_fields(struct request *rq, json_object *o, int *ret_wait_status);
+/* Does op match one of the fnmatch(3) patterns of list (separated by
+ * spaces or commas)? */
+bool op_matches_list(const char *list, const char *op);
 /* 1..max bytes of printable ASCII without spaces: op names, mark labels. */
 bool valid_label(const char *s, size_t max);
 

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -370,17 +371,29 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
         *socket_context = c;
 }
 
+/* Whether bytes wait in the connection's socket: libmicrohttpd reads
+ * whatever is there when it runs, so after a run these came during it. */
+static bool conn_unread(const struct conn *c) {
+        int n = 0;
+        return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* Shuts down the connections whose request head is late (header_timeout
- * after the accept or the last answer); returns the next such deadline. */
+ * after the accept or the last answer); returns the next such deadline.
+ * Called right after a run: a connection with bytes unread is spared, as
+ * they came while the daemon was busy with others (a long answer being
+ * built), not because the client was slow; the next run reads them, and
+ * their arrival brings it. */
 static usec_t conn_sweep(struct listener *l) {
         usec_t timeout = l->server->config->http_header_timeout_usec, now = now_usec(CLOCK_MONOTONIC);
         usec_t next = USEC_INFINITY;
         for (struct conn *c = l->conns; c; c = c->next) {
                 if (c->state != CONN_WAITING)
                         continue;
-                if (now - c->since >= timeout)
-                        conn_kill(c);
-                else if (c->since + timeout < next)
+                if (now - c->since >= timeout) {
+                        if (!conn_unread(c))
+                                conn_kill(c);
+                } else if (c->since + timeout < next)
                         next = c->since + timeout;
         }
         return next;
@@ -581,10 +594,18 @@ static unsigned listener_connections(const struct listener *l) {
 }
 
 #define PUMP_MAX_RUNS 32
+/* A connection with a long answer being streamed keeps libmicrohttpd's
+ * timeout at 0 (a piece is ready to write each run), and each run renders
+ * a piece for each such connection: a few ms. Past this time the other
+ * listener and the rest of the loop get their turn first: with four lists
+ * of 26 MB streamed over TCP, a 32-run pump kept the unix socket waiting
+ * for up to 0.35 s. */
+#define PUMP_MAX_USEC (5 * USEC_PER_MSEC)
 
 static void listener_pump(struct listener *l) {
-        /* Runs again (a bounded number of times, so the other event sources
-         * get their turn; then through the timer) in two cases.
+        /* Runs again (a bounded number of times and for a bounded time, so
+         * the other event sources get their turn; then through the timer)
+         * in two cases.
          *
          * At its connection limit libmicrohttpd takes the listening socket
          * out of its epoll set, and puts it back only at the start of a
@@ -599,7 +620,8 @@ static void listener_pump(struct listener *l) {
          * of 0. */
         MHD_UNSIGNED_LONG_LONG ms;
         bool again = true;
-        for (unsigned i = 0; i < PUMP_MAX_RUNS && again; i++) {
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        for (unsigned i = 0; i < PUMP_MAX_RUNS && again && now_usec(CLOCK_MONOTONIC) - start < PUMP_MAX_USEC; i++) {
                 unsigned before = listener_connections(l);
                 if (l->server->yield) /* sending to many connections takes time too */
                         l->server->yield(l->server->userdata);

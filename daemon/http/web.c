@@ -55,7 +55,7 @@ void h_web_run(struct request *rq, const char *const *parts, size_t nparts) {
         int64_t id;
         /* the page itself asks the API for the run (and says when there is none) */
         if (check_args(rq, NULL) && parse_id(rq, parts[1], &id))
-                respond_asset(rq, "run.html");
+                respond_asset(rq, "page.html");
 }
 
 void h_web_job(struct request *rq, const char *const *parts, size_t nparts) {
@@ -67,7 +67,7 @@ void h_web_job(struct request *rq, const char *const *parts, size_t nparts) {
                 respond_error(rq, 400, "bad_request", "not a job id (1 to %d bytes of UTF-8 text)", TAG_VALUE_MAX);
                 return;
         }
-        respond_asset(rq, "job.html");
+        respond_asset(rq, "page.html");
 }
 
 void h_web_asset(struct request *rq, const char *const *parts, size_t nparts) {

@@ -17,8 +17,10 @@
  *  - a timing written with a '-' is malformed, "-0" included; a '+' is
  *    accepted on every type; only on "g" does a sign mean a delta.
  *  - names and categories: besides C0 controls and DEL, the space (so the
- *    header's " a:1|c" is malformed wherever the blank is) and the C1
- *    controls U+0080..U+009F (a raw CSI in a log line) are refused.
+ *    header's " a:1|c" is malformed wherever the blank is), the C1
+ *    controls U+0080..U+009F (a raw CSI in a log line) and the
+ *    bidirectional formatting characters (utf8_is_plain_text()) are
+ *    refused.
  *  - after the type, each section starts with '@' (rate) or '#' (tags) and
  *    comes at most once; an empty section ("a:1|c|") or any other kind
  *    (DogStatsD's "|c:container" and "|T123") is malformed.
@@ -36,8 +38,8 @@
  *    KiB), and must fit the line exactly: the title is followed by '|',
  *    the text by the line's end or '|'. The title is a mark's label as the
  *    HTTP API takes it (1 to STATSD_TITLE_MAX bytes of valid UTF-8 without
- *    C0 controls or DEL; a space, ':' or '|' are fine, the length says
- *    where it ends). The text may be empty and is not read, but for NUL
+ *    control or bidirectional formatting characters; a space, ':' or '|'
+ *    are fine, the length says where it ends). The text may be empty and is not read, but for NUL
  *    bytes. After it, DogStatsD's sections d:, h:, k:, p:, s:, t: (each at
  *    most once, contents ignored) and "#tags" (as for metrics); any other
  *    section is malformed. Any line starting with "_e{" is an event, so
@@ -84,18 +86,6 @@ static bool is_number_char(unsigned char c) {
         return (c >= '0' && c <= '9') || c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E';
 }
 
-/* Non-ASCII part of a label: valid UTF-8, and no C1 control (U+0080..U+009F
- * is encoded as C2 80..C2 9F; in valid UTF-8 that pair means nothing else). */
-static bool utf8_label_ok(const char *s, size_t len) {
-        if (!utf8_is_valid(s, len))
-                return false;
-        const unsigned char *u = (const unsigned char *)s;
-        for (size_t i = 0; i + 1 < len; i++)
-                if (u[i] == 0xC2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9F)
-                        return false;
-        return true;
-}
-
 bool statsd_category_valid(const char *s, size_t len) {
         if (len == 0 || len > STATSD_CATEGORY_MAX)
                 return false;
@@ -106,7 +96,7 @@ bool statsd_category_valid(const char *s, size_t len) {
                         return false;
                 high |= c == TC_HIGH;
         }
-        return !high || utf8_label_ok(s, len);
+        return !high || utf8_is_plain_text(s, len);
 }
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -255,12 +245,7 @@ static const char *next_section(const char *p, const char *end, const char **ret
 
 /* The label rules of the HTTP API's marks. */
 static bool title_valid(const char *s, size_t len) {
-        if (len == 0 || len > STATSD_TITLE_MAX)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-        return utf8_is_valid(s, len);
+        return len > 0 && len <= STATSD_TITLE_MAX && utf8_is_plain_text(s, len);
 }
 
 /* A length at *p, ended by stop; *p moves past stop. */
@@ -373,7 +358,7 @@ int statsd_parse_line(const char *line, size_t len, struct statsd_metric *ret) {
         }
         if (i == 0 || i > STATSD_NAME_MAX || i == len)
                 return -EINVAL;
-        if (high && !utf8_label_ok(line, i))
+        if (high && !utf8_is_plain_text(line, i))
                 return -EINVAL;
         m.name = line;
         m.name_len = i;

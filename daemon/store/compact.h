@@ -21,6 +21,14 @@ int store_compact(struct store *s, int64_t now_ms, bool *ret_more);
  * remain. */
 int store_retention(struct store *s, int64_t now_ms, unsigned batch, unsigned *ret_deleted);
 
+/* [storage] ended_runs_per_uid: deletes, with all their rows, at most
+ * batch (up to STORE_PRUNE_BATCH_MAX) of the ended runs past the newest
+ * per_uid of their owner's (uid), oldest first, a run a transaction
+ * (prune.c). per_uid 0: none. *ret_deleted == batch: more remain. 0 or
+ * -EIO (logged; the runs deleted before it stay deleted). */
+#define STORE_PRUNE_BATCH_MAX 256
+int store_prune_ended_runs(struct store *s, unsigned per_uid, unsigned batch, unsigned *ret_deleted);
+
 /* How far the tiers are complete: the minute tier (and the blocks) before
  * *ret_minutes, the hour tier before *ret_hours (0: nothing yet). */
 int store_tiers_until(struct store *s, sqlite3 *db, int64_t *ret_minutes, int64_t *ret_hours);

@@ -518,3 +518,133 @@ void op_steps_free(struct op_aggs *v, size_t n) {
                 op_aggs_done(&v[i]);
         free(v);
 }
+
+/* ---- many runs at once ----------------------------------------------------- */
+
+/* The ids as a JSON array, the text SQL reads them from with json_each():
+ * one statement for any number of runs. */
+static char *ids_json(const int64_t *ids, size_t n) {
+        size_t size = 2 + n * 21, len = 1;
+        char *t = malloc(size);
+        if (!t)
+                return NULL;
+        t[0] = '[';
+        for (size_t i = 0; i < n; i++)
+                len += (size_t)snprintf(t + len, size - len, i ? ",%lld" : "%lld", (long long)ids[i]);
+        snprintf(t + len, size - len, "]");
+        return t;
+}
+
+static int id_cmp(const void *a, const void *b) {
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return (x > y) - (x < y);
+}
+
+/* The index of id in ids, or -1. */
+static ssize_t id_index(const int64_t *ids, size_t n, int64_t id) {
+        const int64_t *p = bsearch(&id, ids, n, sizeof *ids, id_cmp);
+        return p ? p - ids : -1;
+}
+
+#define IN_IDS "run_id IN (SELECT value FROM json_each(?1))"
+
+int querier_sparks(struct store *s, const struct query_limits *l, const int64_t *ids, size_t n, int64_t from,
+                   int64_t until, bool head, size_t stride, struct spark_point *ret) {
+        /* the minute tier, and the head's rows grouped by minute: a minute
+         * is in one or the other (the compaction moves it in one
+         * transaction), save late rows, which add up */
+        static const char *const sql[] = {
+                "SELECT run_id, ts, agg FROM samples_1m WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3",
+                "SELECT run_id, ts / 60000 * 60000 AS m, count(cpu_pct), sum(cpu_pct), count(rss_bytes), "
+                "sum(rss_bytes) FROM samples WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, m",
+        };
+        if (n == 0 || until <= from)
+                return 0;
+        _cleanup_free_ char *list = ids_json(ids, n);
+        if (!list)
+                return -ENOMEM;
+        struct budget bg;
+        sqlite3 *db = reader_begin(s, l, &bg);
+        int r = 0;
+        for (size_t q = 0; q < (head ? 2 : 1) && r == 0; q++) {
+                _cleanup_reset_ sqlite3_stmt *st = NULL;
+                r = reader_prepare(s, db, sql[q], &st);
+                if (r < 0)
+                        break;
+                bind_params(st, PARAMS(p_text(list), p_int(from), p_int(until)));
+                while ((r = step_one(db, st)) == 1) {
+                        ssize_t i = id_index(ids, n, sqlite3_column_int64(st, 0));
+                        int64_t k = (sqlite3_column_int64(st, 1) - from) / SPARK_STEP_MS;
+                        if (i < 0 || k < 0 || (size_t)k >= stride)
+                                continue;
+                        struct spark_point *p = &ret[(size_t)i * stride + (size_t)k];
+                        struct sample_agg a = {};
+                        if (q == 0) { /* a tier row, packed: one that does not unpack is left out */
+                                if (sample_agg_unpack(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                                                      &a) < 0)
+                                        continue;
+                        } else
+                                a = (struct sample_agg){ .cpu_pct_n = (uint64_t)sqlite3_column_int64(st, 2),
+                                                         .cpu_pct_sum = sqlite3_column_double(st, 3),
+                                                         .rss_n = (uint64_t)sqlite3_column_int64(st, 4),
+                                                         .rss_sum = sqlite3_column_double(st, 5) };
+                        p->cpu_n += a.cpu_pct_n;
+                        p->cpu_sum += a.cpu_pct_sum;
+                        p->rss_n += a.rss_n;
+                        p->rss_sum += a.rss_sum;
+                }
+        }
+        reader_end(s);
+        return r;
+}
+
+/* Rows of (run_id, op, category, count, hist) into the aggregates of their
+ * runs, merged in C as op_rows() merges one run's. */
+static int runs_op_rows(sqlite3 *db, sqlite3_stmt *st, const int64_t *ids, size_t n, struct op_aggs *ret) {
+        int r;
+        while ((r = step_one(db, st)) == 1) {
+                ssize_t i = id_index(ids, n, sqlite3_column_int64(st, 0));
+                const char *op = (const char *)sqlite3_column_text(st, 1);
+                const char *cat = (const char *)sqlite3_column_text(st, 2);
+                if (i >= 0 && op &&
+                    (r = op_aggs_add_encoded(&ret[i], op, cat, sqlite3_column_double(st, 3), sqlite3_column_blob(st, 4),
+                                             (size_t)sqlite3_column_bytes(st, 4))) < 0)
+                        break;
+        }
+        return r;
+}
+
+int querier_runs_ops(struct store *s, const struct query_limits *l, const struct live_source *live, const int64_t *ids,
+                     size_t n, int64_t from, int64_t until, struct op_aggs *ret) {
+        static const char *const sql[] = {
+                [T_RAW] = "SELECT run_id, op, category, count, hist FROM op_slices WHERE " IN_IDS
+                          " AND ts >= ?2 AND ts < ?3",
+                [T_MINUTE] = "SELECT run_id, op, category, count, hist FROM op_slices_1m WHERE " IN_IDS
+                             " AND ts >= ?2 AND ts < ?3",
+                [T_HOUR] = "SELECT run_id, op, category, count, hist FROM op_slices_1h WHERE " IN_IDS
+                           " AND ts >= ?2 AND ts < ?3",
+        };
+        if (n == 0 || until <= from)
+                return 0;
+        _cleanup_free_ char *list = ids_json(ids, n);
+        if (!list)
+                return -ENOMEM;
+        struct budget bg;
+        sqlite3 *db = reader_begin(s, l, &bg);
+        struct piece p[8];
+        size_t np = 0;
+        int r = cut_span(s, db, from, until, INT64_MAX, p, &np);
+        for (size_t k = 0; k < np && r == 0; k++) {
+                _cleanup_reset_ sqlite3_stmt *st = NULL;
+                r = reader_prepare(s, db, sql[p[k].tier], &st);
+                if (r == 0) {
+                        bind_params(st, PARAMS(p_text(list), p_int(p[k].from), p_int(p[k].until)));
+                        r = runs_op_rows(db, st, ids, n, ret);
+                }
+        }
+        reader_end(s);
+        /* what the runs hold in memory was not stored (0 for one that ended) */
+        for (size_t i = 0; i < n && r == 0 && live && live->ops; i++)
+                r = live->ops(live->userdata, ids[i], from, until, NULL, &ret[i]);
+        return r;
+}

@@ -74,3 +74,30 @@ int querier_op_steps(struct store *s, const struct query_limits *l, const struct
                      int64_t from, int64_t until, int64_t step_ms, const char *op_filter, struct op_aggs **ret,
                      size_t *ret_n);
 void op_steps_free(struct op_aggs *v, size_t n);
+
+/* ---- many runs at once ----------------------------------------------------- */
+/* For a page that shows every running run: one query per tier for all of
+ * them, never one per run. ids: the runs, in ascending order; ret: one
+ * result per run, in the same order. */
+
+/* A minute of a run's CPU and RSS: sums and how many samples had each
+ * figure, so that the minute's averages are cpu_sum / cpu_n (unknown with
+ * cpu_n 0). */
+struct spark_point {
+        uint64_t cpu_n, rss_n;
+        double cpu_sum, rss_sum;
+};
+#define SPARK_STEP_MS 60000
+/* The minutes [from, until) (both whole minutes, at most stride of them)
+ * of each run: point k of run i (the minute from + k minutes) added to
+ * ret[i * stride + k]. The minutes compacted come from the minute tier,
+ * the others from the head with head (else they stay empty: the head holds
+ * a row per run and sample of the minutes not compacted yet, 60 000 a
+ * minute for 1 000 runs at 1 s, too many to read for every page). */
+int querier_sparks(struct store *s, const struct query_limits *l, const int64_t *ids, size_t n, int64_t from,
+                   int64_t until, bool head, size_t stride, struct spark_point *ret);
+
+/* The op data of each run within [from, until), stored and live (live may
+ * be NULL), merged per op into ret[i]. */
+int querier_runs_ops(struct store *s, const struct query_limits *l, const struct live_source *live, const int64_t *ids,
+                     size_t n, int64_t from, int64_t until, struct op_aggs *ret);

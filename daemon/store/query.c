@@ -177,17 +177,32 @@ void run_infos_free(struct run_info *v, size_t n) {
         array_free(v, n, &run_infos);
 }
 
+#define RUNS_WHERE                                                                                                    \
+        "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) AND (?7 = 0 OR state != 'running') " \
+        "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) "                                                 \
+        "AND (?5 IS NULL OR (json_valid(tags) AND json_extract(tags, '$.job_id') = ?5)) "
+
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated) {
-        return query_array(s, l,
-                           "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE (?1 IS NULL OR state = ?1) "
-                           "AND (?2 IS NULL OR name = ?2) AND (?3 IS NULL OR pid = ?3) "
-                           "AND (?5 IS NULL OR (json_valid(tags) AND json_extract(tags, '$.job_id') = ?5)) "
-                           "AND id > ?6 ORDER BY id LIMIT ?4",
+        /* two texts rather than an ORDER BY expression: each walks the
+         * rowid in its direction and stops after LIMIT rows */
+        const char *sql = f->newest_first ? RUNS_WHERE "AND id < ?6 ORDER BY id DESC LIMIT ?4"
+                                          : RUNS_WHERE "AND id > ?6 ORDER BY id LIMIT ?4";
+        int64_t after = f->newest_first && f->after_id <= 0 ? INT64_MAX : f->after_id;
+        return query_array(s, l, sql,
                            PARAMS(f->state >= 0 ? p_text(run_state_to_string((enum run_state)f->state)) : p_null(),
                                   p_text(f->name), f->pid > 0 ? p_int(f->pid) : p_null(),
-                                  p_int((int64_t)l->max_rows + 1), p_text(f->job_id), p_int(f->after_id)),
+                                  p_int((int64_t)l->max_rows + 1), p_text(f->job_id), p_int(after), p_int(f->ended)),
                            l->max_rows, &run_infos, (void **)ret, ret_n, ret_truncated);
+}
+
+int query_runs_ended(struct store *s, const struct query_limits *l, size_t max, struct run_info **ret, size_t *ret_n) {
+        if (max > l->max_rows)
+                max = l->max_rows;
+        return query_array(s, l,
+                           "SELECT " STORE_RUN_COLUMNS " FROM runs WHERE state IN ('exited', 'unregistered') "
+                           "ORDER BY ended_ts DESC, id DESC LIMIT ?1",
+                           PARAMS(p_int((int64_t)max)), max, &run_infos, (void **)ret, ret_n, NULL);
 }
 
 static char *col_text_dup(sqlite3_stmt *st, int i) {

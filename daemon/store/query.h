@@ -21,14 +21,20 @@ int query_run_leak(struct store *s, const struct query_limits *l, int64_t id, st
 
 struct runs_filter {
         int state;          /* enum run_state, or -1 for all */
+        bool ended;         /* only runs that ended (exited or unregistered) */
         const char *name;   /* NULL = any */
         int pid;            /* 0 = any */
         const char *job_id; /* NULL = any; else the runs tagged job_id=job_id */
-        int64_t after_id;   /* only runs with a larger id: a list read in pages */
+        int64_t after_id;   /* only runs after this one (a larger id, or a smaller newest first; 0: from the
+                               first): a list read in pages */
+        bool newest_first;  /* in descending id order */
 };
 int query_runs(struct store *s, const struct query_limits *l, const struct runs_filter *f, struct run_info **ret,
                size_t *ret_n, bool *ret_truncated);
 void run_infos_free(struct run_info *v, size_t n);
+/* The runs that ended (exited or unregistered), the last to end first, at
+ * most max of them. */
+int query_runs_ended(struct store *s, const struct query_limits *l, size_t max, struct run_info **ret, size_t *ret_n);
 
 /* A job: the runs that share a job_id tag. */
 struct job_info {

@@ -14,6 +14,7 @@
 #include "analyze/ops.h"
 #include "store/param.h"
 #include "store/tier.h"
+#include "store/walcheck.h"
 #include "util.h"
 
 extern const char *const sql_migrations[];
@@ -41,6 +42,8 @@ struct store {
         bool in_txn;
         uint64_t write_errors;
         int64_t retention_raw_ms, retention_rollup_ms;
+        bool has_wal_damage; /* reported until acknowledged or a day old */
+        struct wal_damage wal_damage;
         struct {
                 const char *sql;
                 sqlite3_stmt *st;
@@ -104,7 +107,7 @@ int store_migrate(sqlite3 *db, unsigned target, char *errbuf, size_t errlen) {
                          sql_migrations_count);
                 return -EPROTO;
         }
-        if (v < target && tier_register_pack(db) < 0) { /* sql/010 packs the tiers' rows with it */
+        if (v < target && tier_register_pack(db) < 0) { /* sql/012 packs the tiers' rows with it */
                 snprintf(errbuf, errlen, "cannot set up the migrations: %s", sqlite3_errmsg(db));
                 return -EIO;
         }
@@ -156,6 +159,9 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         char e[256];
         int r;
 
+        /* before SQLite replays the log, and resets it */
+        int64_t now_ms = now_realtime_ms();
+        bool wal_damaged = walcheck_before_open(path, now_ms, &s->wal_damage) > 0;
         if (sqlite3_open_v2(path, &s->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
             SQLITE_OK) {
                 snprintf(errbuf, errlen, "cannot open database %s: %s", path,
@@ -185,6 +191,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         r = store_migrate(s->w, 0, errbuf, errlen);
         if (r < 0)
                 goto fail;
+        s->has_wal_damage = walcheck_recorded(s->w, wal_damaged, &s->wal_damage, now_ms) > 0;
 
         if (sqlite3_open_v2(path, &s->r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
                 snprintf(errbuf, errlen, "cannot open database %s read-only: %s", path,
@@ -209,7 +216,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
             (r = prepare(s->w,
                          "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
-                         "interval_ms, children, state, registered_ts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                         "interval_ms, children, state, registered_ts, step_op) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          &s->insert_run)) < 0 ||
             (r = prepare(s->w,
                          "INSERT OR REPLACE INTO op_slices (ts, run_id, op, category, count, timings, hist) "
@@ -434,7 +441,7 @@ int store_insert_run(struct store *s, struct run_info *ri) {
                                    p_u64(ri->has_uid, ri->uid), p_text(ri->name), p_text(ri->comm), p_text(ri->cmdline),
                                    p_text(ri->tags_json ? ri->tags_json : "{}"), p_int(ri->interval_ms),
                                    p_int(ri->children), p_text(run_state_to_string(ri->state)),
-                                   p_int(ri->registered_ts_ms)));
+                                   p_int(ri->registered_ts_ms), p_text(ri->step_op)));
         if (r < 0)
                 return r;
         ri->id = sqlite3_last_insert_rowid(s->w);
@@ -445,6 +452,17 @@ int store_update_run_state(struct store *s, int64_t id, enum run_state state, in
         return step_params(
                 s, s->update_state,
                 PARAMS(p_text(run_state_to_string(state)), ended_ts_ms ? p_int(ended_ts_ms) : p_null(), p_int(id)));
+}
+
+int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri) {
+        return exec_params(s, "UPDATE runs SET exit_code=?, exit_signal=? WHERE id=?",
+                           PARAMS(ri->has_exit_code ? p_int(ri->exit_code) : p_null(),
+                                  ri->has_exit_signal ? p_int(ri->exit_signal) : p_null(), p_int(id)));
+}
+
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms) {
+        return exec_params(s, "UPDATE runs SET first_step_ts=?, first_step_ms=? WHERE id=?",
+                           PARAMS(p_int(ts_ms), p_double(true, step_ms), p_int(id)));
 }
 
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline) {
@@ -558,6 +576,18 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
                                   p_text(v->reason)));
 }
 
+const struct wal_damage *store_wal_damage(struct store *s, int64_t now_ms) {
+        if (s->has_wal_damage && now_ms - s->wal_damage.ts_ms >= WAL_DAMAGE_REPORT_MS)
+                (void)store_wal_damage_ack(s);
+        return s->has_wal_damage ? &s->wal_damage : NULL;
+}
+
+int store_wal_damage_ack(struct store *s) {
+        bool had = s->has_wal_damage;
+        s->has_wal_damage = false;
+        return walcheck_forget(s->w) < 0 ? -EIO : had;
+}
+
 int store_checkpoint(struct store *s, bool truncate) {
         int rc = sqlite3_wal_checkpoint_v2(
                 s->w, NULL, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
@@ -608,6 +638,13 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         t->has_pss = col_u64(st, 31, &t->peak_pss_bytes);
         t->has_final_pss = col_u64(st, 32, &t->final_pss_bytes);
         col_u64(st, 33, &t->final_uss_bytes);
+        if ((ri->has_exit_code = col_u64(st, 34, &u)))
+                ri->exit_code = (int)(u & 0xff);
+        if ((ri->has_exit_signal = col_u64(st, 35, &u)))
+                ri->exit_signal = (int)(u & 0x7f);
+        ri->step_op = col_strdup(st, 36);
+        ri->first_step_ts_ms = sqlite3_column_int64(st, 37);
+        col_double(st, 38, &ri->first_step_ms);
         if (!ri->tags_json && !(ri->tags_json = strdup("{}"))) {
                 run_info_done(ri);
                 return -ENOMEM;

@@ -42,7 +42,12 @@ void store_rollback(struct store *s);
 
 int store_insert_run(struct store *s, struct run_info *ri); /* sets ri->id */
 int store_update_run_state(struct store *s, int64_t id, enum run_state state, int64_t ended_ts_ms);
+/* How the run's process ended (ri's has_exit_code/exit_code,
+ * has_exit_signal/exit_signal; NULL where unknown). */
+int store_update_run_exit(struct store *s, int64_t id, const struct run_info *ri);
 int store_update_run_identity(struct store *s, int64_t id, const char *comm, const char *cmdline);
+/* When the run's first step op timing arrived, and how long it took. */
+int store_update_run_first_step(struct store *s, int64_t id, int64_t ts_ms, double step_ms);
 int store_update_run_totals(struct store *s, int64_t id, const struct run_totals *t);
 /* A finished run's totals as its process's parent saw them when it reaped
  * it (wait4()): the peak RSS where higher than the sampled one, and with
@@ -67,6 +72,15 @@ int store_insert_leak_event(struct store *s, int64_t run_id, int64_t ts_ms, bool
 void store_set_retention(struct store *s, usec_t raw, usec_t rollup);
 int64_t store_retention_raw_ms(const struct store *s);
 int64_t store_retention_rollup_ms(const struct store *s);
+
+/* The damaged write-ahead log found when the database was opened, or at an
+ * earlier start and not yet acknowledged, while it is reported (less than
+ * a day old: walcheck.h); NULL: none. */
+struct wal_damage;
+const struct wal_damage *store_wal_damage(struct store *s, int64_t now_ms);
+/* Acknowledged: no longer reported, and forgotten by the database. 1 if
+ * one was reported, 0 if none, -EIO. */
+int store_wal_damage_ack(struct store *s);
 
 /* WAL checkpoint (PASSIVE normally, TRUNCATE at exit). */
 int store_checkpoint(struct store *s, bool truncate);
@@ -100,7 +114,7 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "netns_rx_bytes, netns_tx_bytes, "                                                                    \
         "EXISTS (SELECT 1 FROM leak_events e WHERE e.run_id = runs.id AND e.suspected = 1), "                 \
         "peak_gpu_mem_bytes, gpu_util_samples, gpu_util_sum_pct, energy_j, peak_pss_bytes, final_pss_bytes, " \
-        "final_uss_bytes"
+        "final_uss_bytes, exit_code, exit_signal, step_op, first_step_ts, first_step_ms"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
 #define STORE_SAMPLE_COLUMNS                                                                               \

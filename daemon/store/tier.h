@@ -59,5 +59,5 @@ size_t sample_agg_pack(const struct sample_agg *a, uint8_t buf[static SAMPLE_AGG
 /* -EBADMSG for anything sample_agg_pack() did not write. */
 int sample_agg_unpack(const void *data, size_t len, struct sample_agg *ret);
 /* The SQL function tier_pack() of the migration that packed the rows of
- * version 9 (sql/010), on db. */
+ * versions 9 to 11 (sql/012), on db. */
 int tier_register_pack(sqlite3 *db);

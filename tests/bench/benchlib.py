@@ -35,6 +35,18 @@ def call(sock, method, path, body=None):
         c.close()
 
 
+def timed_get(sock, path):
+    """(seconds, bytes, status) of one GET over the unix socket at sock."""
+    c = UnixHTTP(sock)
+    t = time.perf_counter()
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    dt = time.perf_counter() - t
+    c.close()
+    return dt, len(body), r.status
+
+
 def sched_ns(pid):
     """CPU time of all of pid's threads (schedstat), in ns."""
     total = 0

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import SRC, UnixHTTP, call, free_port
+from benchlib import SRC, call, free_port, timed_get
 
 DAY_MS = 86400 * 1000
 
@@ -62,22 +62,10 @@ def stop(p):
     p.wait(timeout=30)
 
 
-def raw_get(sock, path):
-    """(seconds, bytes, status) of one GET over the unix socket."""
-    c = UnixHTTP(sock)
-    t = time.perf_counter()
-    c.request("GET", path)
-    r = c.getresponse()
-    body = r.read()
-    dt = time.perf_counter() - t
-    c.close()
-    return dt, len(body), r.status
-
-
 def measure(sock, path, n=5):
     times, size = [], 0
     for _ in range(n):
-        dt, size, st = raw_get(sock, path)
+        dt, size, st = timed_get(sock, path)
         if st != 200:
             sys.exit(f"{path}: HTTP {st}")
         times.append(dt)

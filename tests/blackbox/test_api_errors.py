@@ -278,11 +278,11 @@ def test_hostile_names_give_strict_json(mlmond, helpers):
 
     r = mlmond.request("POST", "/v1/runs", {"pid": h.pid, "interval": "250ms",
                                             "name": 'r\u00e9sum\u00e9 "q" \\ \u2603 \U0001F600',
-                                            "tags": {"k\u00e9y": "v\u00e4l \"\n"}, "discover": False}, unix=True)
+                                            "tags": {"k\u00e9y": "v\u00e4l \" \\"}, "discover": False}, unix=True)
     assert r.status == 201, r.body
     run = r.json
     assert run["name"] == 'r\u00e9sum\u00e9 "q" \\ \u2603 \U0001F600'
-    assert run["tags"] == {"k\u00e9y": "v\u00e4l \"\n"}
+    assert run["tags"] == {"k\u00e9y": "v\u00e4l \" \\"}
     # the ')' and the newline in comm did not derail the parsing of stat
     assert run["start_time_ticks"] == stat_starttime(h.pid)
     assert ")" in run["comm"] and run["comm"].endswith('" x'), run["comm"]
@@ -319,6 +319,48 @@ def test_hostile_names_give_strict_json(mlmond, helpers):
 
     st, body = mlmond.delete(f"/v1/runs/{run['id']}")
     assert st == 200 and body["state"] == "unregistered"
+
+
+# Characters that do not show as themselves: C0 controls, DEL, C1 controls
+# (NEL, CSI) and every bidirectional formatting character.
+HIDDEN = ["\n", "\t", "\x1b", "\x7f", "\x85", "\x9b", "\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c",
+          "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+def test_control_and_bidi_characters_are_refused_at_registration(mlmond, helpers):
+    """A name, a tag key or a tag value with a control or a bidirectional
+    formatting character (a right-to-left override makes "team=vision" read
+    as something else on a page) is a 400 with a JSON error, over HTTP and
+    through mlmonctl, which says so on one line; nothing is registered, and
+    the characters next to those ranges are still taken."""
+    h = helpers("busy", "5", "0")
+    h.expect("ready")
+    failures = []
+    for ch in HIDDEN:
+        for extra in ({"name": f"in{ch}voice"}, {"tags": {f"te{ch}am": "v"}}, {"tags": {"team": f"vi{ch}sion"}}):
+            desc = f"{extra!r}"
+            r = mlmond.request("POST", "/v1/runs", {"pid": h.pid, "discover": False, **extra}, unix=True)
+            try:
+                check_error(desc, r.status, r.headers, r.body, 400)
+            except (AssertionError, pytest.fail.Exception) as e:
+                failures.append(str(e))
+    assert not failures, f"{len(failures)} refusals wrong:\n" + "\n".join(failures)
+    assert mlmond.get("/v1/runs?state=all")[1]["runs"] == []
+
+    for args in (("--name", "in\u202evoice"), ("--tag", "team=vi\u2066sion"), ("--tag", "te\u200fam=v"),
+                 ("--name", "a\x85b")):
+        out = mlmond.ctl("register", h.pid, *args)
+        err = out.stderr.decode()
+        assert out.returncode == 1 and out.stdout == b"", (args, out)
+        assert err.count("\n") == 1 and "control or bidirectional" in err, (args, err)
+    assert mlmond.get("/v1/runs?state=all")[1]["runs"] == []
+
+    # next to the ranges: U+00A0, U+200D (emoji sequences), U+2010, U+206A
+    name = "a\u00a0b\u200dc\u2010d\u206a"
+    out = mlmond.ctl("register", h.pid, "--name", name, "--tag", "team=\u05e2\u05d1\u05e8\u05d9\u05ea")
+    assert out.returncode == 0, out.stderr
+    run = mlmond.run(int(out.stdout))
+    assert run["name"] == name and run["tags"]["team"] == "\u05e2\u05d1\u05e8\u05d9\u05ea", run
 
 
 def test_hostile_comm_cannot_forge_log_lines(mlmond, helpers):

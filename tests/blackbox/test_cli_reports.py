@@ -271,7 +271,7 @@ def test_mark_and_report_since_mark(mlmond, helpers):
     assert r.returncode == 0, err(r)
     doc = strict_json(r.stdout)
     # a report over part of the run carries that span's own summary
-    assert set(doc) == {"run", "summary", "latency", "throughput"}, doc.keys()
+    assert set(doc) == {"run", "summary", "latency", "throughput", "goodput"}, doc.keys()
     assert doc["run"]["id"] == run_id and doc["latency"]["since_mark"]["label"] == "warmup-done"
     assert doc["latency"]["ops"]["inference"]["count"] == 3
     assert doc["throughput"]["ops"]["inference"]["count"] == 3, doc["throughput"]

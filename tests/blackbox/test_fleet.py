@@ -10,6 +10,9 @@ shows per instance. Then the Grafana dashboard (contrib/grafana): every
 query of every panel, its variables resolved the way Grafana resolves them,
 parses and returns series from that Prometheus (each rank's process holds
 GPU memory through the NVML stand-in, so the GPU panels have data too).
+Prometheus also runs the rules mlmond ships (contrib/prometheus), which
+judge the job across the hosts: the straggler alert fires for the slow rank,
+and for it alone.
 
 Skipped without prometheus (Debian package prometheus)."""
 
@@ -49,11 +52,28 @@ WINDOW_S = 10
 SEL = f'{{tag_job_id="{JOB}",op="step"}}'
 
 
-class NativePrometheus(Prometheus):
-    """Prometheus with native histograms on, scraping every target."""
+RULES = os.path.join(ROOT, "contrib", "prometheus", "mlmond.rules.yml")
 
-    def __init__(self, target_ports):
-        super().__init__(target_ports, ["--enable-feature=native-histograms"], interval=f"{SCRAPE_MS}ms")
+
+def rules_now(dirname):
+    """The shipped rules with their alerts' hold times ("for: 5m") at 0, so
+    that an alert fires at its first evaluation: the conditions are the
+    shipped ones, the wait is not the test's to make."""
+    with open(RULES) as f:
+        text = f.read()
+    path = os.path.join(dirname, "mlmond.rules.yml")
+    with open(path, "w") as f:
+        f.write(re.sub(r"^(\s+)for: \S+$", r"\1for: 0s", text, flags=re.M))
+    return path
+
+
+class NativePrometheus(Prometheus):
+    """Prometheus with native histograms on, scraping every target and
+    running the rules mlmond ships."""
+
+    def __init__(self, target_ports, rules):
+        super().__init__(target_ports, ["--enable-feature=native-histograms"], interval=f"{SCRAPE_MS}ms",
+                         rules=[rules])
 
     def targets(self):
         try:
@@ -109,7 +129,7 @@ class Fleet:
             finally:
                 os.environ.pop("NVML_STANDIN_PROCS", None)
             registered(self.hosts[-1], a, name=f"rank{i}", tags={"job_id": JOB, "rank": str(i)})
-        self.prom = NativePrometheus([d.port for d in self.hosts])
+        self.prom = NativePrometheus([d.port for d in self.hosts], rules_now(self.dir))
 
         def all_up():
             if self.prom.proc.poll() is not None:
@@ -272,3 +292,29 @@ def test_dashboard_queries_return_series(fleet):
                 empty.append(f"{title}: {expr}")
     assert not empty, "queries that return no series:\n" + "\n".join(empty)
     print(f"{len(targets)} queries of {len(list(dashboard_panels(dash)))} panels, twice: every one returns series")
+
+
+def test_the_shipped_rules_find_the_slow_rank_across_hosts(fleet):
+    """Each host sees one rank of the job and judges nothing; the rules
+    compare the three ranks' medians in Prometheus: the straggler alert
+    fires for rank 2, on its own host, and for no other rank."""
+    hosts, ranks, prom = fleet.hosts, fleet.ranks, fleet.prom
+    for i, d in enumerate(hosts):
+        st, doc = d.get(f"/v1/jobs/{JOB}")
+        assert doc["stragglers"] == [] and doc["ranks_here"] == 1
+        send_timings(ranks[i], d.statsd_path, "step", timings(i, 400, seed=400 + i))
+
+    def firing():
+        alerts = prom.api("/api/v1/alerts")["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == "MlmondStraggler" and a["state"] == "firing"]
+    got = wait_for(firing, 30, interval=0.25, what="the straggler alert")
+    assert [(a["labels"]["tag_job_id"], a["labels"]["tag_rank"], a["labels"]["op"]) for a in got] == \
+        [(JOB, str(SLOW_RANK), "step")], got
+    assert "rank 2 is slow in step" in got[0]["annotations"]["summary"]
+    medians = {r["metric"]["tag_rank"]: float(r["value"][1]) for r in prom.query(f'mlmond:rank_op_p50_seconds{{tag_job_id="{JOB}"}}')}
+    print("medians by rank, recorded (ms):", {k: round(v * 1000, 3) for k, v in sorted(medians.items())})
+    assert medians[str(SLOW_RANK)] == pytest.approx(max(medians.values()))
+    # no other alert of the shipped rules: the job steps on, nothing leaks
+    others = [a["labels"]["alertname"] for a in prom.api("/api/v1/alerts")["data"]["alerts"]
+              if a["labels"]["alertname"] != "MlmondStraggler"]
+    assert others == [], others

@@ -148,10 +148,17 @@ def test_report_job_and_compare(slow_job, agents, tmp_path):
     assert "Operations over the span, all ranks merged:" in text and "Ranks, step:" in text
     flagged = [line for line in text.splitlines() if line.rstrip().endswith("STRAGGLER")]
     assert len(flagged) == 1, text
-    rank, run, count, p50, p99, vs_job, _ = flagged[0].split()
+    rank, run, count, p50, p99, vs_others, relative, individual, _ = flagged[0].split()
     assert (rank, run, count) == ("2", str(ids[2]), str(PER_RANK))
     p50_ms, p99_ms = (float(v.removesuffix("ms")) for v in (p50, p99))
-    assert 10 * 1.25 * 0.95 < p50_ms < p99_ms < 10 * 1.25 * 1.5 and vs_job.startswith("+")
+    assert 10 * 1.25 * 0.95 < p50_ms < p99_ms < 10 * 1.25 * 1.5
+    # the column is the figure the verdict states: the same percentage
+    doc = job(d, "train-a")
+    assert vs_others == "%+.1f%%" % doc["stragglers"][0]["slower_pct"]
+    # NVIDIA's relative score: the fastest rank's median over its own, flagged below 0.75 with a star
+    assert float(relative.rstrip("*")) == pytest.approx(min(r["p50_ms"] for r in doc["ranks"]["step"]) / p50_ms,
+                                                        abs=0.002)
+    assert relative.endswith("*") == (float(relative.rstrip("*")) < 0.75)
     assert "1 straggler:\n  rank 2 (run %d)" % ids[2] in text
 
     r = d.ctl("report", "--job", "train-a", "--json")
@@ -189,3 +196,46 @@ def test_report_job_and_compare(slow_job, agents, tmp_path):
     run_report.write_text(out(d.ctl("report", ids[0], "--json")))
     r = ctl_alone("compare", base, run_report)
     assert r.returncode == 2 and "job report" in err(r)
+
+
+def test_part_of_a_job_on_this_host(mlmond, agents):
+    """A host that sees 2 of the 4 ranks a job was started with says so, and
+    says that its verdicts are local."""
+    ids = []
+    for rank, scale in ((0, 1.0), (1, 1.3)):
+        a = agents()
+        run = mlmond.register(a.pid, tags={"job_id": "wide", "rank": str(rank), "world_size": "4"})
+        send_timings(a, mlmond.statsd_path, "step", timings(f"wide/{rank}", scale))
+        ids.append(run["id"])
+    for rid in ids:
+        settle(lambda: op_count(mlmond, rid, "step", "window=1h"), PER_RANK, f"timings of run {rid}", quiet=0)
+    doc = job(mlmond, "wide")
+    assert (doc["world_size"], doc["ranks_here"], doc["partial"], doc["view"]) == \
+        (4, 2, True, "2 of 4 ranks on this host")
+    # two ranks and no op that holds a collective: which is slow cannot be told
+    assert doc["stragglers"] == [] and len(doc["undecided"]) == 1
+    # with an op declared to hold one, the verdict is made, and says it is local
+    doc = job(mlmond, "wide", "?collective=step")
+    assert [s["run"] for s in doc["stragglers"]] == [ids[0]] and doc["stragglers"][0]["kind"] == "waited_for"
+    s = doc["stragglers"][0]
+    assert s["local"] and s["reason"].endswith("; judged among the 2 of 4 ranks on this host"), s
+    listed = {j["job_id"]: j for j in mlmond.get("/v1/jobs")[1]["jobs"]}
+    assert (listed["wide"]["world_size"], listed["wide"]["attempt"], listed["wide"]["state"]) == (4, 0, "running")
+    text = mlmond.ctl("report", "--job", "wide").stdout.decode()
+    assert text.startswith("job wide: 2 runs, 2 running; 2 of 4 ranks on this host\n"), text
+
+
+def test_job_ids_too_long_and_attempts_unknown(slow_job):
+    d, _, _ = slow_job
+    long_id = "j" * 129
+    # the API and the web page agree: no job id is that long
+    for path in (f"/v1/jobs/{long_id}", f"/jobs/{long_id}"):
+        st, e = json_error(d, "GET", path)
+        assert st == 400 and "not a job id" in e["message"], (path, e)
+    st, e = json_error(d, "GET", "/v1/jobs/" + "j" * 128)
+    assert st == 404
+    st, e = json_error(d, "GET", "/v1/jobs/train-a?attempt=3")
+    assert st == 404 and "attempt 3" in e["message"]
+    assert json_error(d, "GET", "/v1/jobs/train-a?attempt=x")[0] == 400
+    assert d.ctl("report", "--job", "train-a", "--attempt", "x").returncode == 2
+    assert d.ctl("report", "--attempt", "0", "1").returncode == 2

@@ -31,7 +31,9 @@ from test_latency import exact_quantile, lognormal_ms, send_timings
 from test_statsd import agents, registered, settle  # noqa: F401
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-WEIRD_NAME = 'we"ird\\name\nline 2 \\n'
+# a run's name may not hold a newline (mlmond refuses control characters in
+# what users name); a process's comm may, and carries it into the labels
+WEIRD_NAME = 'we"ird\\name line 2 \\n'
 WEIRD_COMM = b'q"\\\xff\nx'  # a comm is raw bytes: 0xff is not UTF-8
 QUANTILE_REL = 0.01
 
@@ -352,17 +354,21 @@ def test_metrics_requests(mlmond):
 
 class Prometheus:
     """A Prometheus server scraping mlmond on target_port (or on each of a
-    list of ports) every `interval` (1s); extra_args go on its command line."""
+    list of ports) every `interval` (1s), evaluating the rule files `rules`
+    as often; extra_args go on its command line."""
 
-    def __init__(self, target_port, extra_args=(), interval="1s"):
+    def __init__(self, target_port, extra_args=(), interval="1s", rules=()):
         ports = target_port if isinstance(target_port, list) else [target_port]
         self.dir = tempfile.mkdtemp(prefix="mlmond-prom-")
         self.port = free_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write(f"global:\n  scrape_interval: {interval}\n  scrape_timeout: {interval}\n"
+                    f"  evaluation_interval: {interval}\n"
                     "scrape_configs:\n  - job_name: mlmond\n    static_configs:\n"
                     f"      - targets: [{', '.join(repr(f'127.0.0.1:{p}') for p in ports)}]\n")
+            if rules:
+                f.write(f"rule_files: [{', '.join(repr(r) for r in rules)}]\n")
         self.log = open(os.path.join(self.dir, "prometheus.log"), "wb")
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",

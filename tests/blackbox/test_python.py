@@ -346,8 +346,8 @@ def test_a_stopped_then_restarted_daemon_is_not_the_jobs_problem(mlmond):
         worst = phase(300000)            # daemon stopped: 300 000 lines, ~10 MB
         print(json.dumps({"worst_s": worst, "dropped": mlmon.dropped()}), flush=True)
         sys.stdin.readline()
-        phase(20)                        # daemon restarted
-        mlmon.mark("after-restart")
+        mlmon.mark("after-restart")      # daemon restarted
+        phase(20)
         while run.latency(since_mark="after-restart")["ops"].get("step", {}).get("count", 0) < 20:
             time.sleep(0.1)
         print(json.dumps({"count": run.latency(since_mark="after-restart")["ops"]["step"]["count"]}), flush=True)

@@ -115,12 +115,14 @@ def test_get_is_open_and_mutations_need_the_token(remote, helpers):
 
 
 def test_the_token_must_match_exactly(remote, helpers):
-    """A token with a suffix, a prefix of it, an empty one, one with a blank
-    after it or in another case: each is wrong, 403 on a GET as on a POST,
-    and nothing is registered; the exact token still works."""
+    """A token with a suffix, a prefix of it, an empty one, one with
+    something after a blank or in another case: each is wrong, 403 on a GET
+    as on a POST, and nothing is registered; the exact token works, and so
+    does it with blanks after it (HTTP's optional whitespace around a header
+    value is no part of the value)."""
     h = helpers("busy", "5", "0")
     h.expect("ready")
-    for wrong in (TOKEN + "x", TOKEN + OTHER, TOKEN[:-1], TOKEN[:1], "", TOKEN + " ", TOKEN + "\t", TOKEN.upper()):
+    for wrong in (TOKEN + "x", TOKEN + OTHER, TOKEN[:-1], TOKEN[:1], "", TOKEN + " x", " x" + TOKEN, TOKEN.upper()):
         auth = {"Authorization": "Bearer " + wrong}
         r = remote.request("GET", "/v1/runs", headers=auth)
         assert r.status == 403 and r.json["error"]["code"] == "forbidden", (wrong, r.status, r.body)
@@ -128,7 +130,10 @@ def test_the_token_must_match_exactly(remote, helpers):
         assert r.status == 403 and r.json["error"]["code"] == "forbidden", (wrong, r.status, r.body)
     st, runs = remote.uget("/v1/runs")
     assert st == 200 and runs["runs"] == [], "a refused POST registered something"
-    r = remote.request("POST", "/v1/runs", body={"pid": h.pid}, headers={"Authorization": "Bearer " + TOKEN})
+    for blank in (" ", "\t", " \t "):
+        r = remote.request("GET", "/v1/runs", headers={"Authorization": "Bearer " + TOKEN + blank})
+        assert r.status == 200, (repr(blank), r.status, r.body)
+    r = remote.request("POST", "/v1/runs", body={"pid": h.pid}, headers={"Authorization": "Bearer " + TOKEN + " "})
     assert r.status == 201, (r.status, r.body)
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from conftest import MLMONCTL, strict_json
+from test_auth import NOBODY, raw_as
 
 WARNING = b"running the job unmonitored"
 
@@ -200,3 +201,44 @@ def test_refused_registration_runs_the_job_unmonitored(mlmond, tmpdir_0755):
     os.unlink(ran)
     r = mlmond.ctl("run", "--require-daemon", "--interval", "50ms", "--", "sh", "-c", f"touch {ran}; exit 4")
     assert r.returncode == 1 and not os.path.exists(ran) and b"interval" in r.stderr, r.stderr.decode()
+
+
+def test_how_the_job_ended(mlmond, helpers):
+    """A job's run keeps how its process ended: mlmond reads it from the
+    zombie (mlmonctl run reaps the job only once mlmond has seen it end),
+    and mlmonctl run hands over what its wait(2) said too."""
+    for cmd, want in ((["sh", "-c", "exit 3"], (3, None)), (["sh", "-c", "kill -9 $$"], (None, 9)),
+                      (["sh", "-c", "kill -TERM $$"], (None, 15))):
+        r = mlmond.ctl("run", "--json", "--", *cmd)
+        run = strict_json(r.stderr)["run"]
+        assert (run["exit_code"], run["exit_signal"]) == want, (cmd, run)
+        assert run["proc_state"] is None and run["state"] == "exited"
+        shown = mlmond.ctl("show", run["id"]).stdout.decode()
+        assert ("exited with status 3" if want[0] else f"killed by SIG{'KILL' if want[1] == 9 else 'TERM'}") in shown
+        line = [x for x in mlmond.ctl("list", "--all").stdout.decode().splitlines() if x.split()[0] == str(run["id"])]
+        assert line and (("exit 3" in line[0]) if want[0] else ("SIG" in line[0])), line
+    # what a parent hands over (POST /v1/runs/ID/exit) counts where mlmond saw
+    # nothing: a run unregistered before its process ended
+    h = helpers("busy", "0", "0")
+    h.expect("ready")
+    run = mlmond.register(h.pid)
+    path = f"/v1/runs/{run['id']}/exit"
+    assert mlmond.post(path, {"exit_code": 1})[0] == 409  # its process is alive
+    assert mlmond.delete(f"/v1/runs/{run['id']}")[0] == 200
+    h.kill()
+    for body in ({"exit_code": 1, "exit_signal": 9}, {"exit_code": 256}, {"exit_signal": 0}, {"exit_code": "1"},
+                 {"exit_code": 1, "why": "x"}):
+        assert mlmond.post(path, body)[0] == 400, body
+    # another user's word on root's run does not count
+    st, body = raw_as(NOBODY, mlmond, "POST", path, {"exit_code": 0})
+    assert st == 403 and body["error"]["code"] == "forbidden", body
+    assert (mlmond.run(run["id"])["exit_code"], mlmond.run(run["id"])["exit_signal"]) == (None, None)
+    assert mlmond.post(path, {"exit_signal": 9}) == (200, {"run": run["id"]})
+    got = mlmond.run(run["id"])
+    assert (got["exit_code"], got["exit_signal"]) == (None, 9), got
+    # the first account stands
+    assert mlmond.post(path, {"exit_code": 0})[0] == 200
+    got = mlmond.run(run["id"])
+    assert (got["exit_code"], got["exit_signal"]) == (None, 9), got
+    # over TCP: read-only
+    assert mlmond.request("POST", path, {"exit_code": 0}).status == 405

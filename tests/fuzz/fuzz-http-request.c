@@ -135,6 +135,10 @@ static void check_args_and_body(struct request *rq, const char *const *parts, si
         fuzz_assert(f >= -1 && f <= 1);
         if (f == 1)
                 (void)valid_label(json_object_get_string(v), 64);
+        int status = -1;
+        if (parse_exit_fields(rq, o, &status) == 1)
+                fuzz_assert(((status & 0xff) == 0 && status >> 8 <= 255) || (status >= 1 && status <= 64));
+        (void)op_matches_list(rq->body, "backward");
         json_object_put(o);
 }
 

@@ -24,6 +24,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (proc_parse_stat(text, &st) == 0 && strnlen(st.comm, sizeof st.comm) >= sizeof st.comm)
                 abort(); /* comm must stay NUL-terminated */
 
+        char state = 0;
+        int exit_status = 0;
+        if (proc_parse_stat_exit(text, &state, &exit_status) == 0 && (exit_status < 0 || exit_status > 0xffff))
+                abort();
+        (void)proc_state_name(state);
+
         struct proc_statm statm;
         (void)proc_parse_statm(text, &statm);
         struct proc_schedstat ss;

@@ -16,8 +16,8 @@ from ._http import ApiError, Error, Unavailable
 from ._run import Run, attach, mark, run
 from ._statsd import count, dropped, flush, gauge, observe
 from ._timer import timed, timer
-from .profiler import (ComputeMetrics, MemoryMetrics, PerformanceMetrics, PerformanceProfiler, SystemMetrics,
-                       TimingMetrics, benchmark)
+from .profiler import (ComputeMetrics, GoodputMetrics, MemoryMetrics, PerformanceMetrics, PerformanceProfiler,
+                       SystemMetrics, TimingMetrics, benchmark)
 
 
 def configure(socket=None, statsd_socket=None):
@@ -27,7 +27,7 @@ def configure(socket=None, statsd_socket=None):
     _http._configured["statsd_socket"] = statsd_socket
 
 
-__all__ = ["ApiError", "ComputeMetrics", "Error", "MemoryMetrics", "PerformanceMetrics", "PerformanceProfiler", "Run",
+__all__ = ["ApiError", "ComputeMetrics", "Error", "GoodputMetrics", "MemoryMetrics", "PerformanceMetrics", "PerformanceProfiler", "Run",
            "SystemMetrics", "TimingMetrics", "Unavailable", "attach", "benchmark", "configure", "count", "dropped",
            "flush", "gauge", "mark", "observe", "run", "timed", "timer"]
 

@@ -29,7 +29,9 @@ OWN_RUN_POLL_S = 0.05
 # A mark's label, as mlmond takes it: 1 to 64 bytes of UTF-8 without
 # control characters.
 MARK_LABEL_MAX_BYTES = 64
-_BAD_LABEL = re.compile("[\x00-\x1f\x7f]")
+# what mlmond refuses in a label: controls (C0, DEL, C1) and bidirectional
+# formatting characters
+_BAD_LABEL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # How long `mlmonctl report` may take (it makes a few requests).
 REPORT_TIMEOUT_S = 3 * _http.QUERY_TIMEOUT_S
 
@@ -110,8 +112,24 @@ class Run:
         return self._get()["summary"]
 
     def leak(self):
-        """The leak verdict: suspected, reason, slope_bytes_per_s, ..."""
+        """The leak verdict: suspected, reason, slope_bytes_per_s, ...,
+        oom_eta_s (time to the memory limit, None without a forecast)."""
         return self._get()["leak"]
+
+    def goodput(self, window=None, since_mark=None, from_ms=None, until_ms=None, step=None):
+        """The goodput ledger of a span (default: the whole run): wall_s
+        split into startup_s, step_s, data_wait_s, checkpoint_s, eval_s,
+        idle_s, lost_s and other_s; steps, ideal_step_ms, goodput_pct, the
+        energy per step; with step ("1m") also a "series" of the split."""
+        params = {"window": window, "since_mark": since_mark, "from": from_ms, "until": until_ms, "step": step}
+        return self._get("/goodput", params)
+
+    def verdicts(self):
+        """{"input_bound", "gpu_idle", "oom"}: the verdicts beside the leak,
+        each with its reason (None where not evaluated)."""
+        o = self._get()
+        leak = o.get("leak") or {}
+        return {"input_bound": o.get("input_bound"), "gpu_idle": o.get("gpu_idle"), "oom": leak.get("oom")}
 
     def latency(self, window=None, since_mark=None, q=(50, 90, 99), op=None, from_ms=None, until_ms=None):
         """{"window_s","from","until","since_mark","ops":{op:{count, mean_ms,
@@ -335,15 +353,17 @@ def _adopt(info, pin):
     return run
 
 
-def attach(name=None, tags=None, children=True, interval=None):
+def attach(name=None, tags=None, children=True, interval=None, step_op=None):
     """Registers the calling process with mlmond, or finds the run it
     already belongs to (its own registration, a registered ancestor's, or
     $MLMON_RUN_ID's); returns that Run. A rank of `mlmonctl run --ranks`
-    waits for its own run, up to OWN_RUN_WAIT_S. name, tags, children and
-    interval apply only to a new registration. Never raises for the
+    waits for its own run, up to OWN_RUN_WAIT_S. name, tags, children,
+    interval and step_op (the op whose timings are the run's steps, for the
+    goodput ledger; default: mlmond's [goodput] step_op, "step") apply only
+    to a new registration. Never raises for the
     daemon's sake: without one it logs a warning and returns a detached Run
     (id None)."""
-    args = {"name": name, "tags": tags, "children": children, "interval": interval}
+    args = {"name": name, "tags": tags, "children": children, "interval": interval, "step_op": step_op}
     with _lock:
         cur = _current["run"]
         if cur is not None and cur.id is not None:
@@ -359,6 +379,8 @@ def attach(name=None, tags=None, children=True, interval=None):
                     body["tags"] = {str(k): str(v) for k, v in tags.items()}
                 if interval is not None:
                     body["interval"] = interval if isinstance(interval, str) else f"{int(float(interval) * 1000)}ms"
+                if step_op is not None:
+                    body["step_op"] = str(step_op)
                 try:
                     info = _http.request("POST", "/v1/runs", body)
                 except ApiError as e:

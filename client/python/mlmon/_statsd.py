@@ -50,10 +50,12 @@ DROPPED_GAUGE = "mlmon.dropped"
 
 log = logging.getLogger("mlmon")
 
-# Bytes a StatsD name may not hold: controls, space, the delimiters, DEL
-# and the C1 controls; a category may not hold ',' either.
-_BAD_NAME = re.compile("[\x00-\x20:|@#\x7f\x80-\x9f]")
-_BAD_CATEGORY = re.compile("[\x00-\x20:,|@#\x7f\x80-\x9f]")
+# Characters a StatsD name may not hold: controls, space, the delimiters,
+# DEL, the C1 controls and the bidirectional formatting characters (mlmond
+# counts such a line as malformed); a category may not hold ',' either.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BAD_NAME = re.compile("[\x00-\x20:|@#\x7f\x80-\x9f" + _BIDI + "]")
+_BAD_CATEGORY = re.compile("[\x00-\x20:,|@#\x7f\x80-\x9f" + _BIDI + "]")
 
 
 def _clean(text, bad, max_bytes):

@@ -81,6 +81,56 @@ class CarbonMetrics:
     co2_g: Optional[float] = None
 
 
+@dataclasses.dataclass
+class GoodputMetrics:
+    """mlmond's goodput ledger of a span (doc/goodput.md) and the verdicts
+    beside the leak: the parts add up to wall_s; None where not known (a
+    span without timings of the step op has no split: reason says so)."""
+    wall_s: Optional[float] = None
+    goodput_pct: Optional[float] = None
+    steps: Optional[float] = None
+    ideal_step_ms: Optional[float] = None
+    startup_s: Optional[float] = None
+    step_s: Optional[float] = None
+    data_wait_s: Optional[float] = None
+    checkpoint_s: Optional[float] = None
+    eval_s: Optional[float] = None
+    idle_s: Optional[float] = None
+    lost_s: Optional[float] = None
+    other_s: Optional[float] = None
+    energy_j: Optional[float] = None
+    energy_per_step_j: Optional[float] = None
+    energy_per_productive_hour_j: Optional[float] = None
+    reason: Optional[str] = None
+    input_bound: Optional[bool] = None
+    input_bound_reason: Optional[str] = None
+    gpu_idle: Optional[bool] = None
+    gpu_idle_reason: Optional[str] = None
+    oom_eta_s: Optional[float] = None
+    oom_reason: Optional[str] = None
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def summary(self):
+        """"Goodput: 82.1% (1200 steps, ideal 95.2 ms); data wait 9.0%, idle
+        3.1%", or why there is none."""
+        if self.goodput_pct is None:
+            return f"Goodput: n/a ({self.reason or 'no figures'})"
+        parts = ", ".join(f"{k.replace('_s', '').replace('_', ' ')} {100.0 * v / self.wall_s:.1f}%"
+                          for k, v in (("data_wait_s", self.data_wait_s), ("idle_s", self.idle_s),
+                                       ("startup_s", self.startup_s), ("checkpoint_s", self.checkpoint_s))
+                          if v and self.wall_s)
+        return (f"Goodput: {self.goodput_pct:.1f}% ({self.steps:.0f} steps, ideal {self.ideal_step_ms:.1f} ms)"
+                + (f"; {parts}" if parts else ""))
+
+
+def _verdict(o):
+    if not o or not o.get("evaluated"):
+        return None, (o or {}).get("reason")
+    return bool(o.get("flagged")), o.get("reason")
+
+
 def _fmt_mb(mb):
     if mb is None:
         return "n/a"
@@ -380,6 +430,34 @@ class PerformanceProfiler:
             _run._warn_once("profiler-metrics", "mlmon: profiler: no figures from mlmond (memory, GPU, leak "
                             "verdict): %s", e)
         return metrics
+
+    def get_goodput(self, operation_name=None):
+        """GoodputMetrics of the span from the first start to the last end
+        of the blocks named operation_name, or of the whole run when None,
+        with the run's verdicts now. Where mlmond cannot be asked, every
+        figure is None (and a warning says why, once). KeyError: no such
+        block has ended."""
+        g = GoodputMetrics()
+        try:
+            run = self._run()
+            if run.id is None:
+                raise Unavailable("mlmond is not reachable")
+            if operation_name is None:
+                led = run.goodput()
+            else:
+                _, spans = self._spans_of(operation_name)
+                led = run.goodput(from_ms=int(spans[0].start.ts_ms), until_ms=int(spans[-1].end.ts_ms))
+            for f in dataclasses.fields(g):
+                if f.name in led:
+                    setattr(g, f.name, led[f.name])
+            o = run.get()
+            g.input_bound, g.input_bound_reason = _verdict(o.get("input_bound"))
+            g.gpu_idle, g.gpu_idle_reason = _verdict(o.get("gpu_idle"))
+            oom = (o.get("leak") or {}).get("oom") or {}
+            g.oom_eta_s, g.oom_reason = oom.get("eta_s"), oom.get("reason")
+        except (Unavailable, ApiError) as e:
+            _run._warn_once("profiler-goodput", "mlmon: profiler: no goodput figures from mlmond: %s", e)
+        return g
 
     def _latest(self):
         """The run's latest sample, with the summary's final_pss_bytes (a

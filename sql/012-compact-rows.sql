@@ -1,4 +1,4 @@
--- Schema version 10: the raw tier's blocks and the tiers' rows, compact.
+-- Schema version 12: the raw tier's blocks and the tiers' rows, compact.
 --
 -- A sample block becomes a row of a rowid table. In a WITHOUT ROWID table a
 -- row keeps at most about a quarter of a page (1 002 bytes of 4 096) in its
