@@ -16,8 +16,9 @@
 #include "analyze/ops.h"
 #include "analyze/verdict.h"
 #include "collect/accel/gpu.h"
-#include "collect/procfs.h"
+#include "collect/procfs-host.h"
 #include "collect/sample.h"
+#include "util.h"
 
 struct accel;
 

@@ -486,7 +486,9 @@ static bool maintenance_deferred(struct manager *m, sd_event_source *s) {
         return true;
 }
 
-/* Rollups, retention (one bounded batch per pass), checkpoint, STATUS=. */
+/* The store's compaction (the completed minutes into blocks and the minute
+ * tier, completed hours into the hour tier), retention (one bounded batch
+ * per pass), checkpoint, STATUS=. */
 static int on_maintenance(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
         if (maintenance_deferred(m, s))

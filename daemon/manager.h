@@ -11,7 +11,6 @@
 #include "config.h"
 #include "manager-ops.h"
 #include "analyze/leak.h"
-#include "collect/procfs.h"
 #include "collect/probe.h"
 #include "run.h"
 #include "store/compact.h"

@@ -504,14 +504,6 @@ int http_request(struct http_endpoint *ep, const char *method, const char *path,
         return 0;
 }
 
-int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
-                      struct http_response *ret) {
-        struct http_endpoint ep = { .transport = &http_transport_unix, .socket_path = socket_path };
-        if (!socket_path)
-                return -EINVAL;
-        return http_request(&ep, method, path, body, timeout_ms, ret);
-}
-
 /* ---- URLs ------------------------------------------------------------------- */
 
 void http_url_done(struct http_url *u) {

@@ -64,9 +64,6 @@ int http_response_parse(const char *text, size_t size, bool head_request, struct
  * 64 MiB. */
 int http_request(struct http_endpoint *ep, const char *method, const char *path, const char *body, int timeout_ms,
                  struct http_response *ret);
-/* The same over a unix socket, without a token. */
-int http_request_unix(const char *socket_path, const char *method, const char *path, const char *body, int timeout_ms,
-                      struct http_response *ret);
 
 /* A bearer token we can send: 1 to HTTP_TOKEN_MAX visible ASCII characters. */
 bool http_token_valid(const char *token);

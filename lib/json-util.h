@@ -39,9 +39,53 @@ void json_add_double(json_object *o, const char *key, bool known, double v);
 void json_add_string(json_object *o, const char *key, const char *s); /* NULL -> null */
 
 /* {"error":{"code":code,"message":message}}: the one shape of every error
- * answer, as an object and as a malloc'ed string. */
+ * answer. */
 json_object *json_error_new(const char *code, const char *message);
-char *json_error_body(const char *code, const char *message);
 
 /* Serialises without escaping '/', compact. The string belongs to o. */
 const char *json_to_string(json_object *o);
+
+/* How every answer writes a double (json-c's serializer, set in main()). */
+#define JSON_DOUBLE_FORMAT "%.10g"
+
+/* JSON text written straight into a growing buffer, byte for byte what
+ * json_to_string() writes for the same values, without a json-c object (a
+ * malloc and a hash table) per value: for answers of thousands of points.
+ * Keys and values are written in order; the commas come by themselves. */
+struct json_text {
+        char *p;
+        size_t len;
+        bool oom; /* out of memory: json_text_take() returns NULL */
+        bool comma, after_key;
+};
+void json_text_open(struct json_text *t, char c); /* '{' or '[' */
+void json_text_close(struct json_text *t, char c);
+void json_text_key(struct json_text *t, const char *key);
+void json_text_null(struct json_text *t);
+void json_text_bool(struct json_text *t, bool v);
+void json_text_u64(struct json_text *t, uint64_t v);
+void json_text_i64(struct json_text *t, int64_t v);
+void json_text_double(struct json_text *t, double v); /* null unless finite */
+void json_text_string(struct json_text *t, const char *s);
+/* o serialized (NULL: null), taken over. */
+void json_text_json(struct json_text *t, json_object *o);
+/* The text with a newline after it (malloc'ed, *ret_len bytes), or NULL out
+ * of memory; t is left empty. */
+char *json_text_take(struct json_text *t, size_t *ret_len);
+void json_text_done(struct json_text *t);
+
+/* Where a renderer writes an object's fields: into a json-c object (obj),
+ * or as text (text, between the json_text_open() and json_text_close() of
+ * the object): one renderer, for both. */
+struct json_fields {
+        json_object *obj;
+        struct json_text *text;
+};
+/* As json_add_*(): a known value, else null. */
+void json_field_u64(const struct json_fields *f, const char *key, bool known, uint64_t v);
+void json_field_i64(const struct json_fields *f, const char *key, bool known, int64_t v);
+void json_field_double(const struct json_fields *f, const char *key, bool known, double v);  /* 3 decimals */
+void json_field_precise(const struct json_fields *f, const char *key, bool known, double v); /* as it is */
+void json_field_string(const struct json_fields *f, const char *key, const char *s);
+/* v (NULL: null), taken over. */
+void json_field_json(const struct json_fields *f, const char *key, json_object *v);

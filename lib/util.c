@@ -464,3 +464,15 @@ int unix_socket_bind(const char *path, int type, bool passcred, const char *what
                 log_warning_errno(errno, "%s: cannot chmod %s: %m", what, path);
         return TAKE_FD(fd);
 }
+
+size_t lower_bound(size_t n, bool (*below)(size_t i, const void *ctx), const void *ctx) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (below(mid, ctx))
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}

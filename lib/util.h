@@ -139,6 +139,11 @@ static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) {
         return a > b ? a - b : 0;
 }
 
+/* The first i in [0, n) for which below(i, ctx) is false, below being true
+ * on a prefix of [0, n) (a sorted array's elements less than a key): n if
+ * none is. A binary search. */
+size_t lower_bound(size_t n, bool (*below)(size_t i, const void *ctx), const void *ctx);
+
 /* ---- strings ------------------------------------------------------------ */
 
 static inline bool streq(const char *a, const char *b) {

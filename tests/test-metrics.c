@@ -258,6 +258,16 @@ static void test_native(void) {
                 NULL, out.len - 1, (const uint8_t *)out.data + 1);
         CHECK(m && streq(m->name, "x_seconds") && streq(m->help, "native help") &&
               m->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM);
+        /* the bytes protoc-c's packer writes for it, to the byte */
+        if (m) {
+                size_t size = io__prometheus__client__metric_family__get_packed_size(m);
+                uint8_t *again = malloc(size);
+                CHECK(again && size == out.len - 1);
+                if (again && size == out.len - 1)
+                        CHECK(io__prometheus__client__metric_family__pack(m, again) == size &&
+                              memcmp(again, out.data + 1, size) == 0);
+                free(again);
+        }
         if (m && m->n_metric == 1) {
                 const Io__Prometheus__Client__Metric *x = m->metric[0];
                 const Io__Prometheus__Client__Histogram *hh = x->histogram;
@@ -292,6 +302,65 @@ static void test_native(void) {
         metrics_out_done(&out);
 }
 
+/* Gauges and counters, a family without series (not written), a label
+ * without a value, long strings: every message of the stream is what
+ * protoc-c's packer writes for what its unpacker reads back. */
+static void test_proto_stream(void) {
+        struct metrics_out out = {};
+        struct metrics_encoder *e = NULL;
+        CHECK(metrics_proto_encoder(&out, &e) == 0);
+        if (!e)
+                return;
+        char long_value[300];
+        memset(long_value, 'v', sizeof long_value - 1);
+        long_value[sizeof long_value - 1] = 0;
+        const struct metric_label labels[] = { { "run", "12" }, { "tag_x", NULL }, { "tag_long", long_value } };
+        const struct metric_family fams[] = { { "g", METRIC_GAUGE, "a gauge", NULL },
+                                              { "empty", METRIC_GAUGE, "none", NULL },
+                                              { "c_total", METRIC_COUNTER, "a counter", NULL } };
+        static const double values[] = { 0, -1.5, 1e300 };
+        for (size_t k = 0; k < ELEMENTSOF(fams); k++) {
+                e->begin(e, &fams[k]);
+                for (size_t i = 0; k != 1 && i < ELEMENTSOF(values); i++)
+                        e->series(e, &fams[k],
+                                  &(struct metric_series){ .labels = labels, .n_labels = 1 + i, .value = values[i] });
+                e->end(e, &fams[k]);
+        }
+        e->free(e);
+        CHECK(!out.oom);
+        size_t at = 0, messages = 0;
+        while (at < out.len) {
+                uint64_t len = 0;
+                for (unsigned shift = 0; at < out.len; shift += 7) {
+                        uint8_t b = (uint8_t)out.data[at++];
+                        len |= (uint64_t)(b & 0x7f) << shift;
+                        if (!(b & 0x80))
+                                break;
+                }
+                CHECK(at + len <= out.len);
+                if (at + len > out.len)
+                        break;
+                Io__Prometheus__Client__MetricFamily *m = io__prometheus__client__metric_family__unpack(
+                        NULL, len, (const uint8_t *)out.data + at);
+                CHECK(m && m->n_metric == 3);
+                if (m) {
+                        uint8_t *again = malloc(len);
+                        CHECK(io__prometheus__client__metric_family__get_packed_size(m) == len);
+                        CHECK(again && io__prometheus__client__metric_family__pack(m, again) == len &&
+                              memcmp(again, out.data + at, len) == 0);
+                        free(again);
+                        CHECK(m->n_metric == 3 && m->metric[2]->n_label == 3 &&
+                              streq(m->metric[2]->label[2]->value, long_value) &&
+                              streq(m->metric[2]->label[1]->value, ""));
+                }
+                io__prometheus__client__metric_family__free_unpacked(m, NULL);
+                at += len;
+                messages++;
+        }
+        CHECK_EQ_INT(messages, 2);
+        metrics_out_done(&out);
+}
+
 int main(void) {
         test_tag_labels();
         test_escape();
@@ -299,5 +368,6 @@ int main(void) {
         test_ledger();
         test_negotiate();
         test_native();
+        test_proto_stream();
         TEST_DONE();
 }

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "tap.h"
 
@@ -65,8 +66,8 @@ static void test_live_self(void) {
         CHECK(l.total >= 1);
 }
 
-/* A UDP socket of ours: found in /proc/net/udp by port, and among our fds
- * by inode; another inode is not. */
+/* A UDP socket of ours, as StatsD attribution finds its sender: in
+ * /proc/net/udp by port, and its inode among our fds. */
 static void test_live_udp_socket(void) {
         _cleanup_close_ int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         _cleanup_close_ int piddir = proc_open_pid_dir("/proc", getpid());
@@ -80,11 +81,21 @@ static void test_live_udp_socket(void) {
         CHECK(getsockname(sock, (struct sockaddr *)&sin, &len) == 0);
         CHECK(fstat(sock, &st) == 0);
 
-        CHECK_R(proc_read_udp_port_inode("/proc", ntohs(sin.sin_port), &inode), 0);
+        _cleanup_free_ struct proc_udp_socket *socks = NULL;
+        size_t n = 0;
+        CHECK_R(proc_read_udp_sockets("/proc", &socks, &n), 0);
+        for (size_t i = 0; i < n; i++)
+                if (socks[i].local_port == ntohs(sin.sin_port) && !socks[i].v6)
+                        inode = socks[i].inode;
         CHECK(inode == (uint64_t)st.st_ino);
-        CHECK_R(proc_has_socket(piddir, (uint64_t)st.st_ino), 1);
-        CHECK_R(proc_has_socket(piddir, (uint64_t)st.st_ino + 1), 0);
-        CHECK_R(proc_read_udp_port_inode("/nonexistent", 1, &inode), -ENOENT);
+        _cleanup_free_ uint64_t *mine = NULL;
+        size_t m = 0;
+        bool found = false;
+        CHECK_R(proc_read_socket_inodes(piddir, 1024, &mine, &m), 0);
+        for (size_t i = 0; i < m; i++)
+                found = found || mine[i] == inode;
+        CHECK(found);
+        CHECK(proc_read_udp_sockets("/nonexistent", &socks, &n) < 0);
 }
 
 /* A process that dies (and is reaped) between opening its dir and reading. */

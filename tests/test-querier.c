@@ -17,6 +17,8 @@
 #include "store/querier.h"
 #include "store/raw.h"
 #include "store/store.h"
+#include "store/tier.h"
+#include "store-util.h"
 #include "tap.h"
 #include "util.h"
 
@@ -29,32 +31,33 @@ static char tmpdir[] = "/tmp/test-querier-XXXXXX";
 
 static const struct query_limits lim = { .timeout_usec = 10 * USEC_PER_SEC, .max_rows = 100000 };
 
-static int64_t scalar(sqlite3 *db, const char *sql) {
+/* The samples a tier's row counts (its packed figures). */
+static int64_t tier_samples(sqlite3 *db, const char *table, int64_t run, int64_t ts) {
+        char q[160];
+        snprintf(q, sizeof q, "SELECT agg FROM %s WHERE run_id = %lld AND ts = %lld", table, (long long)run,
+                 (long long)ts);
         sqlite3_stmt *st = NULL;
+        struct sample_agg a;
         int64_t v = -1;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                v = sqlite3_column_int64(st, 0);
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &a) == 0)
+                v = (int64_t)a.samples;
         sqlite3_finalize(st);
         return v;
 }
 
 static struct store *open_db(const char *name) {
-        char path[512], err[256];
-        struct store *s = NULL;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = test_store_open(tmpdir, name);
+        CHECK(s != NULL);
         if (s) /* all of it is recent, for these tests */
                 store_set_retention(s, 3650 * USEC_PER_DAY, 3650 * USEC_PER_DAY);
         return s;
 }
 
 static int64_t add_run(struct store *s, int pid) {
-        struct run_info ri = {
-                .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING, .registered_ts_ms = T0
-        };
-        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
-        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
-        return ri.id;
+        int64_t id = test_store_add_run(s, pid, T0);
+        CHECK(id > 0);
+        return id;
 }
 
 static void compact_all(struct store *s, int64_t now) {
@@ -116,18 +119,16 @@ static void test_compaction(void) {
         sqlite3 *db = store_writer(s);
         int64_t a, b;
         fill(s, &a, &b);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 2 * N);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 2 * N);
 
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT sum(n) FROM sample_blocks"), 2 * N);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1h"), 2);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT sum(n) FROM sample_blocks"), 2 * N);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1h"), 2);
         char q[256];
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1h WHERE run_id = %lld AND ts = %lld", (long long)a,
-                 (long long)T0);
-        CHECK_EQ_INT(scalar(db, q), 3600);
+        CHECK_EQ_INT(tier_samples(db, "samples_1h", a, T0), 3600);
 
         /* every sample comes back from the blocks as it went in */
         struct collected c = {};
@@ -144,7 +145,7 @@ static void test_compaction(void) {
 
         /* again: nothing changes */
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 140);
 
         /* a late row (the clock stepped back) joins its minute's block */
         struct sample late = vb[300];
@@ -153,13 +154,11 @@ static void test_compaction(void) {
         CHECK_EQ_INT(store_insert_sample(s, b, &late), 0);
         CHECK_EQ_INT(store_commit(s), 0);
         compact_all(s, T0 + 70 * MIN + 5000);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 0);
         snprintf(q, sizeof q, "SELECT n FROM sample_blocks WHERE run_id = %lld AND ts = %lld", (long long)b,
                  (long long)(T0 + 5 * MIN));
-        CHECK_EQ_INT(scalar(db, q), 61);
-        snprintf(q, sizeof q, "SELECT samples FROM samples_1m WHERE run_id = %lld AND ts = %lld", (long long)b,
-                 (long long)(T0 + 5 * MIN));
-        CHECK_EQ_INT(scalar(db, q), 61);
+        CHECK_EQ_INT(db_scalar(db, q), 61);
+        CHECK_EQ_INT(tier_samples(db, "samples_1m", b, T0 + 5 * MIN), 61);
 
         /* retention: raw data older than its cut goes, the tiers stay */
         store_set_retention(s, 30 * USEC_PER_MINUTE, 3650 * USEC_PER_DAY);
@@ -169,8 +168,8 @@ static void test_compaction(void) {
                 total += deleted;
         } while (deleted == 50);
         CHECK_EQ_INT(total, 80);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_blocks"), 60);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), 60);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples_1m"), 140);
         store_close(s);
 }
 
@@ -251,22 +250,22 @@ static void test_answers_equal_sql(void) {
         char q[512];
         snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.samples, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.samples, db_scalar(store_writer(s), q));
         snprintf(q, sizeof q, "SELECT max(rss_bytes) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.peak_rss_bytes, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.peak_rss_bytes, db_scalar(store_writer(s), q));
         snprintf(
                 q, sizeof q,
                 "SELECT (SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %3$lld ORDER BY ts DESC LIMIT 1) - "
                 "(SELECT cpu_time_ns FROM truth WHERE run_id = %1$lld AND ts <= %2$lld ORDER BY ts DESC LIMIT 1)",
                 (long long)a, (long long)from, (long long)until);
-        CHECK_EQ_INT(t.cpu_time_ns, scalar(store_writer(s), q));
+        CHECK_EQ_INT(t.cpu_time_ns, db_scalar(store_writer(s), q));
 
         struct window_rates w;
         CHECK_EQ_INT(querier_window(s, &lim, b, from, until, &w), 0);
         snprintf(q, sizeof q, "SELECT count(*) FROM truth WHERE run_id = %lld AND ts >= %lld AND ts <= %lld",
                  (long long)b, (long long)from, (long long)until);
-        CHECK_EQ_INT(w.samples, scalar(store_writer(s), q));
+        CHECK_EQ_INT(w.samples, db_scalar(store_writer(s), q));
         CHECK(w.has_cpu && w.cpu_pct == 0);
         store_close(s);
 }
@@ -282,7 +281,7 @@ static void test_sparks(void) {
         /* minutes 65 to 69 stay in the head */
         compact_all(s, T0 + 65 * MIN + 5000);
         sqlite3 *db = store_writer(s);
-        CHECK_EQ_INT(scalar(db, "SELECT min(ts) / 60000 * 60000 FROM samples"), T0 + 65 * MIN);
+        CHECK_EQ_INT(db_scalar(db, "SELECT min(ts) / 60000 * 60000 FROM samples"), T0 + 65 * MIN);
         int64_t ids[] = { a, b, b + 1 }; /* the last one has no data */
         const size_t npoints = 16;       /* minutes 55 to 70: the tier, the head, one past the data */
         int64_t from = T0 + 55 * MIN;
@@ -397,8 +396,8 @@ static void test_ops(void) {
         CHECK_EQ_INT(store_commit(s), 0);
         compact_all(s, T0 + 70 * MIN + 1000);
         sqlite3 *db = store_writer(s);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 140);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1h"), 2);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1m"), 140);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1h"), 2);
 
         const struct live_source live = { .ops = live_ops };
         live_ts = T0 + 69 * MIN + 30500; /* the open slice of a tick to come */
@@ -450,6 +449,75 @@ static void test_ops(void) {
         store_close(s);
 }
 
+/* ---- packed tier rows ----------------------------------------------------------------- */
+
+static void test_pack(void) {
+        uint64_t seed = 5;
+        struct sample v[90];
+        sample_series(v, ELEMENTSOF(v), 300000000, 100 << 20, true, &seed);
+        struct sample_agg a = {}, b;
+        uint8_t buf[SAMPLE_AGG_PACKED_MAX], again[SAMPLE_AGG_PACKED_MAX];
+        CHECK_EQ_INT(sample_agg_unpack(buf, sample_agg_pack(&a, buf), &b), 0);
+        CHECK(b.samples == 0 && !b.has_io && b.rss_sum == 0);
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                sample_agg_add(&a, &v[i]);
+        a.has_energy = true;
+        a.energy_j = 12.5;
+        a.threads_max = UINT32_MAX;
+        size_t n = sample_agg_pack(&a, buf);
+        CHECK(n < 200);
+        CHECK_EQ_INT(sample_agg_unpack(buf, n, &b), 0);
+        CHECK(sample_agg_pack(&b, again) == n && memcmp(buf, again, n) == 0);
+        CHECK(b.samples == 90 && b.cpu_pct_n == a.cpu_pct_n && b.cpu_pct_sum == a.cpu_pct_sum);
+        CHECK(b.rss_max == a.rss_max && b.has_io && b.read_bytes == a.read_bytes && b.wchar_bytes == a.wchar_bytes);
+        CHECK(b.has_energy && b.energy_j == 12.5 && b.threads_max == UINT32_MAX && !b.has_gpu_mem);
+        /* anything else is refused, never read past its end */
+        for (size_t k = 0; k < n; k++)
+                CHECK(sample_agg_unpack(buf, k, &b) == -EBADMSG);
+        buf[0] = 9;
+        CHECK(sample_agg_unpack(buf, n, &b) == -EBADMSG);
+        CHECK(sample_agg_unpack(NULL, 0, &b) == -EBADMSG);
+}
+
+/* The tiers' rows of version 9, a column a figure, are packed by the
+ * migration: every figure, and NULL as unknown; the blocks move with it. */
+static void test_migrate_packs(void) {
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/v9.db", tmpdir);
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 9, err, sizeof err), 0);
+        CHECK(sqlite3_exec(db,
+                           "INSERT INTO samples_1m (run_id, ts, samples, cpu_pct_n, cpu_pct_sum, cpu_pct_max, "
+                           "cpu_time_ns, rss_n, rss_sum, rss_max, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "
+                           "netns_rx_bytes, energy_j, pss_n, pss_max) "
+                           "VALUES (7, 60000, 60, 59, 1234.5, 99.5, 9000000000, 60, 6.0e9, 100000000, 10, 20, 30, "
+                           "40, 50, NULL, 0, NULL);"
+                           "INSERT INTO samples_1h (run_id, ts, samples, peak_rss_bytes, energy_j, gpu_mem_max) "
+                           "VALUES (7, 0, 3600, 4096, 2.25, 0);"
+                           "INSERT INTO sample_blocks (run_id, ts, n, data) VALUES (7, 60000, 1, x'0102');",
+                           NULL, NULL, NULL) == SQLITE_OK);
+        CHECK_EQ_INT(store_migrate(db, 0, err, sizeof err), 0);
+        sqlite3_stmt *st = NULL;
+        struct sample_agg m = {}, h = {};
+        CHECK(sqlite3_prepare_v2(db, "SELECT agg FROM samples_1m UNION ALL SELECT agg FROM samples_1h", -1, &st,
+                                 NULL) == SQLITE_OK);
+        CHECK(sqlite3_step(st) == SQLITE_ROW &&
+              sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m) == 0);
+        CHECK(sqlite3_step(st) == SQLITE_ROW &&
+              sample_agg_unpack(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &h) == 0);
+        sqlite3_finalize(st);
+        CHECK(m.samples == 60 && m.cpu_pct_n == 59 && m.cpu_pct_sum == 1234.5 && m.cpu_pct_max == 99.5);
+        CHECK(m.cpu_time_ns == 9000000000 && m.rss_n == 60 && m.rss_sum == 6.0e9 && m.rss_max == 100000000);
+        CHECK(m.has_io && m.read_bytes == 10 && m.write_bytes == 20 && m.rchar_bytes == 30 && m.wchar_bytes == 40);
+        CHECK(m.has_net && m.netns_rx_bytes == 50 && !m.has_peak && !m.has_energy && !m.has_gpu_mem);
+        CHECK(h.samples == 3600 && h.has_peak && h.peak_rss_bytes == 4096 && h.has_energy && h.energy_j == 2.25);
+        CHECK(h.has_gpu_mem && h.gpu_mem_max == 0 && !h.has_io && !h.has_net);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks WHERE run_id = 7 AND n = 1 AND data = x'0102'"),
+                     1);
+        sqlite3_close(db);
+}
+
 int main(void) {
         log_set_max_level(LOG_WARNING);
         if (!mkdtemp(tmpdir)) {
@@ -460,6 +528,8 @@ int main(void) {
         test_answers_equal_sql();
         test_sparks();
         test_ops();
+        test_pack();
+        test_migrate_packs();
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0)

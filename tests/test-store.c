@@ -17,18 +17,10 @@
 #include "store/raw.h"
 #include "store/store.h"
 #include "util.h"
+#include "store-util.h"
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/mlmond-test-store-XXXXXX";
-
-static int64_t scalar(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st = NULL;
-        int64_t v = -1;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        return v;
-}
 
 static char *text_col(sqlite3 *db, const char *sql, int col) {
         sqlite3_stmt *st = NULL;
@@ -69,17 +61,17 @@ static void test_migrate_from_v1(const char *fixtures) {
                 return;
         }
         sqlite3 *db = store_writer(s);
-        CHECK_EQ_INT(scalar(db, "PRAGMA user_version"), store_schema_version());
+        CHECK_EQ_INT(db_scalar(db, "PRAGMA user_version"), store_schema_version());
         CHECK(store_schema_version() >= 2);
         /* the data of version 1 is all there */
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM runs"), 2);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 5);
-        CHECK_EQ_INT(scalar(db, "SELECT peak_rss_bytes FROM runs WHERE id=1"), 104857600);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM runs"), 2);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 5);
+        CHECK_EQ_INT(db_scalar(db, "SELECT peak_rss_bytes FROM runs WHERE id=1"), 104857600);
         char *tags = text(db, "SELECT tags FROM runs WHERE id=1");
         CHECK(tags && strcmp(tags, "{\"team\":\"vision\"}") == 0);
         free(tags);
         /* and version 2's index exists and is used */
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='runs_pid'"), 1);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='runs_pid'"), 1);
         /* EXPLAIN QUERY PLAN rows: id, parent, notused, detail */
         char *plan = text_col(db, "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE pid=4242", 3);
         CHECK(plan && strstr(plan, "runs_pid"));
@@ -137,26 +129,29 @@ static void test_migrate_json_to_rows(void) {
                 "(3000, 1, 1, NULL), (4000, 1, 1, '[]');";
         CHECK(sqlite3_exec(db, fill, NULL, NULL, NULL) == SQLITE_OK);
         CHECK_EQ_INT(store_migrate(db, 0, err, sizeof err), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'leak'"), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak"), 2);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'rss_anon_bytes' AND "
-                                "suspected AND evaluated AND ended AND slope_bytes_per_s = 2097152 AND "
-                                "growth_bytes = 1.5e8 AND window_s = 60 AND confidence = 0.999 AND since_ts = 5000 AND "
-                                "suspected_ts = 70000 AND evaluated_ts = 71000 AND reason = 'memory grew'"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'leak'"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM run_leak"), 2);
+        CHECK_EQ_INT(db_scalar(db,
+                               "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'rss_anon_bytes' AND "
+                               "suspected AND evaluated AND ended AND slope_bytes_per_s = 2097152 AND "
+                               "growth_bytes = 1.5e8 AND window_s = 60 AND confidence = 0.999 AND since_ts = 5000 AND "
+                               "suspected_ts = 70000 AND evaluated_ts = 71000 AND reason = 'memory grew'"),
                      1);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'gpu_mem_bytes' AND "
-                                "NOT suspected AND NOT evaluated AND slope_bytes_per_s IS NULL AND reason = 'not yet'"),
+        CHECK_EQ_INT(db_scalar(db,
+                               "SELECT count(*) FROM run_leak WHERE run_id = 1 AND metric = 'gpu_mem_bytes' AND "
+                               "NOT suspected AND NOT evaluated AND slope_bytes_per_s IS NULL AND reason = 'not yet'"),
                      1);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu WHERE ts = 2000 AND run_id = 1 AND "
-                                "device = '0000:03:00.0' AND driver = 'amdgpu' AND NOT estimated AND clients = 2 AND "
-                                "mem_bytes = 4096 AND util_pct = 12.5"),
+        CHECK_EQ_INT(db_scalar(db,
+                               "SELECT count(*) FROM sample_gpu WHERE ts = 2000 AND run_id = 1 AND "
+                               "device = '0000:03:00.0' AND driver = 'amdgpu' AND NOT estimated AND clients = 2 AND "
+                               "mem_bytes = 4096 AND util_pct = 12.5"),
                      1);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu"), 1);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND "
-                                "((name = 'gfx' AND value = 12.5) OR (name = 'compute' AND value IS NULL))"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu"), 1);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND "
+                                   "((name = 'gfx' AND value = 12.5) OR (name = 'compute' AND value IS NULL))"),
                      2);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
-                                "value = 4096"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
+                                   "value = 4096"),
                      1);
         sqlite3_close(db);
 
@@ -190,20 +185,15 @@ static void test_newer_schema_refused(void) {
 }
 
 static int64_t add_run(struct store *s, int pid) {
-        struct run_info ri = {
-                .pid = pid, .start_time_ticks = 1, .interval_ms = 1000, .state = RUN_RUNNING, .registered_ts_ms = 1
-        };
-        snprintf(ri.boot_id, sizeof ri.boot_id, "boot");
-        CHECK_EQ_INT(store_insert_run(s, &ri), 0);
-        return ri.id;
+        int64_t id = test_store_add_run(s, pid, 1);
+        CHECK(id > 0);
+        return id;
 }
 
 /* The store in tmpdir/name, opened (checked); NULL if it failed. */
 static struct store *open_db(const char *name) {
-        char path[512], err[256];
-        struct store *s = NULL;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-        CHECK_EQ_INT(store_open(path, false, &s, err, sizeof err), 0);
+        struct store *s = test_store_open(tmpdir, name);
+        CHECK(s != NULL);
         return s;
 }
 
@@ -254,9 +244,9 @@ static void test_unclean_stop(void) {
         char *ic = text(db, "PRAGMA integrity_check");
         CHECK(ic && strcmp(ic, "ok") == 0);
         free(ic);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 50);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE ts >= 5000"), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM runs"), 1);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 50);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples WHERE ts >= 5000"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM runs"), 1);
         store_close(s);
 }
 
@@ -395,16 +385,17 @@ static void test_op_slices(void) {
         struct gauge_value g = { .ts = t0, .name = "depth", .value = 3 };
         CHECK_EQ_INT(store_insert_gauge(s, id, &g), 0);
         CHECK_EQ_INT(store_commit(s), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 240);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices WHERE hist IS NULL"), 120);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices"), 240);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices WHERE hist IS NULL"), 120);
 
         bool more = false;
         CHECK_EQ_INT(store_compact(s, t0 + 2 * 60000, &more), 0);
         CHECK(!more);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
-        CHECK_EQ_INT(scalar(db, "SELECT timings FROM op_slices_1m WHERE op='infer' ORDER BY ts LIMIT 1"), 600);
-        CHECK_EQ_INT(scalar(db, "SELECT CAST(count AS INTEGER) FROM op_slices_1m WHERE op='req' ORDER BY ts LIMIT 1"),
-                     150);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
+        CHECK_EQ_INT(db_scalar(db, "SELECT timings FROM op_slices_1m WHERE op='infer' ORDER BY ts LIMIT 1"), 600);
+        CHECK_EQ_INT(
+                db_scalar(db, "SELECT CAST(count AS INTEGER) FROM op_slices_1m WHERE op='req' ORDER BY ts LIMIT 1"),
+                150);
         /* the merged histogram decodes and spans the minute's values */
         sqlite3_stmt *st = NULL;
         CHECK(sqlite3_prepare_v2(db, "SELECT hist FROM op_slices_1m WHERE op='infer' ORDER BY ts DESC LIMIT 1", -1, &st,
@@ -422,9 +413,9 @@ static void test_op_slices(void) {
         unsigned deleted;
         store_set_retention(s, 0, 3650 * USEC_PER_DAY);
         CHECK_EQ_INT(store_retention(s, t0 + 60000, 5000, &deleted), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices"), 120);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM gauges"), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices"), 120);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM gauges"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM op_slices_1m"), 4);
         store_close(s);
 }
 
@@ -458,19 +449,19 @@ static void test_sample_batches(void) {
                 memset(use.device, 'x', sizeof use.device - 1);
         }
         CHECK_EQ_INT(store_commit(s), 0);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples WHERE ts = 50000 + cpu_time_ns * 1000 AND "
-                                "typeof(cpu_pct) = 'real' AND cpu_pct = cpu_time_ns + (cpu_time_ns % 2 = 0) * 0.25"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 87);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples WHERE ts = 50000 + cpu_time_ns * 1000 AND "
+                                   "typeof(cpu_pct) = 'real' AND cpu_pct = cpu_time_ns + (cpu_time_ns % 2 = 0) * 0.25"),
                      87);
         /* each sample's use, typed: its device, memory, engine and region */
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples s JOIN sample_gpu g USING (ts, run_id) WHERE "
-                                "g.device = 'g' || s.cpu_time_ns AND g.mem_bytes = s.cpu_time_ns + 1"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples s JOIN sample_gpu g USING (ts, run_id) WHERE "
+                                   "g.device = 'g' || s.cpu_time_ns AND g.mem_bytes = s.cpu_time_ns + 1"),
                      87);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND name = 'gfx' AND "
-                                "(value IS NULL) = ((ts / 1000 - 50) % 3 = 0)"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND name = 'gfx' AND "
+                                   "(value IS NULL) = ((ts / 1000 - 50) % 3 = 0)"),
                      87);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
-                                "value = ts / 1000 - 49"),
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'region' AND name = 'vram' AND "
+                                   "value = ts / 1000 - 49"),
                      87);
         struct query_limits lim = { .timeout_usec = USEC_PER_SEC, .max_rows = 1000 };
         struct sample_gpu *g = NULL;
@@ -498,7 +489,7 @@ static void test_sample_batches(void) {
                 CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
         }
         store_rollback(s);
-        CHECK_EQ_INT(scalar(db, "SELECT count(*) FROM samples"), 87);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 87);
         store_close(s);
 }
 
@@ -529,7 +520,7 @@ static int64_t rows_of(sqlite3 *db, const char *table, int64_t id) {
         char sql[128];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE %s = %lld", table,
                  streq(table, "runs") ? "id" : "run_id", (long long)id);
-        return scalar(db, sql);
+        return db_scalar(db, sql);
 }
 
 static void test_prune_ended_runs(void) {

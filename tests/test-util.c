@@ -161,10 +161,105 @@ static void test_json(void) {
         CHECK(strstr(t, "\"big\":18446744073709551615"));
         CHECK(utf8_is_valid(t, strlen(t)));
         CHECK(!strstr(t, "NaN") && !strstr(t, "Infinity"));
-        char *e = json_error_body("bad_request", "window: '5x' is not a duration");
-        CHECK(e &&
-              strcmp(e, "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}") == 0);
-        free(e);
+        _cleanup_json_ json_object *e = json_error_new("bad_request", "window: '5x' is not a duration");
+        CHECK(streq(json_to_string(e),
+                    "{\"error\":{\"code\":\"bad_request\",\"message\":\"window: '5x' is not a duration\"}}"));
+}
+
+/* JSON written as text is byte for byte what json-c writes for the same
+ * fields: numbers of every size and sign, nulls, escapes, invalid UTF-8,
+ * nesting. */
+static void test_json_text(void) {
+        static const double doubles[] = { 0,         -0.0,          0.0004,      -0.0004,     0.0005,
+                                          0.001,     1.5,           12,          -12,         99.994,
+                                          99.9945,   31.2,          3629653.014, 9999999.999, 9999999.9996,
+                                          1e7,       123456789.125, 1e10,        -2.5e12,     1.23456789012e15,
+                                          1e300,     5e-324,        NAN,         INFINITY,    -INFINITY,
+                                          0.1 + 0.2, 1.0 / 3 };
+        static const char *const strings[] = { "plain",          "quote\" back\\slash /slash", "ctl\x01\x1f\b\f\n\r\t",
+                                               "bad \xff utf-8", "h\xc3\xa9llo \xe2\x82\xac",  "" };
+        _cleanup_json_ json_object *o = json_object_new_object();
+        struct json_text t = {};
+        struct json_fields fo = { .obj = o }, ft = { .text = &t };
+        json_text_open(&t, '{');
+        char key[32];
+        for (size_t i = 0; i < ELEMENTSOF(doubles); i++) {
+                snprintf(key, sizeof key, "d%zu", i);
+                json_field_double(&fo, key, true, doubles[i]);
+                json_field_double(&ft, key, true, doubles[i]);
+                snprintf(key, sizeof key, "p%zu", i);
+                json_field_precise(&fo, key, true, doubles[i]);
+                json_field_precise(&ft, key, true, doubles[i]);
+        }
+        static const int64_t ints[] = { 0, 1, -1, INT64_MAX, INT64_MIN, 1800000000000 };
+        for (size_t i = 0; i < ELEMENTSOF(ints); i++) {
+                snprintf(key, sizeof key, "i%zu", i);
+                json_field_i64(&fo, key, true, ints[i]);
+                json_field_i64(&ft, key, true, ints[i]);
+                snprintf(key, sizeof key, "u%zu", i);
+                json_field_u64(&fo, key, true, (uint64_t)ints[i]);
+                json_field_u64(&ft, key, true, (uint64_t)ints[i]);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(strings); i++) {
+                json_field_string(&fo, strings[i], strings[i]);
+                json_field_string(&ft, strings[i], strings[i]);
+        }
+        json_field_u64(&fo, "unknown", false, 1);
+        json_field_u64(&ft, "unknown", false, 1);
+        json_field_double(&fo, "unknown_d", false, 1);
+        json_field_double(&ft, "unknown_d", false, 1);
+        json_field_string(&fo, "none", NULL);
+        json_field_string(&ft, "none", NULL);
+        json_field_json(&fo, "nested", json_error_new("a", "b"));
+        json_field_json(&ft, "nested", json_error_new("a", "b"));
+        json_field_json(&fo, "null", NULL);
+        json_field_json(&ft, "null", NULL);
+        json_object *arr = json_object_new_array();
+        json_text_key(&t, "list");
+        json_text_open(&t, '[');
+        for (int i = 0; i < 3; i++) {
+                json_object *e = json_object_new_object();
+                json_add_i64(e, "k", true, -i);
+                json_object_array_add(arr, e);
+                json_text_open(&t, '{');
+                json_field_i64(&ft, "k", true, -i);
+                json_text_close(&t, '}');
+        }
+        json_object_array_add(arr, NULL);
+        json_text_null(&t);
+        json_object_array_add(arr, json_object_new_boolean(true));
+        json_text_bool(&t, true);
+        json_text_close(&t, ']');
+        json_object_object_add(o, "list", arr);
+        json_text_close(&t, '}');
+        size_t len = 0;
+        char *text = json_text_take(&t, &len);
+        const char *want = json_to_string(o);
+        CHECK(text && len == strlen(want) + 1 && text[len - 1] == '\n');
+        if (text && strncmp(text, want, strlen(want)) != 0) {
+                size_t k = 0;
+                while (text[k] == want[k])
+                        k++;
+                fprintf(stderr, "json text differs at %zu:\n  %.60s\n  %.60s\n", k, text + k, want + k);
+                CHECK(false);
+        }
+        free(text);
+}
+
+static bool int_below(size_t i, const void *ctx) {
+        static const int v[] = { 1, 3, 3, 3, 7, 9 };
+        return v[i] < *(const int *)ctx;
+}
+
+/* The first element not below the key, at both ends and among equals. */
+static void test_lower_bound(void) {
+        static const struct {
+                int key;
+                size_t want;
+        } cases[] = { { 0, 0 }, { 1, 0 }, { 2, 1 }, { 3, 1 }, { 4, 4 }, { 9, 5 }, { 10, 6 } };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                CHECK_EQ_INT(lower_bound(6, int_below, &cases[i].key), cases[i].want);
+        CHECK_EQ_INT(lower_bound(0, int_below, &cases[0].key), 0);
 }
 
 /* "%m" prints the error passed in, not whatever errno held, and errno is
@@ -376,6 +471,8 @@ int main(void) {
         test_utf8();
         test_plain_text();
         test_json();
+        test_json_text();
+        test_lower_bound();
         test_log_errno();
         test_greedy_realloc();
         test_log_ratelimit();

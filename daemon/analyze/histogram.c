@@ -529,24 +529,70 @@ static int hist_parse_header(const uint8_t *buf, size_t len, struct hist_header 
         return 0;
 }
 
-/* The buckets and the rest; counts[idx - lo] for idx in [lo, index_max]
- * receives each bucket's count (zeroed beforehand). */
-static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *hh, uint64_t *counts) {
-        size_t pos = hh->pos;
-        uint64_t total = 0;
-        int64_t idx = hh->lo;
+/* Where hist_parse_body() puts the buckets: each count added to
+ * counts[index - base], or the k-th bucket's index and count in index[k]
+ * and count[k]; with neither, they are only checked (and hh->last found). */
+struct bucket_sink {
+        uint64_t *counts;
+        int64_t base;
+        int32_t *index;
+        uint64_t *count;
+};
 
-        for (uint64_t k = 0; k < hh->nb; k++) {
+/* The buckets (after the header) into out as the sink's kind says, each
+ * kind a loop of its own once inlined: merging a week of minute slices
+ * spends most of its time here. *pos, *ret_total and *ret_last: where the
+ * buckets end, their count, the last one's index. */
+enum sink_kind { SINK_CHECK, SINK_ADD, SINK_LIST };
+static inline __attribute__((always_inline)) int parse_buckets(const uint8_t *buf, size_t len,
+                                                               const struct hist_header *hh,
+                                                               const struct bucket_sink *out, enum sink_kind kind,
+                                                               size_t *pos, uint64_t *ret_total, int64_t *ret_last) {
+        size_t at = *pos;
+        uint64_t total = 0, nb = hh->nb;
+        int64_t idx = hh->lo, top = hh->index_max;
+        /* in locals: the compiler cannot tell that the stores below leave them be */
+        uint64_t *counts = out->counts, *count = out->count;
+        int32_t *index = out->index;
+        int64_t base = out->base;
+
+        for (uint64_t k = 0; k < nb; k++) {
                 uint64_t delta, c;
-                if (get_varint(buf, len, &pos, &delta) < 0 || get_varint(buf, len, &pos, &c) < 0)
+                if (len - at >= 2 && ((buf[at] | buf[at + 1]) & 0x80) == 0) {
+                        /* both one byte: most buckets of a slice */
+                        delta = buf[at];
+                        c = buf[at + 1];
+                        at += 2;
+                } else if (get_varint(buf, len, &at, &delta) < 0 || get_varint(buf, len, &at, &c) < 0)
                         return -EINVAL;
-                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t)(hh->index_max - idx))
+                if (k == 0 ? delta != 0 : delta == 0 || delta > (uint64_t)(top - idx))
                         return -EINVAL;
                 idx += (int64_t)delta;
                 if (c == 0 || __builtin_add_overflow(total, c, &total))
                         return -EINVAL;
-                counts[idx - hh->lo] = c;
+                if (kind == SINK_ADD)
+                        counts[idx - base] += c;
+                else if (kind == SINK_LIST) {
+                        index[k] = (int32_t)idx;
+                        count[k] = c;
+                }
         }
+        *pos = at;
+        *ret_total = total;
+        *ret_last = idx;
+        return 0;
+}
+
+/* The buckets and the rest. */
+static int hist_parse_body(const uint8_t *buf, size_t len, struct hist_header *hh, const struct bucket_sink *out) {
+        size_t pos = hh->pos;
+        uint64_t total;
+        int64_t idx;
+        int r = out->counts  ? parse_buckets(buf, len, hh, out, SINK_ADD, &pos, &total, &idx)
+                : out->index ? parse_buckets(buf, len, hh, out, SINK_LIST, &pos, &total, &idx)
+                             : parse_buckets(buf, len, hh, out, SINK_CHECK, &pos, &total, &idx);
+        if (r < 0)
+                return r;
         if (total != hh->count - hh->zero_count)
                 return -EINVAL;
         hh->last = idx;
@@ -603,18 +649,22 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         r = hist_parse_header(buf, len, &hh);
         if (r < 0)
                 goto fail;
+        /* a first pass finds the last bucket, so that the window is
+         * allocated to size: room up to the top of the range would be
+         * 27 KiB zeroed for the few buckets of a 1-second slice */
+        r = hist_parse_body(buf, len, &hh, &(struct bucket_sink){});
+        if (r < 0)
+                goto fail;
         if (hh.nb > 0) {
-                /* room up to the top of the range, trimmed once the last
-                 * bucket is known: one pass over the input */
-                counts = calloc((size_t)(hh.index_max - hh.lo + 1), sizeof counts[0]);
+                counts = calloc((size_t)(hh.last - hh.lo + 1), sizeof counts[0]);
                 if (!counts) {
                         r = -ENOMEM;
                         goto fail;
                 }
+                r = hist_parse_body(buf, len, &hh, &(struct bucket_sink){ .counts = counts, .base = hh.lo });
+                if (r < 0)
+                        goto fail;
         }
-        r = hist_parse_body(buf, len, &hh, counts);
-        if (r < 0)
-                goto fail;
 
         int32_t lo = 0;
         uint32_t n = 0;
@@ -628,11 +678,6 @@ int hist_decode(struct hist *h, const uint8_t *buf, size_t len) {
         } else if (hh.nb > 0) {
                 lo = (int32_t)hh.lo;
                 n = (uint32_t)(hh.last - hh.lo + 1);
-                if (n < (uint32_t)(hh.index_max - hh.lo + 1)) {
-                        uint64_t *c = realloc(counts, (size_t)n * sizeof c[0]);
-                        if (c)
-                                counts = c;
-                }
         }
 
         free(h->counts);
@@ -653,4 +698,67 @@ fail:
         free(counts);
         hist_reset(h);
         return r;
+}
+
+/* Buckets hist_merge_encoded() lists on the stack as it checks them (a
+ * minute's slice has tens): one pass over the bytes, not two. */
+#define MERGE_LISTED_BUCKETS 256
+
+int hist_merge_encoded(struct hist *dst, const uint8_t *buf, size_t len) {
+        struct hist_header hh = {};
+        int32_t index[MERGE_LISTED_BUCKETS];
+        uint64_t counts[MERGE_LISTED_BUCKETS];
+        bool listed = false;
+        int r = hist_parse_header(buf, len, &hh);
+        if (r == 0) {
+                /* all of it checked before dst changes */
+                listed = hh.version == HIST_ENCODING_VERSION && hh.nb <= MERGE_LISTED_BUCKETS;
+                r = hist_parse_body(buf, len, &hh,
+                                    listed ? &(struct bucket_sink){ .index = index, .count = counts }
+                                           : &(struct bucket_sink){});
+        }
+        if (r < 0)
+                return r;
+        if (hh.version == 1 && hh.nb > 0) { /* re-bucketed on the way */
+                struct hist h;
+                hist_init(&h);
+                r = hist_decode(&h, buf, len);
+                if (r == 0)
+                        r = hist_merge(dst, &h);
+                hist_done(&h);
+                return r;
+        }
+        if (hh.count == 0)
+                return 0;
+        uint64_t count;
+        if (__builtin_add_overflow(dst->count, hh.count, &count))
+                return -ERANGE;
+        double sum = dst->sum + hh.sum, sum_sq = dst->sum_sq + hh.sum_sq;
+        if (!isfinite(sum) || !isfinite(sum_sq))
+                return -ERANGE;
+        if (hh.nb > 0) {
+                r = hist_grow(dst, (int32_t)hh.lo, (int32_t)hh.last);
+                if (r < 0)
+                        return r;
+                if (listed)
+                        for (uint64_t k = 0; k < hh.nb; k++)
+                                dst->counts[index[k] - dst->lo] += counts[k];
+                else
+                        (void)hist_parse_body(buf, len, &hh,
+                                              &(struct bucket_sink){ .counts = dst->counts, .base = dst->lo });
+        }
+        if (dst->count == 0) {
+                dst->min = hh.min;
+                dst->max = hh.max;
+        } else {
+                if (hh.min < dst->min)
+                        dst->min = hh.min;
+                if (hh.max > dst->max)
+                        dst->max = hh.max;
+        }
+        dst->zero_count += hh.zero_count;
+        dst->count = count;
+        dst->sum = sum;
+        dst->sum_sq = sum_sq;
+        return 0;
 }

@@ -88,3 +88,6 @@ double hist_stddev(const struct hist *h); /* population stddev; NaN if empty */
 #define HIST_ENCODING_VERSION 2
 int hist_encode(const struct hist *h, uint8_t **ret, size_t *ret_len);
 int hist_decode(struct hist *h, const uint8_t *buf, size_t len);
+/* hist_merge() of what buf encodes, without decoding it into a histogram
+ * of its own: -EINVAL (dst untouched) for anything hist_decode refuses. */
+int hist_merge_encoded(struct hist *dst, const uint8_t *buf, size_t len);

@@ -187,17 +187,19 @@ static bool usable(const struct ctx *c, size_t i) {
         return k != PT_SPIKE_LOW && k != PT_PENDING;
 }
 
+struct t_key {
+        const struct leak_point *s;
+        double t0;
+};
+
+static bool t_below(size_t i, const void *ctx) {
+        const struct t_key *k = ctx;
+        return k->s[i].t_s < k->t0;
+}
+
 /* First index with t >= t0. */
 static size_t lower_bound_t(const struct leak_point *s, size_t n, double t0) {
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (s[mid].t_s < t0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return lo;
+        return lower_bound(n, t_below, &(struct t_key){ s, t0 });
 }
 
 static size_t lower_bound_d(const double *d, size_t n, double t0) {

@@ -238,7 +238,9 @@ void ops_table_done(struct op_table *t) {
         memset(t, 0, sizeof *t);
 }
 
-int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double count, const struct hist *h) {
+/* The aggregate of op in a (a new one if none), its count added. */
+static int op_agg_add_count(struct op_aggs *a, const char *op, const char *category, double count,
+                            struct op_agg **ret) {
         struct op_agg *g = NULL;
         for (size_t i = 0; i < a->n; i++)
                 if (streq(a->v[i].op, op))
@@ -257,7 +259,23 @@ int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double 
         if (category && !g->category)
                 g->category = strdup(category);
         g->count += count;
-        return h ? hist_merge(&g->h, h) : 0;
+        *ret = g;
+        return 0;
+}
+
+int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double count, const struct hist *h) {
+        struct op_agg *g;
+        int r = op_agg_add_count(a, op, category, count, &g);
+        return r == 0 && h ? hist_merge(&g->h, h) : r;
+}
+
+int op_aggs_add_encoded(struct op_aggs *a, const char *op, const char *category, double count, const void *hist,
+                        size_t len) {
+        struct op_agg *g;
+        int r = op_agg_add_count(a, op, category, count, &g);
+        if (r == 0 && hist)
+                r = hist_merge_encoded(&g->h, hist, len);
+        return r == -EINVAL ? 0 : r; /* a histogram that does not decode is left out; the count stands */
 }
 
 static bool slice_in(const struct op_slice *s, int64_t from, int64_t until, const char *op_filter) {

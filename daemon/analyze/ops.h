@@ -110,6 +110,10 @@ struct op_aggs {
 };
 /* Merges one slice's data into the aggregate of its op. h may be NULL. */
 int op_aggs_add(struct op_aggs *a, const char *op, const char *category, double count, const struct hist *h);
+/* The same with the histogram as stored (hist_encode(); NULL: none); one
+ * that does not decode is left out, the count is not. */
+int op_aggs_add_encoded(struct op_aggs *a, const char *op, const char *category, double count, const void *hist,
+                        size_t len);
 /* Adds the table's slices (open and done) with ts in [from, until). */
 int op_aggs_add_live(struct op_aggs *a, const struct op_table *t, int64_t from, int64_t until, const char *op_filter);
 void op_aggs_done(struct op_aggs *a);

@@ -178,36 +178,6 @@ static ssize_t read_member_file(int kept_fd, int dirfd, const char *name, char *
         return pread_text(fd, buf, size);
 }
 
-struct reading {
-        int pid;
-        struct proc_stat st;
-        bool has_cpu;
-        uint64_t cpu_ns; /* all threads, exited ones included */
-        bool zombie;
-        bool has_statm;
-        struct proc_statm statm;
-        bool has_io;
-        struct proc_io io;
-        uint64_t netns;
-        bool has_netns;
-        bool reused_st;        /* st and io are the previous sample's */
-        int dirfd;             /* the run's, or fds.dir */
-        struct member_fds fds; /* owned */
-};
-
-/* CPU time of the whole thread group in ns, from the process CPU clock
- * (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat is
- * the main thread's alone, and task/TID/schedstat loses exited threads.
- * Any process may read another's process clock. */
-static bool read_cpu_clock(int pid, uint64_t *ret) {
-        clockid_t cid;
-        struct timespec ts;
-        if (clock_getcpuclockid(pid, &cid) != 0 || clock_gettime(cid, &ts) < 0)
-                return false;
-        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-        return true;
-}
-
 /* The member pid was in the previous sample, if it has not run since:
  * the same CPU clock (a recycled pid's clock is another's) and a stat
  * read not too long ago. */
@@ -244,7 +214,7 @@ static int read_member(const struct collect_ctx *ctx, struct probe *r, int pid, 
          * task and before stat: if stat then still reads through that fd,
          * the task was alive all along and the clock was its own. */
         if (ctx->real_proc)
-                out->has_cpu = read_cpu_clock(pid, &out->cpu_ns);
+                out->has_cpu = proc_read_cpu_clock(pid, &out->cpu_ns) == 0;
         const struct member *idle = idle_member(r, pid, out);
         if (idle) {
                 out->st = idle->st;
@@ -489,6 +459,11 @@ static void member_update(struct collect_ctx *ctx, struct probe *r, struct readi
         m->has_st = true;
         m->st = x->st;
         m->st_reused = x->reused_st && p ? p->st_reused + 1 : 0;
+        if (p) {
+                m->has_smaps = p->has_smaps;
+                m->smaps_cpu_ns = p->smaps_cpu_ns;
+                m->smaps_resident_pages = p->smaps_resident_pages;
+        }
         if (p) { /* the GPU fd cache moves to the new member */
                 m->acc = p->acc;
                 p->acc = (struct accel_member){ 0 };
@@ -787,42 +762,6 @@ int probe_exit_status(const struct probe *r, int *ret_status) {
         return 0;
 }
 
-/* A tree's memory with each shared page counted once, every
- * pss_interval: smaps_rollup walks the page tables, so it costs about as
- * much as all the other files of a sample together, per process of a big
- * mapping. A member that left meanwhile, or whose file cannot be read
- * (another user's), leaves the sums unknown rather than short. */
-static void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, size_t nrd,
-                     usec_t now_mono_usec, bool final, struct sample *s) {
-        usec_t every = ctx->pss_interval_usec;
-        if (!r->children || final || every == 0 || rd[0].zombie ||
-            (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
-                return;
-        r->pss_read_usec = now_mono_usec;
-        r->has_main_anon = false;
-        struct sample x = { .has_pss = true, .has_pss_anon = true };
-        for (size_t i = 0; i < nrd; i++) {
-                struct proc_smaps sm;
-                if (rd[i].zombie)
-                        continue; /* its memory is gone */
-                if (proc_read_smaps_rollup(rd[i].dirfd, &sm) < 0)
-                        return;
-                x.pss_bytes += sm.pss_bytes;
-                x.uss_bytes += sm.private_clean_bytes + sm.private_dirty_bytes;
-                x.pss_anon_bytes += sm.pss_anon_bytes;
-                x.has_pss_anon = x.has_pss_anon && sm.has_pss_anon;
-                if (i == 0) {
-                        r->has_main_anon = true;
-                        r->main_anon_bytes = sm.anonymous_bytes;
-                }
-        }
-        s->has_pss = true;
-        s->pss_bytes = x.pss_bytes;
-        s->uss_bytes = x.uss_bytes;
-        s->has_pss_anon = x.has_pss_anon;
-        s->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
-}
-
 int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec, int64_t now_ms, bool final,
                  struct sample *ret) {
         _cleanup_free_ struct reading *rd = NULL;
@@ -863,7 +802,7 @@ int probe_sample(struct collect_ctx *ctx, struct probe *r, usec_t now_mono_usec,
          * A zombie has closed its fds: its last use stands as it was. */
         if (accel_per_process(ctx->accel) && !rd[0].zombie)
                 collect_accel(ctx, r, rd, nm, nrd, &s);
-        tree_pss(ctx, r, rd, nrd, now_mono_usec, final, &s);
+        tree_pss(ctx, r, rd, nm, nrd, now_mono_usec, final, &s);
         for (size_t i = 0; i < nrd; i++) {
                 member_fds_keep(ctx, &nm[i].fds, &rd[i].fds);
                 reading_done(&rd[i]);

@@ -40,6 +40,10 @@ struct member {
         /* its stat when last read, and how many samples since reused it */
         bool has_st;
         uint8_t st_reused;
+        /* its CPU clock and resident pages when the tree's smaps_rollup was
+         * last read (has_smaps: it was read then) */
+        bool has_smaps;
+        uint64_t smaps_cpu_ns, smaps_resident_pages;
         struct member_fds fds;
         struct proc_stat st;
 };
@@ -103,6 +107,11 @@ struct probe {
         uint32_t left_out; /* tree members left out at the last sample: not the owner's (collect/tree.c) */
         bool has_main_anon;
         uint64_t main_anon_bytes;
+        /* the sums of the last reading, and how many times since they were
+         * taken again for a tree that had not run */
+        bool has_pss, has_pss_anon;
+        uint64_t pss_bytes, uss_bytes, pss_anon_bytes;
+        uint8_t pss_reused;
 };
 
 /* Host-wide context the collector needs. */
@@ -198,6 +207,31 @@ void member_fds_close(struct member_fds *f);
  * everything under a proc root that is not the kernel's (its files may be
  * replaced between samples). */
 void member_fds_keep(struct collect_ctx *ctx, struct member_fds *dst, struct member_fds *src);
+
+/* One process of a run read for a sample (probe.c), before its deltas. */
+struct reading {
+        int pid;
+        struct proc_stat st;
+        bool has_cpu;
+        uint64_t cpu_ns; /* all threads, exited ones included */
+        bool zombie;
+        bool has_statm;
+        struct proc_statm statm;
+        bool has_io;
+        struct proc_io io;
+        uint64_t netns;
+        bool has_netns;
+        bool reused_st;        /* st and io are the previous sample's */
+        int dirfd;             /* the run's, or fds.dir */
+        struct member_fds fds; /* owned */
+};
+
+/* A tree's memory with each shared page counted once (pss_bytes,
+ * uss_bytes, pss_anon_bytes of *s) from its members' smaps_rollup, every
+ * pss_interval, the members' readings in rd and their new state in nm
+ * (tree.c). */
+void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm, size_t nrd,
+              usec_t now_mono_usec, bool final, struct sample *s);
 
 /* Descendants of the main process, breadth first (pids[0] is the run's
  * own), each with the fds it was listed through, taken over from the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Host-wide files below the proc root: /proc/stat, meminfo, loadavg, the
  * boot id and the UDP socket tables. */
-#include "collect/procfs.h"
+#include "collect/procfs-host.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -307,24 +307,6 @@ int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_s
         return 0;
 }
 
-int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret) {
-        const char *p = text, *line, *end;
-
-        if (!next_line(&p, &end) || *end != '\n')
-                return -EINVAL; /* no header */
-        while ((line = next_line(&p, &end))) {
-                struct proc_udp_socket s;
-                int r = proc_parse_net_udp_line(line, end, &s);
-                if (r < 0)
-                        return r;
-                if (s.local_port == port) {
-                        *ret = s;
-                        return 0;
-                }
-        }
-        return -ENOENT;
-}
-
 int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **sockets, size_t *n) {
         const char *p = text, *line, *end;
 
@@ -342,59 +324,8 @@ int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **s
         return 0;
 }
 
-int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n) {
-        _cleanup_closedir_ DIR *d = NULL;
-        int r = opendir_at(piddir, "fd", &d);
-        if (r < 0)
-                return r;
-
-        for (size_t seen = 0; seen < max;) {
-                char link[64];
-                uint64_t v;
-                ssize_t k;
-
-                errno = 0;
-                struct dirent *de = readdir(d);
-                if (!de)
-                        return errno != 0 ? -errno : 0;
-                if (de->d_name[0] == '.')
-                        continue;
-                k = readlinkat(dirfd(d), de->d_name, link, sizeof link);
-                if (k <= 0 || (size_t)k >= sizeof link || parse_link_inode(link, (size_t)k, "socket", &v) < 0)
-                        continue; /* closed since readdir(), or not a socket */
-                if (!GREEDY_REALLOC(*inodes, *n + 1))
-                        return -ENOMEM;
-                (*inodes)[(*n)++] = v;
-                seen++;
-        }
-        return 0;
-}
-
 /* A busy host can have tens of thousands of UDP sockets, ~150 bytes each. */
 #define PROC_NET_UDP_MAX (8u << 20)
-
-int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode) {
-        static const char *const tables[] = { "net/udp", "net/udp6" };
-        int r = -ENOENT;
-
-        for (size_t t = 0; t < ELEMENTSOF(tables); t++) {
-                _cleanup_free_ char *buf = NULL;
-                char path[PATH_MAX];
-                struct proc_udp_socket s;
-
-                r = proc_root_path(proc_root, tables[t], path);
-                if (r < 0)
-                        return r;
-                r = read_big_at(AT_FDCWD, path, PROC_NET_UDP_MAX, &buf);
-                if (r >= 0)
-                        r = proc_parse_net_udp(buf, port, &s);
-                if (r >= 0) {
-                        *ret_inode = s.inode;
-                        return 0;
-                }
-        }
-        return r;
-}
 
 int proc_read_udp_sockets(const char *proc_root, struct proc_udp_socket **sockets, size_t *n) {
         static const char *const tables[] = { "net/udp", "net/udp6" };

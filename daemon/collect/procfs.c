@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "collect/procfs-text.h"
 
@@ -620,31 +621,42 @@ int proc_read_netns_inode(int piddir, uint64_t *ret) {
         return parse_link_inode(buf, len, "net", ret);
 }
 
-/* /proc/PID/fd/N of a socket is a magic link to "socket:[INODE]". */
-int proc_has_socket(int piddir, uint64_t inode) {
+int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n) {
         _cleanup_closedir_ DIR *d = NULL;
-        int r;
-
-        r = opendir_at(piddir, "fd", &d);
+        int r = opendir_at(piddir, "fd", &d);
         if (r < 0)
                 return r;
 
-        for (;;) {
+        for (size_t seen = 0; seen < max;) {
                 char link[64];
                 uint64_t v;
-                struct dirent *de;
                 ssize_t k;
 
                 errno = 0;
-                de = readdir(d);
+                struct dirent *de = readdir(d);
                 if (!de)
                         return errno != 0 ? -errno : 0;
                 if (de->d_name[0] == '.')
                         continue;
                 k = readlinkat(dirfd(d), de->d_name, link, sizeof link);
-                if (k <= 0 || (size_t)k >= sizeof link)
+                if (k <= 0 || (size_t)k >= sizeof link || parse_link_inode(link, (size_t)k, "socket", &v) < 0)
                         continue; /* closed since readdir(), or not a socket */
-                if (parse_link_inode(link, (size_t)k, "socket", &v) == 0 && v == inode)
-                        return 1;
+                if (!GREEDY_REALLOC(*inodes, *n + 1))
+                        return -ENOMEM;
+                (*inodes)[(*n)++] = v;
+                seen++;
         }
+        return 0;
+}
+
+int proc_read_cpu_clock(int pid, uint64_t *ret) {
+        clockid_t cid;
+        struct timespec ts;
+        int r = clock_getcpuclockid(pid, &cid);
+        if (r != 0)
+                return -r;
+        if (clock_gettime(cid, &ts) < 0)
+                return -errno;
+        *ret = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        return 0;
 }

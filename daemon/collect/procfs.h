@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Kernel text -> structs. Parsers are pure functions of a NUL-terminated
- * buffer (fixtures and fuzzers reach them directly); readers take a
- * directory fd (a /proc/PID dir, or the proc root) so every file is read
- * relative to an injectable root.
+/* A process's files: kernel text -> structs. Parsers are pure functions of
+ * a NUL-terminated buffer (fixtures and fuzzers reach them directly);
+ * readers take a /proc/PID directory fd, so every file is read relative to
+ * an injectable root (procfs-host.h has the host-wide files).
  *
  * Conventions: int return, 0 or -errno; outputs written only on success;
  * -EINVAL for text that does not parse; ENOENT/ESRCH from a reader mean the
@@ -94,45 +94,6 @@ struct proc_netdev {
 };
 int proc_parse_netdev(const char *text, struct proc_netdev *ret);
 
-/* /proc/stat "cpu " line (aggregate) in ticks, and the number of "cpuN" lines. */
-struct proc_cpu_total {
-        uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
-        unsigned ncpus;
-};
-int proc_parse_cpu_total(const char *text, struct proc_cpu_total *ret);
-
-/* /proc/meminfo, kB -> bytes. */
-struct proc_meminfo {
-        uint64_t total_bytes, free_bytes, available_bytes, buffers_bytes, cached_bytes, swap_total_bytes,
-                swap_free_bytes;
-        bool has_available;
-};
-int proc_parse_meminfo(const char *text, struct proc_meminfo *ret);
-
-/* /proc/loadavg. */
-struct proc_loadavg {
-        double load1, load5, load15;
-        unsigned running, total;
-};
-int proc_parse_loadavg(const char *text, struct proc_loadavg *ret);
-
-/* /proc/net/udp{,6}: the socket bound to a local port (any address). */
-struct proc_udp_socket {
-        uint16_t local_port;
-        bool v6;      /* from net/udp6 (set by proc_parse_net_udp_all) */
-        uint32_t uid; /* the socket's owner */
-        uint64_t inode;
-};
-/* One socket line, [line, end) without the newline. */
-int proc_parse_net_udp_line(const char *line, const char *end, struct proc_udp_socket *ret);
-/* The whole table, header line first: the first socket on port, -ENOENT if
- * none, -EINVAL when the header or a line before the match is malformed. */
-int proc_parse_net_udp(const char *text, uint16_t port, struct proc_udp_socket *ret);
-/* Every socket of the table, appended to *sockets (grown with
- * GREEDY_REALLOC), v6 set on each. Malformed socket lines are skipped;
- * -EINVAL without a header line, -ENOMEM. */
-int proc_parse_net_udp_all(const char *text, bool v6, struct proc_udp_socket **sockets, size_t *n);
-
 /* /proc/PID/task/TID/children: space-separated pids. Appends to *pids. */
 int proc_parse_pid_list(const char *text, int **pids, size_t *n);
 
@@ -161,25 +122,14 @@ int proc_read_thread_children(int piddir, int tid, int **ret_pids, size_t *ret_n
  * or -errno. Under a fixture tree where ns/net is a regular file holding
  * "net:[N]" the file's text is used. */
 int proc_read_netns_inode(int piddir, uint64_t *ret);
-/* Whether one of the process's fds (fd/N -> "socket:[N]") is the socket
- * with this inode: 1 yes, 0 no, or -errno. */
-int proc_has_socket(int piddir, uint64_t inode);
 /* The inodes of the process's sockets (fd/N -> "socket:[N]"), appended to
  * *inodes (grown with GREEDY_REALLOC); at most max of them. -errno. */
 int proc_read_socket_inodes(int piddir, size_t max, uint64_t **inodes, size_t *n);
-
-/* Host files under the proc root. */
-int proc_read_boot_id(const char *proc_root, char ret[64]); /* sys/kernel/random/boot_id */
-int proc_read_host_cpu(const char *proc_root, struct proc_cpu_total *ret);
-int proc_read_meminfo(const char *proc_root, struct proc_meminfo *ret);
-int proc_read_loadavg(const char *proc_root, struct proc_loadavg *ret);
-/* The inode of the UDP socket bound to port, from net/udp then net/udp6;
- * -ENOENT if neither has one. */
-int proc_read_udp_port_inode(const char *proc_root, uint16_t port, uint64_t *ret_inode);
-/* Every UDP socket of net/udp then net/udp6, appended to *sockets: the
- * index of port -> socket that StatsD attribution uses. A missing table
- * (no IPv6) is skipped; -errno when neither can be read. */
-int proc_read_udp_sockets(const char *proc_root, struct proc_udp_socket **sockets, size_t *n);
+/* CPU time of the whole thread group of pid in ns, from the process CPU
+ * clock (clock_getcpuclockid): exact like schedstat, but /proc/PID/schedstat
+ * is the main thread's alone, and task/TID/schedstat loses exited threads.
+ * Any process may read another's process clock. 0 or -errno. */
+int proc_read_cpu_clock(int pid, uint64_t *ret);
 
 /* ENOENT / ESRCH: the process is gone. */
 static inline bool proc_errno_is_gone(int r) {

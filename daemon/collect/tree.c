@@ -167,3 +167,70 @@ int tree_collect(const struct collect_ctx *ctx, struct probe *r, int **ret_pids,
         *ret_n = kept;
         return 0;
 }
+
+/* No member ran, nor gained or lost a page, since the last reading, and
+ * none came or went: none wrote to a page it shares (copy-on-write needs a
+ * write), so the PSS is the last one but for what processes outside the
+ * tree did to the pages they share with it (a library's), which a reading
+ * every PSS_REUSE_MAX + 1 intervals catches up with. */
+#define PSS_REUSE_MAX 11
+static bool tree_unchanged(const struct probe *r, const struct reading *rd, const struct member *nm, size_t nrd) {
+        if (!r->has_pss || r->pss_reused >= PSS_REUSE_MAX || nrd != r->n_members)
+                return false;
+        for (size_t i = 0; i < nrd; i++)
+                if (rd[i].zombie || !nm[i].has_smaps || !rd[i].has_cpu || rd[i].cpu_ns != nm[i].smaps_cpu_ns ||
+                    !rd[i].has_statm || rd[i].statm.resident_pages != nm[i].smaps_resident_pages)
+                        return false;
+        return true;
+}
+
+/* A tree's memory with each shared page counted once, every
+ * pss_interval: smaps_rollup walks the page tables, so it costs about as
+ * much as all the other files of a sample together, per process of a big
+ * mapping (a tree that has not run keeps its last reading for a while,
+ * tree_unchanged()). A member that left meanwhile, or whose file cannot be
+ * read (another user's), leaves the sums unknown rather than short. */
+void tree_pss(const struct collect_ctx *ctx, struct probe *r, const struct reading *rd, struct member *nm, size_t nrd,
+              usec_t now_mono_usec, bool final, struct sample *s) {
+        usec_t every = ctx->pss_interval_usec;
+        if (!r->children || final || every == 0 || rd[0].zombie ||
+            (r->pss_read_usec != 0 && now_mono_usec - r->pss_read_usec + every / 10 < every))
+                return;
+        r->pss_read_usec = now_mono_usec;
+        if (tree_unchanged(r, rd, nm, nrd)) {
+                r->pss_reused++;
+                s->has_pss = true;
+                s->pss_bytes = r->pss_bytes;
+                s->uss_bytes = r->uss_bytes;
+                s->has_pss_anon = r->has_pss_anon;
+                s->pss_anon_bytes = r->pss_anon_bytes;
+                return;
+        }
+        r->has_pss = false;
+        r->has_main_anon = false;
+        struct sample x = { .has_pss = true, .has_pss_anon = true };
+        for (size_t i = 0; i < nrd; i++) {
+                struct proc_smaps sm;
+                if (rd[i].zombie)
+                        continue; /* its memory is gone */
+                if (proc_read_smaps_rollup(rd[i].dirfd, &sm) < 0)
+                        return;
+                x.pss_bytes += sm.pss_bytes;
+                x.uss_bytes += sm.private_clean_bytes + sm.private_dirty_bytes;
+                x.pss_anon_bytes += sm.pss_anon_bytes;
+                x.has_pss_anon = x.has_pss_anon && sm.has_pss_anon;
+                if (i == 0) {
+                        r->has_main_anon = true;
+                        r->main_anon_bytes = sm.anonymous_bytes;
+                }
+                nm[i].has_smaps = rd[i].has_cpu && rd[i].has_statm;
+                nm[i].smaps_cpu_ns = rd[i].cpu_ns;
+                nm[i].smaps_resident_pages = rd[i].statm.resident_pages;
+        }
+        s->has_pss = r->has_pss = true;
+        s->pss_bytes = r->pss_bytes = x.pss_bytes;
+        s->uss_bytes = r->uss_bytes = x.uss_bytes;
+        s->has_pss_anon = r->has_pss_anon = x.has_pss_anon;
+        s->pss_anon_bytes = r->pss_anon_bytes = x.has_pss_anon ? x.pss_anon_bytes : 0;
+        r->pss_reused = 0;
+}

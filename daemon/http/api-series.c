@@ -107,39 +107,42 @@ void h_run_samples(struct request *rq, const char *const *parts, size_t nparts) 
                 respond_query_error(rq, r);
                 return;
         }
-        json_object *root = json_object_new_object(), *arr = json_object_new_array_ext((int)n);
+        /* written as text: 1 500 points as json-c objects took 60 ms */
+        struct json_text t = {};
+        json_text_open(&t, '{');
+        json_text_key(&t, "samples");
+        json_text_open(&t, '[');
         for (size_t i = 0, k = 0; i < n; i++) {
                 while (k < ngpu && gpu[k].ts_ms < s[i].ts_ms)
                         k++;
                 bool has = k < ngpu && gpu[k].ts_ms == s[i].ts_ms;
                 /* a merged step has no breakdown (null); a raw sample without GPU use, [] */
-                json_object_array_add(arr, render_sample(&s[i], has        ? render_gpu_uses(gpu[k].uses, gpu[k].n)
-                                                                : step > 0 ? NULL
-                                                                           : json_object_new_array()));
+                render_sample_text(&t, &s[i],
+                                   has        ? render_gpu_uses(gpu[k].uses, gpu[k].n)
+                                   : step > 0 ? NULL
+                                              : json_object_new_array());
         }
+        json_text_close(&t, ']');
         sample_gpus_free(gpu, ngpu);
-        json_object_object_add(root, "samples", arr);
         struct gauge_point *g = NULL;
         size_t ng = 0;
         bool gtrunc = false;
         r = query_gauges(api_of(rq)->store, &lim, id, from, until, limit, &g, &ng, &gtrunc);
         if (r < 0) {
-                json_object_put(root);
+                json_text_done(&t);
                 respond_query_error(rq, r);
                 return;
         }
-        json_object *garr = json_object_new_array();
-        for (size_t i = 0; i < ng; i++) {
-                json_object *j = json_object_new_object();
-                json_add_i64(j, "ts", true, g[i].ts_ms);
-                json_add_string(j, "name", g[i].name);
-                json_object_object_add(j, "value", json_double_or_null(g[i].value));
-                json_object_array_add(garr, j);
-        }
+        json_text_key(&t, "gauges");
+        json_text_open(&t, '[');
+        for (size_t i = 0; i < ng; i++)
+                render_gauge_point_text(&t, &g[i]);
+        json_text_close(&t, ']');
         gauge_points_free(g, ng);
-        json_object_object_add(root, "gauges", garr);
-        json_object_object_add(root, "truncated", json_object_new_boolean(truncated || gtrunc));
-        respond_json(rq, 200, root);
+        json_text_key(&t, "truncated");
+        json_text_bool(&t, truncated || gtrunc);
+        json_text_close(&t, '}');
+        respond_json_written(rq, &t);
 }
 
 void h_run_throughput(struct request *rq, const char *const *parts, size_t nparts) {
@@ -323,43 +326,54 @@ static json_object *render_slos(const struct slo *v, size_t n, const struct op_a
 /* A plot needs no more points than a screen has pixels across. */
 #define MAX_STEPS 2000
 
-/* "steps": the span cut into steps of step_ms from span_from, each with its
- * ops' counts, rates and percentiles (only the ops that had timings), read
- * in one pass of the querier. The steps together are the span: their merge
- * is *total. */
+/* The span cut into steps of step_ms from span_from, each with its ops, read
+ * in one pass of the querier; their merge (the span) is added to *total. */
 static int latency_steps(struct request *rq, int64_t id, int64_t span_from, int64_t until, int64_t step_ms,
-                         const char *op, const double *qs, size_t nq, struct op_aggs *total, json_object **ret) {
+                         const char *op, struct op_aggs *total, struct op_aggs **ret, size_t *ret_n) {
         struct api *a = api_of(rq);
         struct query_limits lim = limits(rq);
         struct op_aggs *steps = NULL;
         size_t n = 0;
         int r = querier_op_steps(a->store, &lim, &a->live, id, span_from, until + 1, step_ms, op, &steps, &n);
-        json_object *arr = json_object_new_array();
-        for (size_t k = 0; r == 0 && k < n; k++) {
+        for (size_t k = 0; r == 0 && k < n; k++)
+                for (size_t i = 0; r == 0 && i < steps[k].n; i++)
+                        r = op_aggs_add(total, steps[k].v[i].op, steps[k].v[i].category, steps[k].v[i].count,
+                                        &steps[k].v[i].h);
+        if (r < 0) {
+                op_steps_free(steps, n);
+                return r;
+        }
+        *ret = steps;
+        *ret_n = n;
+        return 0;
+}
+
+/* "steps": each step's ops' counts, rates and percentiles (only the ops
+ * that had timings), written as text (300 steps as json-c objects took
+ * 30 ms). */
+static void write_steps(struct json_text *t, const struct op_aggs *steps, size_t n, int64_t span_from, int64_t until,
+                        int64_t step_ms, const double *qs, size_t nq) {
+        json_text_open(t, '[');
+        for (size_t k = 0; k < n; k++) {
                 const struct op_aggs *ops = &steps[k];
-                int64_t t = span_from + (int64_t)k * step_ms;
-                int64_t end = t + step_ms - 1 < until ? t + step_ms - 1 : until;
-                for (size_t i = 0; r == 0 && i < ops->n; i++)
-                        r = op_aggs_add(total, ops->v[i].op, ops->v[i].category, ops->v[i].count, &ops->v[i].h);
-                json_object *st = json_object_new_object(), *jops = json_object_new_object();
-                json_add_i64(st, "ts", true, t);
+                int64_t ts = span_from + (int64_t)k * step_ms;
+                int64_t end = ts + step_ms - 1 < until ? ts + step_ms - 1 : until;
+                json_text_open(t, '{');
+                json_text_key(t, "ts");
+                json_text_i64(t, ts);
+                json_text_key(t, "ops");
+                json_text_open(t, '{');
                 for (size_t i = 0; i < ops->n; i++) {
                         if (ops->v[i].h.count == 0)
                                 continue;
-                        json_object *o = render_latency_op(&ops->v[i], qs, nq);
-                        json_add_double(o, "per_s", true, ops->v[i].count / ((double)(end + 1 - t) / 1000.0));
-                        json_object_object_add(jops, ops->v[i].op, o);
+                        json_text_key(t, ops->v[i].op);
+                        render_latency_step_op(t, &ops->v[i], qs, nq,
+                                               ops->v[i].count / ((double)(end + 1 - ts) / 1000.0));
                 }
-                json_object_object_add(st, "ops", jops);
-                json_object_array_add(arr, st);
+                json_text_close(t, '}');
+                json_text_close(t, '}');
         }
-        op_steps_free(steps, n);
-        if (r < 0) {
-                json_object_put(arr);
-                return r;
-        }
-        *ret = arr;
-        return 0;
+        json_text_close(t, ']');
 }
 
 /* step=DUR: how many steps the span has, at most MAX_STEPS. False: answered. */
@@ -393,7 +407,7 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
         double window_s, qs[MAX_QUANTILES];
         size_t nq = 0, nslo = 0;
         struct slo slos[SLO_MAX];
-        json_object *mark = NULL, *steps = NULL;
+        json_object *mark = NULL;
         const char *qspec = arg(rq, "q"), *op = arg(rq, "op"), *slo = arg(rq, "slo");
         bool ok = parse_run_span(rq, &ri, false, &from, &until, &window_s, &mark) &&
                   parse_quantiles(rq, qspec ? qspec : "50,90,99", qs, &nq) && parse_step(rq, from, until, &step_ms) &&
@@ -404,13 +418,14 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 json_object_put(mark);
                 return;
         }
-        struct op_aggs ops = {};
+        struct op_aggs ops = {}, *steps = NULL;
+        size_t nsteps = 0;
         /* the objectives may name other ops than op= */
         const char *only = slo ? NULL : op;
         int r;
         if (step_ms > 0) {
                 span_from = mark ? from : ops_slice_of(from < 0 ? 0 : from);
-                r = latency_steps(rq, id, span_from, until, step_ms, only, qs, nq, &ops, &steps);
+                r = latency_steps(rq, id, span_from, until, step_ms, only, &ops, &steps, &nsteps);
         } else
                 r = run_ops(rq, id, from, until, mark != NULL, only, &ops, &span_from);
         if (r < 0) {
@@ -419,23 +434,35 @@ void h_run_latency(struct request *rq, const char *const *parts, size_t nparts) 
                 respond_query_error(rq, r);
                 return;
         }
-        json_object *root = json_object_new_object(), *jops = json_object_new_object();
-        json_add_double(root, "window_s", true, window_s);
-        json_add_i64(root, "from", true, span_from);
-        json_add_i64(root, "until", true, until);
-        json_object_object_add(root, "since_mark", mark);
+        struct json_text t = {};
+        struct json_fields f = { .text = &t };
+        json_text_open(&t, '{');
+        json_field_double(&f, "window_s", true, window_s);
+        json_field_i64(&f, "from", true, span_from);
+        json_field_i64(&f, "until", true, until);
+        json_text_key(&t, "since_mark");
+        json_text_json(&t, mark);
+        json_text_key(&t, "ops");
+        json_text_open(&t, '{');
         for (size_t i = 0; i < ops.n; i++)
-                if (ops.v[i].h.count > 0 && (!op || streq(op, ops.v[i].op)))
-                        json_object_object_add(jops, ops.v[i].op, render_latency_op(&ops.v[i], qs, nq));
-        json_object_object_add(root, "ops", jops);
-        if (steps) {
-                json_add_double(root, "step_s", true, (double)step_ms / 1000.0);
-                json_object_object_add(root, "steps", steps);
+                if (ops.v[i].h.count > 0 && (!op || streq(op, ops.v[i].op))) {
+                        json_text_key(&t, ops.v[i].op);
+                        json_text_json(&t, render_latency_op(&ops.v[i], qs, nq));
+                }
+        json_text_close(&t, '}');
+        if (step_ms > 0) {
+                json_field_double(&f, "step_s", true, (double)step_ms / 1000.0);
+                json_text_key(&t, "steps");
+                write_steps(&t, steps, nsteps, span_from, until, step_ms, qs, nq);
         }
-        if (slo)
-                json_object_object_add(root, "slo", render_slos(slos, nslo, &ops));
+        if (slo) {
+                json_text_key(&t, "slo");
+                json_text_json(&t, render_slos(slos, nslo, &ops));
+        }
+        json_text_close(&t, '}');
+        op_steps_free(steps, nsteps);
         op_aggs_done(&ops);
-        respond_json(rq, 200, root);
+        respond_json_written(rq, &t);
 }
 
 /* The summary of the run over the span, from its samples. */

@@ -24,6 +24,15 @@ void respond_query_error(struct request *rq, int r) {
                 respond_error(rq, 500, "internal", "database error");
 }
 
+void respond_json_written(struct request *rq, struct json_text *t) {
+        size_t len = 0;
+        char *text = json_text_take(t, &len);
+        if (text)
+                respond_json_text(rq, 200, text, len);
+        else
+                respond_query_error(rq, -ENOMEM);
+}
+
 /* The op data of run id over the slices overlapping [from, until]: stored
  * slices, plus the ones still in memory for a running run. Slices are 1 s,
  * so the span really starts at the slice holding `from` (*ret_span_from);
@@ -62,7 +71,6 @@ int api_each_running(struct api *a, unsigned what, int (*fn)(struct run_live *li
         return 0;
 }
 
-/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
 bool parse_window(struct request *rq, const char *w, usec_t *ret) {
         if (parse_duration(w, ret) < 0 || *ret < USEC_PER_MSEC || *ret > MAX_WINDOW_USEC) {
                 _cleanup_free_ char *clean = utf8_sanitize(w, strnlen(w, 64));
@@ -72,6 +80,7 @@ bool parse_window(struct request *rq, const char *w, usec_t *ret) {
         return true;
 }
 
+/* "50,90,99.9" -> percentiles in (0, 100], at most 3 decimals. */
 bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *ret_n) {
         char buf[256];
         size_t n = 0;

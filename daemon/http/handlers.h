@@ -40,6 +40,9 @@ static inline void api_yield(struct api *a) {
 struct query_limits limits(struct request *rq);
 /* 503 for a timeout or out of memory, else 500. */
 void respond_query_error(struct request *rq, int r);
+/* 200 with the JSON text t holds (taken), or 503 if it ran out of memory. */
+struct json_text;
+void respond_json_written(struct request *rq, struct json_text *t);
 /* The op data of run id over the 1-second slices overlapping [from,
  * until] (op: only that op; NULL: all): the stored slices, plus those still
  * in memory for a running run. *ret_span_from: the start of the slice

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collect/accel/accel.h"
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "util.h"
 #include "version.h"

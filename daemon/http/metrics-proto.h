@@ -5,8 +5,9 @@
  * it ingests native histograms. metrics.c walks the model's families; here
  * each becomes a message, and an op's latency a native histogram.
  *
- * The messages are protoc-c's, generated at build time from the
- * metrics.proto that Prometheus's client_model ships. */
+ * The messages are written in the wire format of the metrics.proto that
+ * Prometheus's client_model ships, byte for byte as protoc-c's packer
+ * writes them (the unit test decodes them with its code). */
 #pragma once
 
 #include <stddef.h>

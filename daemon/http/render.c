@@ -19,36 +19,47 @@
 
 #define NS_PER_SEC 1e9
 
+/* A sample's fields, into a json-c object or as text. */
+static void sample_fields(const struct json_fields *f, const struct sample *s, json_object *gpu) {
+        json_field_i64(f, "ts", true, s->ts_ms);
+        json_field_double(f, "cpu_pct", s->has_cpu_pct, s->cpu_pct);
+        json_field_double(f, "cpu_time_s", true, (double)s->cpu_time_ns / NS_PER_SEC);
+        json_field_double(f, "user_time_s", true, (double)s->user_time_ns / NS_PER_SEC);
+        json_field_double(f, "system_time_s", true, (double)s->system_time_ns / NS_PER_SEC);
+        json_field_u64(f, "rss_bytes", s->has_rss, s->rss_bytes);
+        json_field_u64(f, "rss_anon_bytes", s->has_rss, s->rss_anon_bytes);
+        json_field_u64(f, "peak_rss_bytes", s->has_peak_rss, s->peak_rss_bytes);
+        json_field_u64(f, "pss_bytes", s->has_pss, s->pss_bytes);
+        json_field_u64(f, "uss_bytes", s->has_pss, s->uss_bytes);
+        json_field_u64(f, "pss_anon_bytes", s->has_pss_anon, s->pss_anon_bytes);
+        json_field_u64(f, "threads", true, s->threads);
+        json_field_u64(f, "processes", true, s->processes);
+        json_field_u64(f, "read_bytes", s->has_io, s->read_bytes);
+        json_field_u64(f, "write_bytes", s->has_io, s->write_bytes);
+        json_field_u64(f, "rchar_bytes", s->has_io, s->rchar_bytes);
+        json_field_u64(f, "wchar_bytes", s->has_io, s->wchar_bytes);
+        json_field_double(f, "read_bytes_per_s", s->has_io_rate, s->read_bytes_per_s);
+        json_field_double(f, "write_bytes_per_s", s->has_io_rate, s->write_bytes_per_s);
+        json_field_u64(f, "netns_rx_bytes", s->has_net, s->netns_rx_bytes);
+        json_field_u64(f, "netns_tx_bytes", s->has_net, s->netns_tx_bytes);
+        json_field_double(f, "netns_rx_bytes_per_s", s->has_net_rate, s->netns_rx_bytes_per_s);
+        json_field_double(f, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s);
+        json_field_u64(f, "gpu_mem_bytes", s->has_gpu_mem, s->gpu_mem_bytes);
+        json_field_double(f, "gpu_util_pct", s->has_gpu_util, s->gpu_util_pct);
+        json_field_double(f, "energy_j", s->has_energy, s->energy_j);
+        json_field_json(f, "gpu", gpu);
+}
+
 json_object *render_sample(const struct sample *s, json_object *gpu) {
         json_object *o = json_object_new_object();
-        json_add_i64(o, "ts", true, s->ts_ms);
-        json_add_double(o, "cpu_pct", s->has_cpu_pct, s->cpu_pct);
-        json_add_double(o, "cpu_time_s", true, (double)s->cpu_time_ns / NS_PER_SEC);
-        json_add_double(o, "user_time_s", true, (double)s->user_time_ns / NS_PER_SEC);
-        json_add_double(o, "system_time_s", true, (double)s->system_time_ns / NS_PER_SEC);
-        json_add_u64(o, "rss_bytes", s->has_rss, s->rss_bytes);
-        json_add_u64(o, "rss_anon_bytes", s->has_rss, s->rss_anon_bytes);
-        json_add_u64(o, "peak_rss_bytes", s->has_peak_rss, s->peak_rss_bytes);
-        json_add_u64(o, "pss_bytes", s->has_pss, s->pss_bytes);
-        json_add_u64(o, "uss_bytes", s->has_pss, s->uss_bytes);
-        json_add_u64(o, "pss_anon_bytes", s->has_pss_anon, s->pss_anon_bytes);
-        json_add_u64(o, "threads", true, s->threads);
-        json_add_u64(o, "processes", true, s->processes);
-        json_add_u64(o, "read_bytes", s->has_io, s->read_bytes);
-        json_add_u64(o, "write_bytes", s->has_io, s->write_bytes);
-        json_add_u64(o, "rchar_bytes", s->has_io, s->rchar_bytes);
-        json_add_u64(o, "wchar_bytes", s->has_io, s->wchar_bytes);
-        json_add_double(o, "read_bytes_per_s", s->has_io_rate, s->read_bytes_per_s);
-        json_add_double(o, "write_bytes_per_s", s->has_io_rate, s->write_bytes_per_s);
-        json_add_u64(o, "netns_rx_bytes", s->has_net, s->netns_rx_bytes);
-        json_add_u64(o, "netns_tx_bytes", s->has_net, s->netns_tx_bytes);
-        json_add_double(o, "netns_rx_bytes_per_s", s->has_net_rate, s->netns_rx_bytes_per_s);
-        json_add_double(o, "netns_tx_bytes_per_s", s->has_net_rate, s->netns_tx_bytes_per_s);
-        json_add_u64(o, "gpu_mem_bytes", s->has_gpu_mem, s->gpu_mem_bytes);
-        json_add_double(o, "gpu_util_pct", s->has_gpu_util, s->gpu_util_pct);
-        json_add_double(o, "energy_j", s->has_energy, s->energy_j);
-        json_object_object_add(o, "gpu", gpu);
+        sample_fields(&(struct json_fields){ .obj = o }, s, gpu);
         return o;
+}
+
+void render_sample_text(struct json_text *t, const struct sample *s, json_object *gpu) {
+        json_text_open(t, '{');
+        sample_fields(&(struct json_fields){ .text = t }, s, gpu);
+        json_text_close(t, '}');
 }
 
 json_object *render_gpu_uses(const struct gpu_use *u, size_t n) {
@@ -265,6 +276,15 @@ json_object *render_gauge(const struct gauge_stat *g, bool stats) {
         return o;
 }
 
+void render_gauge_point_text(struct json_text *t, const struct gauge_point *g) {
+        struct json_fields f = { .text = t };
+        json_text_open(t, '{');
+        json_field_i64(&f, "ts", true, g->ts_ms);
+        json_field_string(&f, "name", g->name);
+        json_field_precise(&f, "value", true, g->value);
+        json_text_close(t, '}');
+}
+
 void render_quantile_key(double q, char *buf, size_t size) {
         char num[32];
         snprintf(num, sizeof num, "%.3f", q);
@@ -279,26 +299,41 @@ void render_quantile_key(double q, char *buf, size_t size) {
 /* Latencies keep 10 significant digits (the serializer's %.10g), not 3
  * decimals: a sub-microsecond timing must not print as 0. */
 static void add_precise(json_object *o, const char *key, bool known, double v) {
-        json_object_object_add(o, key, known ? json_double_or_null(v) : NULL);
+        json_field_precise(&(struct json_fields){ .obj = o }, key, known, v);
 }
 
-json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq) {
+/* An op's latency fields, into a json-c object or as text; per_s only
+ * when per_s_known. */
+static void latency_fields(const struct json_fields *f, const struct op_agg *a, const double *qs, size_t nq,
+                           bool per_s_known, double per_s) {
         const struct hist *h = &a->h;
         bool any = h->count > 0;
-        json_object *o = json_object_new_object();
-        json_add_string(o, "category", a->category);
-        json_add_u64(o, "count", true, h->count);
-        add_precise(o, "total_ms", any, h->sum);
-        add_precise(o, "mean_ms", any, hist_mean(h));
-        add_precise(o, "stddev_ms", any, hist_stddev(h));
-        add_precise(o, "min_ms", any, h->min);
-        add_precise(o, "max_ms", any, h->max);
+        json_field_string(f, "category", a->category);
+        json_field_u64(f, "count", true, h->count);
+        json_field_precise(f, "total_ms", any, h->sum);
+        json_field_precise(f, "mean_ms", any, hist_mean(h));
+        json_field_precise(f, "stddev_ms", any, hist_stddev(h));
+        json_field_precise(f, "min_ms", any, h->min);
+        json_field_precise(f, "max_ms", any, h->max);
         for (size_t i = 0; i < nq; i++) {
                 char key[40];
                 render_quantile_key(qs[i], key, sizeof key);
-                add_precise(o, key, any, hist_quantile(h, qs[i] / 100.0));
+                json_field_precise(f, key, any, hist_quantile(h, qs[i] / 100.0));
         }
+        if (per_s_known)
+                json_field_double(f, "per_s", true, per_s);
+}
+
+json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq) {
+        json_object *o = json_object_new_object();
+        latency_fields(&(struct json_fields){ .obj = o }, a, qs, nq, false, 0);
         return o;
+}
+
+void render_latency_step_op(struct json_text *t, const struct op_agg *a, const double *qs, size_t nq, double per_s) {
+        json_text_open(t, '{');
+        latency_fields(&(struct json_fields){ .text = t }, a, qs, nq, true, per_s);
+        json_text_close(t, '}');
 }
 
 json_object *render_slo(const struct slo *o, const struct hist *h) {

@@ -14,6 +14,9 @@
 /* gpu: the sample's per-device use (render_gpu_uses(), an empty array for
  * none), taken over; NULL renders null (not known, e.g. a merged step). */
 json_object *render_sample(const struct sample *s, json_object *gpu);
+/* The same written as text (a stepped answer's thousands of points). */
+struct json_text;
+void render_sample_text(struct json_text *t, const struct sample *s, json_object *gpu);
 /* A run's use of each device ([{"device", "engines": {...}, ...}]). */
 struct gpu_use;
 struct gpu_device;
@@ -36,9 +39,13 @@ json_object *render_window(const struct window_rates *w, double window_s, const 
 /* One op's latency: count, total, mean, stddev, min, max and the asked
  * percentiles (qs in (0, 100]). */
 json_object *render_latency_op(const struct op_agg *a, const double *qs, size_t nq);
+/* The same written as text, with "per_s" (a step of /latency?step=). */
+void render_latency_step_op(struct json_text *t, const struct op_agg *a, const double *qs, size_t nq, double per_s);
 /* One gauge: {"value", "ts"}, and with stats {"min", "max", "count"} over
  * the span g covers. */
 json_object *render_gauge(const struct gauge_stat *g, bool stats);
+/* One stored value of a gauge: {"ts", "name", "value"}, as text. */
+void render_gauge_point_text(struct json_text *t, const struct gauge_point *g);
 
 /* One objective over the span's histogram of its op (NULL: no timings):
  * op, target_ms, percentile, count, over (timings above the target, see

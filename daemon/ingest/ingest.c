@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "manager-ops.h"
 #include "ingest/statsd.h"

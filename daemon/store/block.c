@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The layout of a block, version 2 (all integers LEB128 varints; "zz" is
+/* The layout of a block, version 3 (all integers LEB128 varints; "zz" is
  * the zigzag mapping of a signed value to an unsigned one):
  *
  *   version (1), n
@@ -8,12 +8,26 @@
  *     mode 1, x0, d               every delta is d (zz)
  *     mode 2, x0, g, n-1 deltas   deltas divided by their common divisor g (zz)
  *     mode 3, x0, d1, n-2 values  deltas of deltas (zz)
+ *     mode 4, x0, g, w, bits      as mode 2, the n-1 values in w bits each
+ *     mode 5, x0, d1, w, bits     as mode 3, the n-2 values in w bits each
+ *                                 (bits: little-endian, the first value in the
+ *                                 lowest bits, the last byte padded with 0)
+ *     mode 6, x0, g, k, k times (gap, delta)
+ *                                 as mode 2 with only the k deltas that are
+ *                                 not 0, each after the samples since the
+ *                                 previous one (a peak, a checkpoint's
+ *                                 writes: a byte a sample for zeros else)
+ *   (version 2 had modes 0 to 3 only: a counter that moves by random amounts,
+ *   a CPU clock's nanoseconds, took a whole varint byte per 7 bits of each
+ *   value where its largest value needs, say, 29)
  *   the two floating-point columns (gpu_util_pct, energy_j), each:
  *     mode 0, 8 bytes             every value is those bits
  *     mode 1, n values            bits XOR the previous value's (0 before the
  *                                 first): a 0 byte for the same bits, else a
  *                                 byte (leading zero bytes << 4 | length)
  *                                 and that many bytes of the XOR
+ *     mode 2                      every value is 0 (no GPU, no energy
+ *                                 counter: 8 bytes less, twice a block)
  *   the rates kept as they were: k, then k times (index, field, 8 bytes)
  *
  * Counters wrap modulo 2^64 in the deltas, so any value round-trips. */
@@ -26,7 +40,7 @@
 
 #include "util.h"
 
-#define BLOCK_VERSION 2
+#define BLOCK_VERSION 3
 /* Version 1 had the integer columns up to gpu_mem_bytes: no PSS. */
 #define V1_INT_COLS 18
 
@@ -176,13 +190,52 @@ static uint64_t magnitude(uint64_t v) { /* |v| of v read as int64; 2^63 stays */
         return (int64_t)v < 0 ? (uint64_t)0 - v : v;
 }
 
+/* How many bits v needs (0 for 0). */
+static unsigned bit_width(uint64_t v) {
+        return v ? 64u - (unsigned)__builtin_clzll(v) : 0;
+}
+
+/* The values of a mode 2 (dod false) or mode 3 (dod true) column, as
+ * stored: zz(delta / g), or zz(delta of deltas) from the third sample on. */
+static uint64_t col_value(const struct sample *v, size_t i, const struct int_col *c, bool dod, uint64_t g) {
+        uint64_t d = get_int(&v[i], c) - get_int(&v[i - 1], c);
+        if (!dod)
+                return zz((uint64_t)((int64_t)d / (int64_t)g));
+        return zz(d - (get_int(&v[i - 1], c) - get_int(&v[i - 2], c)));
+}
+
+/* values first..n-1 of a column in w bits each (mode 4 or 5's bits). */
+static void put_bits(struct out *o, const struct sample *v, size_t first, size_t n, const struct int_col *c, bool dod,
+                     uint64_t g, unsigned w) {
+        uint64_t acc = 0;
+        unsigned have = 0;
+        for (size_t i = first; i < n; i++) {
+                uint64_t x = col_value(v, i, c, dod, g);
+                for (unsigned left = w; left > 0;) {
+                        unsigned take = left < 64 - have ? left : 64 - have;
+                        acc |= (take == 64 ? x : x & ((UINT64_C(1) << take) - 1)) << have;
+                        x = take == 64 ? 0 : x >> take;
+                        have += take;
+                        left -= take;
+                        while (have >= 8) {
+                                put_byte(o, (uint8_t)acc);
+                                acc >>= 8;
+                                have -= 8;
+                        }
+                }
+        }
+        if (have > 0)
+                put_byte(o, (uint8_t)acc);
+}
+
 static void put_int_col(struct out *o, const struct sample *v, size_t n, const struct int_col *c) {
         uint64_t x0 = get_int(&v[0], c), g = 0;
         bool same = true, same_delta = true;
-        size_t delta_len = 0, dod_len = 0;
+        size_t delta_len = 0, dod_len = 0, nonzero = 0;
         for (size_t i = 1; i < n; i++) {
                 uint64_t d = get_int(&v[i], c) - get_int(&v[i - 1], c);
                 same = same && d == 0;
+                nonzero += d != 0;
                 g = gcd(g, magnitude(d));
                 if (i >= 2) {
                         uint64_t d0 = get_int(&v[i - 1], c) - get_int(&v[i - 2], c);
@@ -204,11 +257,54 @@ static void put_int_col(struct out *o, const struct sample *v, size_t n, const s
         }
         if (g > (UINT64_C(1) << 62))
                 g = 1; /* a divisor of 2^63: keep the deltas whole */
-        for (size_t i = 1; i < n; i++) {
-                uint64_t d = get_int(&v[i], c) - get_int(&v[i - 1], c);
-                delta_len += varint_len(zz((uint64_t)((int64_t)d / (int64_t)g)));
+        unsigned delta_w = 0, dod_w = 0;
+        size_t sparse_len = varint_len(g) + varint_len(nonzero);
+        for (size_t i = 1, last = 0; i < n; i++) {
+                uint64_t x = col_value(v, i, c, false, g);
+                delta_len += varint_len(x);
+                if (x != 0) {
+                        sparse_len += varint_len(i - last) + varint_len(x);
+                        last = i;
+                }
+                delta_w = bit_width(x) > delta_w ? bit_width(x) : delta_w;
+                if (i >= 2) {
+                        x = col_value(v, i, c, true, 1);
+                        dod_w = bit_width(x) > dod_w ? bit_width(x) : dod_w;
+                }
         }
-        if (delta_len + varint_len(g) <= dod_len + varint_len(zz(d1))) {
+        /* the shortest of the four: varints or w bits each, of deltas or of
+         * deltas of deltas */
+        size_t delta_bits = ((n - 1) * delta_w + 7) / 8 + 1, dod_bits = ((n - 2) * dod_w + 7) / 8 + 1;
+        size_t len2 = delta_len + varint_len(g), len3 = dod_len + varint_len(zz(d1));
+        size_t len4 = delta_bits + varint_len(g), len5 = dod_bits + varint_len(zz(d1));
+        size_t best = len2 < len3 ? len2 : len3;
+        best = len4 < best ? len4 : best;
+        best = len5 < best ? len5 : best;
+        if (sparse_len < best) {
+                put_byte(o, 6);
+                put_varint(o, x0);
+                put_varint(o, g);
+                put_varint(o, nonzero);
+                for (size_t i = 1, last = 0; i < n; i++) {
+                        uint64_t x = col_value(v, i, c, false, g);
+                        if (x == 0)
+                                continue;
+                        put_varint(o, i - last);
+                        put_varint(o, x);
+                        last = i;
+                }
+                return;
+        }
+        if (best == len4 || best == len5) {
+                bool dod = best != len4;
+                put_byte(o, dod ? 5 : 4);
+                put_varint(o, x0);
+                put_varint(o, dod ? zz(d1) : g);
+                put_byte(o, (uint8_t)(dod ? dod_w : delta_w));
+                put_bits(o, v, dod ? 2 : 1, n, c, dod, g, dod ? dod_w : delta_w);
+                return;
+        }
+        if (len2 <= len3) {
                 put_byte(o, 2);
                 put_varint(o, x0);
                 put_varint(o, g);
@@ -233,6 +329,10 @@ static void put_double_col(struct out *o, const struct sample *v, size_t n, size
         bool same = true;
         for (size_t i = 1; i < n && same; i++)
                 same = bits_of(get_double(&v[i], off)) == first;
+        if (same && first == 0) {
+                put_byte(o, 2);
+                return;
+        }
         if (same) {
                 put_byte(o, 0);
                 put_u64le(o, first);
@@ -367,33 +467,88 @@ static uint64_t get_u64le(struct in *in) {
         return v;
 }
 
-static void get_int_col(struct in *in, struct sample *v, size_t n, const struct int_col *c) {
+/* The bits of modes 4 and 5: w bits at a time, little-endian. */
+struct bits {
+        uint64_t acc;
+        unsigned have, w;
+};
+
+static uint64_t get_bits(struct in *in, struct bits *b) {
+        uint64_t x = 0;
+        for (unsigned got = 0; got < b->w;) {
+                if (b->have == 0) {
+                        b->acc = get_byte(in);
+                        b->have = 8;
+                }
+                unsigned take = b->w - got < b->have ? b->w - got : b->have;
+                x |= (b->acc & ((UINT64_C(1) << take) - 1)) << got;
+                b->acc >>= take;
+                b->have -= take;
+                got += take;
+        }
+        return x;
+}
+
+/* Mode 6's deltas after x0: 0 but where one is listed. */
+static void get_sparse_col(struct in *in, struct sample *v, size_t n, const struct int_col *c, uint64_t x, uint64_t g) {
+        uint64_t k = get_varint(in);
+        size_t next = 0;
+        uint64_t d = 0;
+        if (k >= n)
+                in->bad = true;
+        for (size_t i = 1; i < n && !in->bad; i++) {
+                if (k > 0 && next < i) {
+                        uint64_t gap = get_varint(in);
+                        d = unzz(get_varint(in)) * g;
+                        k--;
+                        if (gap == 0 || gap > n - next || d == 0) /* each listed once, in order, not 0 */
+                                in->bad = true;
+                        next += gap;
+                }
+                x += next == i ? d : 0;
+                set_int(&v[i], c, x);
+        }
+        if (k > 0 || next >= n)
+                in->bad = true;
+}
+
+static void get_int_col(struct in *in, struct sample *v, size_t n, const struct int_col *c, uint8_t version) {
         uint8_t mode = get_byte(in);
         uint64_t x = get_varint(in), d = 0, g = 1;
+        struct bits b = {};
         set_int(&v[0], c, x);
-        if (mode > 3) {
+        if (mode > (version >= 3 ? 6 : 3)) {
                 in->bad = true;
                 return;
         }
-        if (mode == 1 || mode == 3)
+        if (mode == 1 || mode == 3 || mode == 5)
                 d = unzz(get_varint(in));
-        if (mode == 2)
+        if (mode == 2 || mode == 4 || mode == 6)
                 g = get_varint(in);
+        if (mode == 6) {
+                get_sparse_col(in, v, n, c, x, g);
+                return;
+        }
+        if (mode >= 4 && (b.w = get_byte(in)) > 64)
+                in->bad = true;
         for (size_t i = 1; i < n && !in->bad; i++) {
-                if (mode == 2)
-                        d = unzz(get_varint(in)) * g; /* modulo 2^64, as the encoder divided */
-                else if (mode == 3 && i >= 2)
-                        d += unzz(get_varint(in));
+                if (mode == 2 || mode == 4)
+                        /* modulo 2^64, as the encoder divided */
+                        d = unzz(mode == 2 ? get_varint(in) : get_bits(in, &b)) * g;
+                else if ((mode == 3 || mode == 5) && i >= 2)
+                        d += unzz(mode == 3 ? get_varint(in) : get_bits(in, &b));
                 x += mode == 0 ? 0 : d;
                 set_int(&v[i], c, x);
         }
+        if (b.have > 0 && b.acc != 0) /* the padding is 0: one way to write a block */
+                in->bad = true;
 }
 
-static void get_double_col(struct in *in, struct sample *v, size_t n, size_t off) {
+static void get_double_col(struct in *in, struct sample *v, size_t n, size_t off, uint8_t version) {
         uint8_t mode = get_byte(in);
         uint64_t prev = 0;
-        if (mode == 0) {
-                double d = double_of(get_u64le(in));
+        if (mode == 0 || (mode == 2 && version >= 3)) {
+                double d = mode == 0 ? double_of(get_u64le(in)) : 0;
                 for (size_t i = 0; i < n; i++)
                         *(double *)((char *)&v[i] + off) = d;
                 return;
@@ -423,7 +578,7 @@ static void get_double_col(struct in *in, struct sample *v, size_t n, size_t off
 int block_decode(const uint8_t *p, size_t len, struct sample **ret, size_t *ret_n) {
         struct in in = { .p = p, .len = len };
         uint8_t version = get_byte(&in);
-        if (version != 1 && version != BLOCK_VERSION)
+        if (version < 1 || version > BLOCK_VERSION)
                 return -EBADMSG;
         size_t n_int_cols = version == 1 ? V1_INT_COLS : ELEMENTSOF(int_cols);
         uint64_t n = get_varint(&in);
@@ -433,9 +588,9 @@ int block_decode(const uint8_t *p, size_t len, struct sample **ret, size_t *ret_
         if (!v)
                 return -ENOMEM;
         for (size_t c = 0; c < n_int_cols && !in.bad; c++)
-                get_int_col(&in, v, n, &int_cols[c]);
+                get_int_col(&in, v, n, &int_cols[c], version);
         for (size_t c = 0; c < ELEMENTSOF(double_cols) && !in.bad; c++)
-                get_double_col(&in, v, n, double_cols[c]);
+                get_double_col(&in, v, n, double_cols[c], version);
         /* the rates: recomputed, then the exceptions over them */
         for (size_t i = 0; i < n && !in.bad; i++)
                 for (enum rate r = 0; r < _R_MAX; r++) {

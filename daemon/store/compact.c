@@ -138,12 +138,8 @@ static int put_minute(struct compaction *c, int64_t run_id, int64_t minute, stru
         struct sample_agg a = {};
         for (size_t i = first; i < *n; i++)
                 sample_agg_add(&a, &(*v)[i]);
-        struct param p[2 + TIER_N_COLUMNS + 1];
-        p[0] = p_int(run_id);
-        p[1] = p_int(minute);
-        sample_agg_params(&a, p + 2);
-        p[2 + TIER_N_COLUMNS] = (struct param){ .type = PARAM_END };
-        bind_params(c->tier_put, p);
+        uint8_t agg[SAMPLE_AGG_PACKED_MAX];
+        bind_params(c->tier_put, PARAMS(p_int(run_id), p_int(minute), p_blob(agg, sample_agg_pack(&a, agg))));
         if (r == 0)
                 r = done_step(c->db, c->tier_put);
         *n = 0;
@@ -190,10 +186,7 @@ static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
                 r = prepare(db, "INSERT OR REPLACE INTO sample_blocks (run_id, ts, n, data) VALUES (?,?,?,?)",
                             &c.block_put);
         if (r == 0)
-                r = prepare(db,
-                            "INSERT OR REPLACE INTO samples_1m (run_id, ts, " TIER_COLUMNS
-                            ") VALUES (?,?," TIER_PLACEHOLDERS ")",
-                            &c.tier_put);
+                r = prepare(db, "INSERT OR REPLACE INTO samples_1m (run_id, ts, agg) VALUES (?,?,?)", &c.tier_put);
         if (r == 0)
                 r = prepare(db, "DELETE FROM samples WHERE ts < ?", &del);
         if (r == 0)
@@ -340,43 +333,46 @@ static int compact_minutes(struct store *s, int64_t now_ms, bool *ret_more) {
 
 /* ---- hours: the minute tier into the hour tier ---------------------------- */
 
+/* Writes a run's hour of the hour tier, merged from its minutes. */
+static int put_hour(sqlite3 *db, sqlite3_stmt *ins, int64_t run_id, int64_t hour, const struct sample_agg *a) {
+        uint8_t agg[SAMPLE_AGG_PACKED_MAX];
+        bind_params(ins, PARAMS(p_int(run_id), p_int(hour), p_blob(agg, sample_agg_pack(a, agg))));
+        return done_step(db, ins);
+}
+
 static int roll_hour_samples(sqlite3 *db, int64_t hour) {
-        _cleanup_stmt_ sqlite3_stmt *runs = NULL, *sum = NULL, *ins = NULL;
-        int r = prepare(db, "SELECT DISTINCT run_id FROM samples_1m WHERE ts >= ?1 AND ts < ?1 + 3600000", &runs);
+        _cleanup_stmt_ sqlite3_stmt *sel = NULL, *ins = NULL;
+        /* the minute tier is keyed by run: a run's hour is one range */
+        int r = prepare(db,
+                        "SELECT run_id, agg FROM samples_1m WHERE run_id IN "
+                        "(SELECT DISTINCT run_id FROM samples_1m WHERE ts >= ?1 AND ts < ?1 + 3600000) "
+                        "AND ts >= ?1 AND ts < ?1 + 3600000 ORDER BY run_id, ts",
+                        &sel);
         if (r == 0)
-                r = prepare(db,
-                            "SELECT " TIER_MERGE_COLUMNS
-                            " FROM samples_1m WHERE run_id = ?1 AND ts >= ?2 AND ts < ?2 + 3600000",
-                            &sum);
-        if (r == 0)
-                r = prepare(db,
-                            "INSERT OR REPLACE INTO samples_1h (run_id, ts, " TIER_COLUMNS
-                            ") VALUES (?,?," TIER_PLACEHOLDERS ")",
-                            &ins);
+                r = prepare(db, "INSERT OR REPLACE INTO samples_1h (run_id, ts, agg) VALUES (?,?,?)", &ins);
         if (r < 0)
                 return r;
-        bind_params(runs, PARAMS(p_int(hour)));
+        bind_params(sel, PARAMS(p_int(hour)));
+        struct sample_agg sum = {};
+        int64_t run = 0;
+        bool any = false;
         int rc;
-        while (r == 0 && (rc = sqlite3_step(runs)) == SQLITE_ROW) {
-                int64_t run_id = sqlite3_column_int64(runs, 0);
-                bind_params(sum, PARAMS(p_int(run_id), p_int(hour)));
-                if (sqlite3_step(sum) != SQLITE_ROW) {
-                        r = -EIO;
-                        break;
+        while (r == 0 && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
+                struct sample_agg m;
+                if (any && sqlite3_column_int64(sel, 0) != run) {
+                        r = put_hour(db, ins, run, hour, &sum);
+                        sum = (struct sample_agg){};
                 }
-                struct sample_agg a;
-                sample_agg_row(sum, 0, &a);
-                sqlite3_reset(sum);
-                struct param p[2 + TIER_N_COLUMNS + 1];
-                p[0] = p_int(run_id);
-                p[1] = p_int(hour);
-                sample_agg_params(&a, p + 2);
-                p[2 + TIER_N_COLUMNS] = (struct param){ .type = PARAM_END };
-                bind_params(ins, p);
-                r = done_step(db, ins);
+                run = sqlite3_column_int64(sel, 0);
+                any = true;
+                /* a row that does not unpack is left out of its hour */
+                if (sample_agg_unpack(sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &m) == 0)
+                        sample_agg_merge(&sum, &m);
         }
         if (r == 0 && rc != SQLITE_DONE)
-                r = -EIO;
+                r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+        if (r == 0 && any)
+                r = put_hour(db, ins, run, hour, &sum);
         return r;
 }
 

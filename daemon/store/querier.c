@@ -130,24 +130,24 @@ static int bucket_sample(const struct sample *s, void *userdata) {
         return 0;
 }
 
-/* The rows of a tier in [from, until), merged per bucket in SQL. */
+/* The rows of a tier in [from, until), in key order (the run's, by time),
+ * merged into their buckets in C: a GROUP BY over the step's expression
+ * would sort them first. A row that does not unpack is left out. */
 static int bucket_tier(struct store *s, sqlite3 *db, enum tier t, int64_t run_id, int64_t from, int64_t until,
                        struct buckets *b) {
-        static const char minute[] = "SELECT (ts / ?1) * ?1 AS b, " TIER_MERGE_COLUMNS
-                                     " FROM samples_1m WHERE run_id=?2 AND ts>=?3 AND ts<?4 GROUP BY b ORDER BY b";
-        static const char hour[] = "SELECT (ts / ?1) * ?1 AS b, " TIER_MERGE_COLUMNS
-                                   " FROM samples_1h WHERE run_id=?2 AND ts>=?3 AND ts<?4 GROUP BY b ORDER BY b";
+        static const char minute[] = "SELECT ts, agg FROM samples_1m WHERE run_id=?1 AND ts>=?2 AND ts<?3 ORDER BY ts";
+        static const char hour[] = "SELECT ts, agg FROM samples_1h WHERE run_id=?1 AND ts>=?2 AND ts<?3 ORDER BY ts";
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r = reader_prepare(s, db, t == T_HOUR ? hour : minute, &st);
         if (r < 0)
                 return r;
-        bind_params(st, PARAMS(p_int(b->step), p_int(run_id), p_int(from), p_int(until)));
+        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(until)));
         while ((r = step_one(db, st)) == 1) {
                 struct sample_agg row, *a = bucket_of(b, sqlite3_column_int64(st, 0));
                 if (!a)
                         return -ENOMEM;
-                sample_agg_row(st, 1, &row);
-                sample_agg_merge(a, &row);
+                if (sample_agg_unpack(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &row) == 0)
+                        sample_agg_merge(a, &row);
         }
         return r;
 }
@@ -402,45 +402,36 @@ static struct op_aggs *op_bucket(struct op_buckets *b, int64_t ts) {
 
 /* Rows of (ts, op, category, count, hist) into their steps. */
 static int op_rows(sqlite3 *db, sqlite3_stmt *st, struct op_buckets *b) {
-        struct hist h;
         int r;
-        hist_init(&h);
         while ((r = step_one(db, st)) == 1) {
                 const char *op = (const char *)sqlite3_column_text(st, 1);
                 const char *cat = (const char *)sqlite3_column_text(st, 2);
                 const void *blob = sqlite3_column_blob(st, 4);
-                /* a blob that does not decode is skipped, not fatal: the
-                 * count still stands */
-                bool has_h = blob && hist_decode(&h, blob, (size_t)sqlite3_column_bytes(st, 4)) == 0;
                 struct op_aggs *a = op_bucket(b, sqlite3_column_int64(st, 0));
-                if (a && op && (r = op_aggs_add(a, op, cat, sqlite3_column_double(st, 3), has_h ? &h : NULL)) < 0)
+                if (a && op &&
+                    (r = op_aggs_add_encoded(a, op, cat, sqlite3_column_double(st, 3), blob,
+                                             (size_t)sqlite3_column_bytes(st, 4))) < 0)
                         break;
         }
-        hist_done(&h);
         return r;
 }
 
-/* One piece's op data: raw slices row by row; a tier's rows merged per
- * step and op by SQL (hist_merge). */
+/* One piece's op data, row by row in key order, each row into its step
+ * (op_rows()): a GROUP BY of the steps in SQL would sort the rows, blobs
+ * and all, before merging them. */
 static int op_piece(struct store *s, sqlite3 *db, const struct piece *p, int64_t run_id, const char *op_filter,
                     struct op_buckets *b) {
         static const char raw[] = "SELECT ts, op, category, count, hist FROM op_slices "
                                   "WHERE run_id = ?1 AND ts >= ?2 AND ts < ?3 AND (?4 IS NULL OR op = ?4)";
-        static const char minute[] = "SELECT min(ts), op, category, sum(count), hist_merge(hist) FROM op_slices_1m "
-                                     "WHERE run_id = ?1 AND ts >= ?2 AND ts < ?3 AND (?4 IS NULL OR op = ?4) "
-                                     "GROUP BY (ts - ?5) / ?6, op";
-        static const char hour[] = "SELECT min(ts), op, category, sum(count), hist_merge(hist) FROM op_slices_1h "
-                                   "WHERE run_id = ?1 AND ts >= ?2 AND ts < ?3 AND (?4 IS NULL OR op = ?4) "
-                                   "GROUP BY (ts - ?5) / ?6, op";
+        static const char minute[] = "SELECT ts, op, category, count, hist FROM op_slices_1m "
+                                     "WHERE run_id = ?1 AND ts >= ?2 AND ts < ?3 AND (?4 IS NULL OR op = ?4)";
+        static const char hour[] = "SELECT ts, op, category, count, hist FROM op_slices_1h "
+                                   "WHERE run_id = ?1 AND ts >= ?2 AND ts < ?3 AND (?4 IS NULL OR op = ?4)";
         _cleanup_reset_ sqlite3_stmt *st = NULL;
         int r = reader_prepare(s, db, p->tier == T_RAW ? raw : p->tier == T_MINUTE ? minute : hour, &st);
         if (r < 0)
                 return r;
-        if (p->tier == T_RAW)
-                bind_params(st, PARAMS(p_int(run_id), p_int(p->from), p_int(p->until), p_text(op_filter)));
-        else
-                bind_params(st, PARAMS(p_int(run_id), p_int(p->from), p_int(p->until), p_text(op_filter),
-                                       p_int(b->from), p_int(b->step)));
+        bind_params(st, PARAMS(p_int(run_id), p_int(p->from), p_int(p->until), p_text(op_filter)));
         return op_rows(db, st, b);
 }
 
@@ -563,8 +554,7 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
          * is in one or the other (the compaction moves it in one
          * transaction), save late rows, which add up */
         static const char *const sql[] = {
-                "SELECT run_id, ts, cpu_pct_n, cpu_pct_sum, rss_n, rss_sum FROM samples_1m WHERE " IN_IDS
-                " AND ts >= ?2 AND ts < ?3",
+                "SELECT run_id, ts, agg FROM samples_1m WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3",
                 "SELECT run_id, ts / 60000 * 60000 AS m, count(cpu_pct), sum(cpu_pct), count(rss_bytes), "
                 "sum(rss_bytes) FROM samples WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, m",
         };
@@ -588,10 +578,20 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
                         if (i < 0 || k < 0 || (size_t)k >= stride)
                                 continue;
                         struct spark_point *p = &ret[(size_t)i * stride + (size_t)k];
-                        p->cpu_n += (uint64_t)sqlite3_column_int64(st, 2);
-                        p->cpu_sum += sqlite3_column_double(st, 3);
-                        p->rss_n += (uint64_t)sqlite3_column_int64(st, 4);
-                        p->rss_sum += sqlite3_column_double(st, 5);
+                        struct sample_agg a = {};
+                        if (q == 0) { /* a tier row, packed: one that does not unpack is left out */
+                                if (sample_agg_unpack(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                                                      &a) < 0)
+                                        continue;
+                        } else
+                                a = (struct sample_agg){ .cpu_pct_n = (uint64_t)sqlite3_column_int64(st, 2),
+                                                         .cpu_pct_sum = sqlite3_column_double(st, 3),
+                                                         .rss_n = (uint64_t)sqlite3_column_int64(st, 4),
+                                                         .rss_sum = sqlite3_column_double(st, 5) };
+                        p->cpu_n += a.cpu_pct_n;
+                        p->cpu_sum += a.cpu_pct_sum;
+                        p->rss_n += a.rss_n;
+                        p->rss_sum += a.rss_sum;
                 }
         }
         reader_end(s);
@@ -599,34 +599,30 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
 }
 
 /* Rows of (run_id, op, category, count, hist) into the aggregates of their
- * runs. */
+ * runs, merged in C as op_rows() merges one run's. */
 static int runs_op_rows(sqlite3 *db, sqlite3_stmt *st, const int64_t *ids, size_t n, struct op_aggs *ret) {
-        struct hist h;
         int r;
-        hist_init(&h);
         while ((r = step_one(db, st)) == 1) {
                 ssize_t i = id_index(ids, n, sqlite3_column_int64(st, 0));
                 const char *op = (const char *)sqlite3_column_text(st, 1);
                 const char *cat = (const char *)sqlite3_column_text(st, 2);
-                const void *blob = sqlite3_column_blob(st, 4);
-                bool has_h = blob && hist_decode(&h, blob, (size_t)sqlite3_column_bytes(st, 4)) == 0;
                 if (i >= 0 && op &&
-                    (r = op_aggs_add(&ret[i], op, cat, sqlite3_column_double(st, 3), has_h ? &h : NULL)) < 0)
+                    (r = op_aggs_add_encoded(&ret[i], op, cat, sqlite3_column_double(st, 3), sqlite3_column_blob(st, 4),
+                                             (size_t)sqlite3_column_bytes(st, 4))) < 0)
                         break;
         }
-        hist_done(&h);
         return r;
 }
 
 int querier_runs_ops(struct store *s, const struct query_limits *l, const struct live_source *live, const int64_t *ids,
                      size_t n, int64_t from, int64_t until, struct op_aggs *ret) {
         static const char *const sql[] = {
-                [T_RAW] = "SELECT run_id, op, category, sum(count), hist_merge(hist) FROM op_slices WHERE " IN_IDS
-                          " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, op",
-                [T_MINUTE] = "SELECT run_id, op, category, sum(count), hist_merge(hist) FROM op_slices_1m WHERE " IN_IDS
-                             " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, op",
-                [T_HOUR] = "SELECT run_id, op, category, sum(count), hist_merge(hist) FROM op_slices_1h WHERE " IN_IDS
-                           " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, op",
+                [T_RAW] = "SELECT run_id, op, category, count, hist FROM op_slices WHERE " IN_IDS
+                          " AND ts >= ?2 AND ts < ?3",
+                [T_MINUTE] = "SELECT run_id, op, category, count, hist FROM op_slices_1m WHERE " IN_IDS
+                             " AND ts >= ?2 AND ts < ?3",
+                [T_HOUR] = "SELECT run_id, op, category, count, hist FROM op_slices_1h WHERE " IN_IDS
+                           " AND ts >= ?2 AND ts < ?3",
         };
         if (n == 0 || until <= from)
                 return 0;

@@ -264,16 +264,19 @@ void sample_gpus_free(struct sample_gpu *v, size_t n) {
         free(v);
 }
 
+struct ts_key {
+        const struct sample_gpu *v;
+        int64_t ts;
+};
+
+static bool ts_below(size_t i, const void *ctx) {
+        const struct ts_key *k = ctx;
+        return k->v[i].ts_ms < k->ts;
+}
+
 /* The use of device at ts in v (sorted by ts, then device), or NULL. */
 static struct gpu_use *sample_gpu_find(struct sample_gpu *v, size_t n, int64_t ts, const char *device) {
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (v[mid].ts_ms < ts)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
+        size_t lo = lower_bound(n, ts_below, &(struct ts_key){ v, ts });
         for (size_t j = 0; lo < n && v[lo].ts_ms == ts && j < v[lo].n; j++)
                 if (streq(v[lo].uses[j].device, device))
                         return &v[lo].uses[j];

@@ -47,34 +47,49 @@ static int walk_one(struct walk *w, const struct sample *s) {
         return w->fn(s, w->userdata);
 }
 
-static int walk_blocks(struct store *s, sqlite3 *db, int64_t run_id, struct walk *w) {
-        static const char asc[] =
-                "SELECT data, ts FROM sample_blocks WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts";
-        static const char desc[] =
-                "SELECT data, ts FROM sample_blocks WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts DESC";
+/* Each row of asc (desc when walking back) for run_id in [from,
+ * w->until], through row(): 0 or what stopped the walk. */
+static int walk_rows(struct store *s, sqlite3 *db, const char *asc, const char *desc, int64_t run_id, int64_t from,
+                     struct walk *w, int (*row)(sqlite3_stmt *st, int64_t run_id, struct walk *w)) {
         sqlite3_stmt *st = NULL;
         bool owned;
         int r = raw_prepare(s, db, w->newest_first ? desc : asc, &st, &owned);
         if (r < 0)
                 return r;
-        int64_t first_minute = w->from >= 0 ? w->from / MINUTE_MS * MINUTE_MS : w->from;
-        bind_params(st, PARAMS(p_int(run_id), p_int(first_minute), p_int(w->until)));
-        while (r == 0 && (r = step_one(db, st)) == 1) {
-                struct sample *v = NULL;
-                size_t n = 0;
-                r = block_decode(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &v, &n);
-                if (r == -EBADMSG)
-                        log_warning("store: run %lld: the block of minute %lld does not decode; its samples are "
-                                    "left out",
-                                    (long long)run_id, (long long)sqlite3_column_int64(st, 1));
-                if (r < 0)
-                        break;
-                for (size_t i = 0; i < n && r == 0; i++)
-                        r = walk_one(w, &v[w->newest_first ? n - 1 - i : i]);
-                free(v);
-        }
+        bind_params(st, PARAMS(p_int(run_id), p_int(from), p_int(w->until)));
+        while (r == 0 && (r = step_one(db, st)) == 1)
+                r = row(st, run_id, w);
         raw_release(st, owned);
         return r;
+}
+
+static int block_row(sqlite3_stmt *st, int64_t run_id, struct walk *w) {
+        struct sample *v = NULL;
+        size_t n = 0;
+        int r = block_decode(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &v, &n);
+        if (r == -EBADMSG)
+                log_warning("store: run %lld: the block of minute %lld does not decode; its samples are left out",
+                            (long long)run_id, (long long)sqlite3_column_int64(st, 1));
+        for (size_t i = 0; i < n && r == 0; i++)
+                r = walk_one(w, &v[w->newest_first ? n - 1 - i : i]);
+        free(v);
+        return r;
+}
+
+static int walk_blocks(struct store *s, sqlite3 *db, int64_t run_id, struct walk *w) {
+        static const char asc[] =
+                "SELECT data, ts FROM sample_blocks WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts";
+        static const char desc[] =
+                "SELECT data, ts FROM sample_blocks WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts DESC";
+        /* a block is keyed by its minute: the one holding from starts before it */
+        int64_t first_minute = w->from >= 0 ? w->from / MINUTE_MS * MINUTE_MS : w->from;
+        return walk_rows(s, db, asc, desc, run_id, first_minute, w, block_row);
+}
+
+static int head_row(sqlite3_stmt *st, int64_t run_id, struct walk *w) {
+        struct sample m;
+        store_row_to_sample(st, 0, &m);
+        return walk_one(w, &m);
 }
 
 static int walk_head(struct store *s, sqlite3 *db, int64_t run_id, struct walk *w) {
@@ -82,19 +97,7 @@ static int walk_head(struct store *s, sqlite3 *db, int64_t run_id, struct walk *
                                   " FROM samples WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts";
         static const char desc[] = "SELECT " STORE_SAMPLE_COLUMNS
                                    " FROM samples WHERE run_id=?1 AND ts>=?2 AND ts<=?3 ORDER BY ts DESC";
-        sqlite3_stmt *st = NULL;
-        bool owned;
-        int r = raw_prepare(s, db, w->newest_first ? desc : asc, &st, &owned);
-        if (r < 0)
-                return r;
-        bind_params(st, PARAMS(p_int(run_id), p_int(w->from), p_int(w->until)));
-        while (r == 0 && (r = step_one(db, st)) == 1) {
-                struct sample m;
-                store_row_to_sample(st, 0, &m);
-                r = walk_one(w, &m);
-        }
-        raw_release(st, owned);
-        return r;
+        return walk_rows(s, db, asc, desc, run_id, w->from, w, head_row);
 }
 
 int raw_samples(struct store *s, sqlite3 *db, int64_t run_id, int64_t from, int64_t until, bool newest_first, raw_fn fn,

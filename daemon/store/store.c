@@ -13,6 +13,7 @@
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
 #include "store/param.h"
+#include "store/tier.h"
 #include "store/walcheck.h"
 #include "util.h"
 
@@ -106,6 +107,10 @@ int store_migrate(sqlite3 *db, unsigned target, char *errbuf, size_t errlen) {
                          sql_migrations_count);
                 return -EPROTO;
         }
+        if (v < target && tier_register_pack(db) < 0) { /* sql/012 packs the tiers' rows with it */
+                snprintf(errbuf, errlen, "cannot set up the migrations: %s", sqlite3_errmsg(db));
+                return -EIO;
+        }
         for (unsigned i = v; i < target; i++) {
                 char set[64];
                 snprintf(set, sizeof set, "PRAGMA user_version = %u;", i + 1);
@@ -143,53 +148,6 @@ static int prepare_sample_insert(sqlite3 *db, size_t n, sqlite3_stmt **st) {
         }
         sql[k] = '\0';
         return prepare(db, sql, st);
-}
-
-/* hist_merge(blob): the merge of histograms (analyze/histogram.c's
- * encoding) as an aggregate SQL function on the reader, so that the
- * querier merges a tier's rows per step and op in one GROUP BY. */
-
-struct merge_ctx {
-        bool init;
-        struct hist h, x;
-};
-
-static void merge_step(sqlite3_context *c, int argc, sqlite3_value **argv) {
-        struct merge_ctx *m = sqlite3_aggregate_context(c, sizeof *m);
-        if (!m)
-                return;
-        if (!m->init) {
-                hist_init(&m->h);
-                hist_init(&m->x);
-                m->init = true;
-        }
-        const void *blob = sqlite3_value_blob(argv[0]);
-        if (blob && hist_decode(&m->x, blob, (size_t)sqlite3_value_bytes(argv[0])) == 0 && hist_merge(&m->h, &m->x) < 0)
-                sqlite3_result_error_nomem(c);
-}
-
-static void merge_final(sqlite3_context *c) {
-        struct merge_ctx *m = sqlite3_aggregate_context(c, 0);
-        uint8_t *blob = NULL;
-        size_t len = 0;
-        if (!m || !m->init) {
-                sqlite3_result_null(c);
-                return;
-        }
-        if (m->h.count == 0)
-                sqlite3_result_null(c);
-        else if (hist_encode(&m->h, &blob, &len) < 0)
-                sqlite3_result_error_nomem(c);
-        else
-                sqlite3_result_blob64(c, blob, len, free);
-        hist_done(&m->h);
-        hist_done(&m->x);
-}
-
-static int register_hist_merge(sqlite3 *db) {
-        int rc = sqlite3_create_function_v2(db, "hist_merge", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, NULL,
-                                            merge_step, merge_final, NULL);
-        return rc == SQLITE_OK ? 0 : -EIO;
 }
 
 int store_open(const char *path, bool sync_full, struct store **ret, char *errbuf, size_t errlen) {
@@ -243,11 +201,6 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
         }
         sqlite3_busy_timeout(s->r, 5000);
         exec(s->r, "PRAGMA query_only=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-1024;", NULL, 0);
-        if (register_hist_merge(s->r) < 0) {
-                snprintf(errbuf, errlen, "cannot set up the reader of %s: %s", path, sqlite3_errmsg(s->r));
-                r = -EIO;
-                goto fail;
-        }
 
         for (size_t i = 0; i < ELEMENTSOF(batch_rows); i++)
                 if ((r = prepare_sample_insert(s->w, batch_rows[i], &s->insert_samples[i])) < 0)
@@ -590,21 +543,16 @@ int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m)
         return s->n_pending == SAMPLE_BATCH ? flush_samples(s) : 0;
 }
 
-/* One op row (raw slice or minute rollup) through st: the histogram, if it
- * has timings, as daemon/analyze/histogram.c's encoding. */
-static int insert_op_row(struct store *s, sqlite3_stmt *st, int64_t ts, int64_t run_id, const char *op,
-                         const char *category, double count, const struct hist *h) {
+/* The histogram, if it has timings, as daemon/analyze/histogram.c's
+ * encoding. */
+int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
         _cleanup_free_ uint8_t *blob = NULL;
         size_t len = 0;
-        if (h->count > 0 && hist_encode(h, &blob, &len) < 0)
+        if (sl->h.count > 0 && hist_encode(&sl->h, &blob, &len) < 0)
                 return -ENOMEM;
-        return step_params(s, st,
-                           PARAMS(p_int(ts), p_int(run_id), p_text(op), p_text(category), p_double(true, count),
-                                  p_int((int64_t)h->count), p_blob(blob, len)));
-}
-
-int store_insert_op_slice(struct store *s, int64_t run_id, const struct op_slice *sl) {
-        return insert_op_row(s, s->insert_op_slice, sl->ts, run_id, sl->op, sl->category, sl->count, &sl->h);
+        return step_params(s, s->insert_op_slice,
+                           PARAMS(p_int(sl->ts), p_int(run_id), p_text(sl->op), p_text(sl->category),
+                                  p_double(true, sl->count), p_int((int64_t)sl->h.count), p_blob(blob, len)));
 }
 
 int store_insert_gauge(struct store *s, int64_t run_id, const struct gauge_value *g) {

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/tier.h"
 
+#include <errno.h>
+#include <stddef.h>
 #include <string.h>
+
+#include "util.h"
 
 static uint64_t umax(uint64_t a, uint64_t b) {
         return a > b ? a : b;
@@ -183,106 +187,180 @@ void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret
         *ret = s;
 }
 
-void sample_agg_params(const struct sample_agg *a, struct param *v) {
-        size_t k = 0;
-        v[k++] = p_u64(true, a->samples);
-        v[k++] = p_u64(true, a->cpu_pct_n);
-        v[k++] = p_double(a->cpu_pct_n > 0, a->cpu_pct_sum);
-        v[k++] = p_double(a->cpu_pct_n > 0, a->cpu_pct_max);
-        v[k++] = p_u64(a->samples > 0, a->cpu_time_ns);
-        v[k++] = p_u64(a->samples > 0, a->user_time_ns);
-        v[k++] = p_u64(a->samples > 0, a->system_time_ns);
-        v[k++] = p_u64(true, a->rss_n);
-        v[k++] = p_double(a->rss_n > 0, a->rss_sum);
-        v[k++] = p_u64(a->rss_n > 0, a->rss_max);
-        v[k++] = p_double(a->rss_n > 0, a->rss_anon_sum);
-        v[k++] = p_u64(a->rss_n > 0, a->rss_anon_max);
-        v[k++] = p_u64(a->has_peak, a->peak_rss_bytes);
-        v[k++] = p_u64(a->samples > 0, a->threads_max);
-        v[k++] = p_u64(a->samples > 0, a->processes_max);
-        v[k++] = p_u64(a->has_io, a->read_bytes);
-        v[k++] = p_u64(a->has_io, a->write_bytes);
-        v[k++] = p_u64(a->has_io, a->rchar_bytes);
-        v[k++] = p_u64(a->has_io, a->wchar_bytes);
-        v[k++] = p_u64(true, a->io_rate_n);
-        v[k++] = p_double(a->io_rate_n > 0, a->read_rate_sum);
-        v[k++] = p_double(a->io_rate_n > 0, a->write_rate_sum);
-        v[k++] = p_u64(a->has_net, a->netns_rx_bytes);
-        v[k++] = p_u64(a->has_net, a->netns_tx_bytes);
-        v[k++] = p_u64(true, a->net_rate_n);
-        v[k++] = p_double(a->net_rate_n > 0, a->rx_rate_sum);
-        v[k++] = p_double(a->net_rate_n > 0, a->tx_rate_sum);
-        v[k++] = p_u64(a->has_gpu_mem, a->gpu_mem_max);
-        v[k++] = p_u64(true, a->gpu_util_n);
-        v[k++] = p_double(a->gpu_util_n > 0, a->gpu_util_sum);
-        v[k++] = p_double(a->has_energy, a->energy_j);
-        v[k++] = p_u64(true, a->pss_n);
-        v[k++] = p_double(a->pss_n > 0, a->pss_sum);
-        v[k++] = p_u64(a->pss_n > 0, a->pss_max);
-        v[k++] = p_double(a->pss_n > 0, a->uss_sum);
-        v[k++] = p_u64(a->pss_n > 0, a->uss_max);
-        v[k++] = p_u64(true, a->pss_anon_n);
-        v[k++] = p_double(a->pss_anon_n > 0, a->pss_anon_sum);
-        v[k++] = p_u64(a->pss_anon_n > 0, a->pss_anon_max);
+/* ---- a tier row, packed -------------------------------------------------------- */
+
+#define PACK_VERSION 1
+
+enum agg_type { AGG_U64, AGG_U32, AGG_DOUBLE };
+/* The figures of a row, in the order of the columns of version 9's rows. */
+static const struct agg_field {
+        size_t off;
+        enum agg_type type;
+} agg_fields[] = {
+        { offsetof(struct sample_agg, samples), AGG_U64 },
+        { offsetof(struct sample_agg, cpu_pct_n), AGG_U64 },
+        { offsetof(struct sample_agg, cpu_pct_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, cpu_pct_max), AGG_DOUBLE },
+        { offsetof(struct sample_agg, cpu_time_ns), AGG_U64 },
+        { offsetof(struct sample_agg, user_time_ns), AGG_U64 },
+        { offsetof(struct sample_agg, system_time_ns), AGG_U64 },
+        { offsetof(struct sample_agg, rss_n), AGG_U64 },
+        { offsetof(struct sample_agg, rss_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, rss_max), AGG_U64 },
+        { offsetof(struct sample_agg, rss_anon_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, rss_anon_max), AGG_U64 },
+        { offsetof(struct sample_agg, peak_rss_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, threads_max), AGG_U32 },
+        { offsetof(struct sample_agg, processes_max), AGG_U32 },
+        { offsetof(struct sample_agg, read_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, write_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, rchar_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, wchar_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, io_rate_n), AGG_U64 },
+        { offsetof(struct sample_agg, read_rate_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, write_rate_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, netns_rx_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, netns_tx_bytes), AGG_U64 },
+        { offsetof(struct sample_agg, net_rate_n), AGG_U64 },
+        { offsetof(struct sample_agg, rx_rate_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, tx_rate_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, gpu_mem_max), AGG_U64 },
+        { offsetof(struct sample_agg, gpu_util_n), AGG_U64 },
+        { offsetof(struct sample_agg, gpu_util_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, energy_j), AGG_DOUBLE },
+        { offsetof(struct sample_agg, pss_n), AGG_U64 },
+        { offsetof(struct sample_agg, pss_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, pss_max), AGG_U64 },
+        { offsetof(struct sample_agg, uss_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, uss_max), AGG_U64 },
+        { offsetof(struct sample_agg, pss_anon_n), AGG_U64 },
+        { offsetof(struct sample_agg, pss_anon_sum), AGG_DOUBLE },
+        { offsetof(struct sample_agg, pss_anon_max), AGG_U64 },
+};
+/* The figures known only where a sample had them, as flags. */
+static const size_t agg_flags[] = { offsetof(struct sample_agg, has_peak), offsetof(struct sample_agg, has_io),
+                                    offsetof(struct sample_agg, has_net), offsetof(struct sample_agg, has_gpu_mem),
+                                    offsetof(struct sample_agg, has_energy) };
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+        while (v >= 0x80) {
+                *p++ = (uint8_t)(v | 0x80);
+                v >>= 7;
+        }
+        *p++ = (uint8_t)v;
+        return p;
 }
 
-/* Column c as an unsigned integer, false when NULL. */
-static bool tier_u64(sqlite3_stmt *st, int c, uint64_t *ret) {
-        if (sqlite3_column_type(st, c) == SQLITE_NULL)
-                return false;
-        int64_t v = sqlite3_column_int64(st, c);
-        *ret = v < 0 ? 0 : (uint64_t)v;
-        return true;
+static const uint8_t *get_varint(const uint8_t *p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; p < end && shift < 64; shift += 7) {
+                uint8_t b = *p++;
+                v |= (uint64_t)(b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return p;
+                }
+        }
+        return NULL;
 }
 
-static double col_double(sqlite3_stmt *st, int c) {
-        return sqlite3_column_double(st, c); /* NULL reads 0 */
+static uint64_t field_u64(const struct sample_agg *a, const struct agg_field *f) {
+        const char *p = (const char *)a + f->off;
+        if (f->type == AGG_U32)
+                return *(const uint32_t *)p;
+        uint64_t u;
+        memcpy(&u, p, sizeof u); /* a double's bits */
+        return u;
 }
 
-void sample_agg_row(sqlite3_stmt *st, int c, struct sample_agg *ret) {
+size_t sample_agg_pack(const struct sample_agg *a, uint8_t buf[static SAMPLE_AGG_PACKED_MAX]) {
+        uint64_t flags = 0, present = 0;
+        for (size_t i = 0; i < ELEMENTSOF(agg_flags); i++)
+                flags |= (uint64_t) * (const bool *)((const char *)a + agg_flags[i]) << i;
+        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++)
+                present |= (uint64_t)(field_u64(a, &agg_fields[i]) != 0) << i;
+        uint8_t *p = buf;
+        *p++ = PACK_VERSION;
+        p = put_varint(p, flags);
+        p = put_varint(p, present);
+        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++) {
+                uint64_t v = field_u64(a, &agg_fields[i]);
+                if (v == 0)
+                        continue;
+                if (agg_fields[i].type != AGG_DOUBLE)
+                        p = put_varint(p, v);
+                else
+                        for (int k = 0; k < 8; k++)
+                                *p++ = (uint8_t)(v >> (8 * k));
+        }
+        return (size_t)(p - buf);
+}
+
+int sample_agg_unpack(const void *data, size_t len, struct sample_agg *ret) {
+        const uint8_t *p = data, *end = p + len;
         struct sample_agg a = {};
-        uint64_t u = 0;
-        tier_u64(st, c + 0, &a.samples);
-        tier_u64(st, c + 1, &a.cpu_pct_n);
-        a.cpu_pct_sum = col_double(st, c + 2);
-        a.cpu_pct_max = col_double(st, c + 3);
-        tier_u64(st, c + 4, &a.cpu_time_ns);
-        tier_u64(st, c + 5, &a.user_time_ns);
-        tier_u64(st, c + 6, &a.system_time_ns);
-        tier_u64(st, c + 7, &a.rss_n);
-        a.rss_sum = col_double(st, c + 8);
-        tier_u64(st, c + 9, &a.rss_max);
-        a.rss_anon_sum = col_double(st, c + 10);
-        tier_u64(st, c + 11, &a.rss_anon_max);
-        a.has_peak = tier_u64(st, c + 12, &a.peak_rss_bytes);
-        if (tier_u64(st, c + 13, &u))
-                a.threads_max = (uint32_t)u;
-        if (tier_u64(st, c + 14, &u))
-                a.processes_max = (uint32_t)u;
-        a.has_io = tier_u64(st, c + 15, &a.read_bytes);
-        tier_u64(st, c + 16, &a.write_bytes);
-        tier_u64(st, c + 17, &a.rchar_bytes);
-        tier_u64(st, c + 18, &a.wchar_bytes);
-        tier_u64(st, c + 19, &a.io_rate_n);
-        a.read_rate_sum = col_double(st, c + 20);
-        a.write_rate_sum = col_double(st, c + 21);
-        a.has_net = tier_u64(st, c + 22, &a.netns_rx_bytes);
-        tier_u64(st, c + 23, &a.netns_tx_bytes);
-        tier_u64(st, c + 24, &a.net_rate_n);
-        a.rx_rate_sum = col_double(st, c + 25);
-        a.tx_rate_sum = col_double(st, c + 26);
-        a.has_gpu_mem = tier_u64(st, c + 27, &a.gpu_mem_max);
-        tier_u64(st, c + 28, &a.gpu_util_n);
-        a.gpu_util_sum = col_double(st, c + 29);
-        a.has_energy = sqlite3_column_type(st, c + 30) != SQLITE_NULL;
-        a.energy_j = col_double(st, c + 30);
-        tier_u64(st, c + 31, &a.pss_n);
-        a.pss_sum = col_double(st, c + 32);
-        tier_u64(st, c + 33, &a.pss_max);
-        a.uss_sum = col_double(st, c + 34);
-        tier_u64(st, c + 35, &a.uss_max);
-        tier_u64(st, c + 36, &a.pss_anon_n);
-        a.pss_anon_sum = col_double(st, c + 37);
-        tier_u64(st, c + 38, &a.pss_anon_max);
+        uint64_t flags, present;
+        if (!p || len < 1 || *p++ != PACK_VERSION || !(p = get_varint(p, end, &flags)) ||
+            !(p = get_varint(p, end, &present)) || flags >> ELEMENTSOF(agg_flags) || present >> ELEMENTSOF(agg_fields))
+                return -EBADMSG;
+        for (size_t i = 0; i < ELEMENTSOF(agg_flags); i++)
+                *(bool *)((char *)&a + agg_flags[i]) = (flags >> i) & 1;
+        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++) {
+                if (!((present >> i) & 1))
+                        continue;
+                char *f = (char *)&a + agg_fields[i].off;
+                uint64_t v = 0;
+                if (agg_fields[i].type == AGG_DOUBLE) {
+                        if (end - p < 8)
+                                return -EBADMSG;
+                        for (int k = 0; k < 8; k++)
+                                v |= (uint64_t)*p++ << (8 * k);
+                        memcpy(f, &v, sizeof v);
+                } else if (!(p = get_varint(p, end, &v)) || (agg_fields[i].type == AGG_U32 && v > UINT32_MAX))
+                        return -EBADMSG;
+                else if (agg_fields[i].type == AGG_U32)
+                        *(uint32_t *)f = (uint32_t)v;
+                else
+                        memcpy(f, &v, sizeof v);
+        }
+        if (p != end)
+                return -EBADMSG;
         *ret = a;
+        return 0;
+}
+
+/* tier_pack(<the 39 columns of version 9's rows>): those figures packed,
+ * for the migration that packs the rows stored before. A column is NULL
+ * where no sample had its figure. */
+static void tier_pack_sql(sqlite3_context *c, int argc, sqlite3_value **v) {
+        struct sample_agg a = {};
+        for (int i = 0; i < argc && (size_t)i < ELEMENTSOF(agg_fields); i++) {
+                char *f = (char *)&a + agg_fields[i].off;
+                if (agg_fields[i].type == AGG_DOUBLE) {
+                        double d = sqlite3_value_double(v[i]); /* NULL reads 0 */
+                        memcpy(f, &d, sizeof d);
+                        continue;
+                }
+                int64_t x = sqlite3_value_int64(v[i]);
+                uint64_t u = x < 0 ? 0 : (uint64_t)x;
+                if (agg_fields[i].type == AGG_U32)
+                        *(uint32_t *)f = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+                else
+                        memcpy(f, &u, sizeof u);
+        }
+        /* what a NULL column said: the figure was never known */
+        a.has_peak = sqlite3_value_type(v[12]) != SQLITE_NULL;
+        a.has_io = sqlite3_value_type(v[15]) != SQLITE_NULL;
+        a.has_net = sqlite3_value_type(v[22]) != SQLITE_NULL;
+        a.has_gpu_mem = sqlite3_value_type(v[27]) != SQLITE_NULL;
+        a.has_energy = sqlite3_value_type(v[30]) != SQLITE_NULL;
+        uint8_t buf[SAMPLE_AGG_PACKED_MAX];
+        size_t n = sample_agg_pack(&a, buf);
+        sqlite3_result_blob(c, buf, (int)n, SQLITE_TRANSIENT);
+}
+
+int tier_register_pack(sqlite3 *db) {
+        int rc = sqlite3_create_function_v2(db, "tier_pack", (int)ELEMENTSOF(agg_fields),
+                                            SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, tier_pack_sql, NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
 }

@@ -66,14 +66,15 @@ def free_port(kind=socket.SOCK_STREAM):
         return s.getsockname()[1]
 
 
-def start_mlmond(mlmond, tmp, *extra):
-    """mlmond on tmp's files (empty config, db, unix sockets) and free
+def start_mlmond(mlmond, tmp, *extra, conf=""):
+    """mlmond on tmp's files (config conf, db, unix sockets) and free
     loopback ports for HTTP and StatsD UDP; returns (process, HTTP socket
     path, StatsD socket path, UDP port), or None if it did not answer
     /v1/health within 5 s (its log is tmp/mlmond.log)."""
     sock, ssock = os.path.join(tmp, "sock"), os.path.join(tmp, "statsd.sock")
     http_port, udp_port = free_port(), free_port(socket.SOCK_DGRAM)
-    open(os.path.join(tmp, "mlmond.conf"), "w").close()
+    with open(os.path.join(tmp, "mlmond.conf"), "w") as f:
+        f.write(conf)
     log = open(os.path.join(tmp, "mlmond.log"), "wb")
     daemon = subprocess.Popen([mlmond, "-c", os.path.join(tmp, "mlmond.conf"), "--db", os.path.join(tmp, "db"),
                                "--listen", f"127.0.0.1:{http_port}", "--socket", sock, "--statsd-socket", ssock,

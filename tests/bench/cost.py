@@ -47,7 +47,6 @@ import os
 import resource
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -176,16 +175,25 @@ def wrk_start(daemon, tmp, duration):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def lateness(db, t0, t1, interval_ms):
-    """(median, p99, max) in ms of how late the samples of [t0, t1) were
-    against each run's schedule, its earliest sample as the reference."""
+def sample_times(sock, t0, t1):
+    """{run id: [ts, ...]} of the samples of [t0, t1), through the API: the
+    head's rows and the blocks the compaction made of them alike."""
+    st, runs = benchlib.call(sock, "GET", "/v1/runs?state=all")
+    out = {}
+    for r in runs["runs"]:
+        st, got = benchlib.call(sock, "GET", f"/v1/runs/{r['id']}/samples?from={int(t0 * 1000)}"
+                                f"&until={int(t1 * 1000) - 1}&limit=100000")
+        out[r["id"]] = [x["ts"] for x in got["samples"]] if st == 200 else []
+    return out
+
+
+def lateness(by_run, interval_ms):
+    """(median, p99, max) in ms of how late the samples were against each
+    run's schedule, its earliest sample as the reference."""
     late = []
-    rows = db.execute("SELECT run_id, ts FROM samples WHERE ts >= ? AND ts < ? ORDER BY run_id, ts",
-                      (int(t0 * 1000), int(t1 * 1000))).fetchall()
-    by_run = {}
-    for run, ts in rows:
-        by_run.setdefault(run, []).append(ts)
     for ts in by_run.values():
+        if not ts:
+            continue
         off = [t - round((t - ts[0]) / interval_ms) * interval_ms for t in ts]
         late += [o - min(off) for o in off]
     if not late:
@@ -249,11 +257,9 @@ def measure(args, n):
         pidstat.kill()
         pidstat.wait()
         anon1, rss1 = status_kib(daemon.pid, "RssAnon"), status_kib(daemon.pid, "VmRSS")
-        db = sqlite3.connect(f"file:{tmp}/db?mode=ro", uri=True)
-        rows = db.execute("SELECT count(*) FROM samples WHERE ts >= ? AND ts < ?",
-                          (int(t0 * 1000), int(t1 * 1000))).fetchone()[0]
-        late = lateness(db, t0, t1, interval_ms(args.interval))
-        db.close()
+        times = sample_times(sock, t0, t1)
+        rows = sum(len(v) for v in times.values())
+        late = lateness(times, interval_ms(args.interval))
         per = len(allp) // len(roots)
         pid_samples = rows * per
         wall = t1 - t0

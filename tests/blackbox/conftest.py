@@ -26,6 +26,9 @@ MLMOND = os.environ.get("MLMOND") or os.path.join(ROOT, "build", "daemon", "mlmo
 MLMONCTL = os.environ.get("MLMONCTL") or os.path.join(ROOT, "build", "client", "mlmonctl")
 HELPERS = os.environ.get("HELPERS") or os.path.join(ROOT, "build", "tests")
 
+# the tests' one unit of memory, as mlmond's sentences and mlmonctl's tables have it
+MiB = 1 << 20
+
 START_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
 HTTP_TIMEOUT = 10.0

@@ -12,14 +12,13 @@ import sys
 
 import pytest
 
-from conftest import MLMOND, wait_for
+from conftest import MiB, MLMOND, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "fixtures", "gpu"))
 from mktree import Live  # noqa: E402
 
 GIB = 1 << 30
-MIB = 1 << 20
 AMD, XE, NPU = "0000:03:00.0", "0000:00:02.0", "0000:00:0b.0"
 
 
@@ -48,7 +47,7 @@ def test_live_fixture(make_mlmond, live):
     runs = {pid: d.register(pid)["id"] for pid in (4242, 4343, 5150, 6001)}
     # the baseline sample already has memory, but no utilisation: first reading
     first = d.run(runs[4242])["latest"]
-    assert first["gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    assert first["gpu_mem_bytes"] == 4 * GIB + 118 * MiB + 8192
     assert first["gpu_util_pct"] is None
     assert use_of(first, AMD)["engines"] == {"gfx": None, "compute": None}
 
@@ -83,8 +82,8 @@ def test_live_fixture(make_mlmond, live):
                    near(u["engines"]["compute"], 20.0, 3) and near(u["util_pct"], 50.0, 3), "pid 4242 on the AMD GPU")
     assert u["driver"] == "amdgpu" and u["clients"] == 1 and not u["estimated"]
     # regions holding nothing (amdgpu prints cpu, gds, gws, oa at 0) are left out
-    assert u["regions"] == {"vram": 4 * GIB, "gtt": 118 * MIB, "doorbell": 8192}, u["regions"]
-    assert d.run(runs[4242])["latest"]["gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    assert u["regions"] == {"vram": 4 * GIB, "gtt": 118 * MiB, "doorbell": 8192}, u["regions"]
+    assert d.run(runs[4242])["latest"]["gpu_mem_bytes"] == 4 * GIB + 118 * MiB + 8192
     # pid 4343: client 14
     u = eventually(use(4343, AMD), lambda u: near(u["engines"]["gfx"], 10.0, 3) and near(u["engines"]["dma"], 1.0, 1),
                    "pid 4343 on the AMD GPU")
@@ -93,10 +92,10 @@ def test_live_fixture(make_mlmond, live):
     u = eventually(use(5150, XE), lambda u: near(u["engines"]["rcs"], 25.0, 3) and near(u["engines"]["ccs"], 25.0, 3)
                    and near(u["engines"]["vcs"], 2.5, 1), "pid 5150 on the xe GPU")
     assert u["engines"]["bcs"] == 0 and u["engines"]["vecs"] == 0
-    assert u["regions"]["system"] == 256 * MIB
+    assert u["regions"]["system"] == 256 * MiB
     # pid 6001: sole holder of accel0, the NPU's busy and memory are its own (estimated)
     u = eventually(use(6001, NPU), lambda u: near(u["util_pct"], 65.0, 4), "pid 6001 on the NPU")
-    assert u["estimated"] and u["driver"] == "intel_vpu" and u["clients"] == 0 and u["mem_bytes"] == 256 * MIB, u
+    assert u["estimated"] and u["driver"] == "intel_vpu" and u["clients"] == 0 and u["mem_bytes"] == 256 * MiB, u
 
     # devices
     st, system = d.get("/v1/system")
@@ -110,7 +109,7 @@ def test_live_fixture(make_mlmond, live):
     assert {g["name"] for g in devs[XE]["gts"]} == {"gt0-rc", "gt1-mc"}
     assert devs[XE]["freq_mhz"] == 1950 and devs[XE]["freq_max_mhz"] == 2050
     eventually(device(NPU), lambda x: near(x["busy_pct"], 65.0, 4), "NPU busy")
-    assert devs[NPU]["kind"] == "npu" and devs[NPU]["mem_used_bytes"] == 256 * MIB
+    assert devs[NPU]["kind"] == "npu" and devs[NPU]["mem_used_bytes"] == 256 * MiB
     eventually(lambda: d.get("/v1/system")[1]["energy"], lambda e: near(e["package_power_w"], 15.0, 1.0),
                "package power")
 
@@ -118,7 +117,7 @@ def test_live_fixture(make_mlmond, live):
     eventually(lambda: d.get(f"/v1/runs/{runs[4242]}/throughput?window=3s")[1]["windows"][0],
                lambda w: near(w["gpu_util_pct"], 50.0, 3), "throughput gpu_util_pct")
     summ = d.run(runs[4242])["summary"]
-    assert summ["peak_gpu_mem_bytes"] == 4 * GIB + 118 * MIB + 8192
+    assert summ["peak_gpu_mem_bytes"] == 4 * GIB + 118 * MiB + 8192
     assert near(summ["gpu_util_avg_pct"], 50.0, 8), summ
     # GPU memory feeds a second leak watch
     leak = d.run(runs[4242])["leak"]
@@ -140,7 +139,7 @@ def test_live_fixture(make_mlmond, live):
     r = d.request("GET", "/metrics")
     text = r.body.decode()
     assert f'mlmond_device_busy_ratio{{device="{AMD}"}} 0.61\n' in text
-    assert f'mlmond_run_gpu_memory_bytes{{run="{runs[4242]}",name="",pid="4242"}} {4 * GIB + 118 * MIB + 8192}\n' in text
+    assert f'mlmond_run_gpu_memory_bytes{{run="{runs[4242]}",name="",pid="4242"}} {4 * GIB + 118 * MiB + 8192}\n' in text
     assert "mlmond_host_package_power_watts " in text and "mlmond_device_gt_busy_ratio{" in text
     if shutil.which("promtool"):
         out = subprocess.run(["promtool", "check", "metrics"], input=r.body, capture_output=True)

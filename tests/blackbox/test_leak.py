@@ -7,9 +7,8 @@ daemon at a 500 ms interval."""
 
 import time
 
-from conftest import wait_for
+from conftest import MiB, wait_for
 
-MiB = 1 << 20
 
 
 def test_leak_verdicts_on_real_processes(make_mlmond, helpers):

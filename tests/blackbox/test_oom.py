@@ -13,13 +13,12 @@ import time
 
 import pytest
 
-from conftest import helper, Helper, needs, wait_for
+from conftest import helper, Helper, MiB, needs, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers"))
 import memcg  # noqa: E402
 
-MIB = 1 << 20
-LIMIT = 200 * MIB
+LIMIT = 200 * MiB
 # a verdict within seconds: 3 s of grace, windows of 10 and 20 s
 CONF = "[leak]\ngrace = 3s\nwindows = 10s,20s\n"
 
@@ -64,7 +63,7 @@ def test_forecast_before_the_kill(make_mlmond, cgroup):
     assert oom["limit"] == cgroup.limit_file() and oom["limit_bytes"] == LIMIT, oom
     assert oom["cgroup"] == cgroup.path and oom["usage_bytes"] < LIMIT, oom
     # the lower confidence bound: at most the rate it really grew at (4 MiB/s)
-    assert 0 < oom["slope_lo_bytes_per_s"] <= 4.2 * MIB, oom
+    assert 0 < oom["slope_lo_bytes_per_s"] <= 4.2 * MiB, oom
     assert re.match(rf"at [\d.]+ MiB/s \(at least\) it reaches {re.escape(cgroup.limit_file())} = 200\.0 MiB of "
                     rf"cgroup {re.escape(cgroup.path)} \([\d.]+ MiB used now\) in ~", oom["reason"]), oom
     assert re.search(rf'^mlmond_run_oom_eta_seconds{{run="{rid}",[^}}]*metric="rss_anon_bytes"}} [\d.e+]+$', text,

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import Mlmond
+from conftest import MiB, Mlmond
 from test_gpu import standin
 from test_python import env_for
 
@@ -25,7 +25,6 @@ EXAMPLES = os.path.join(HERE, "data", "profiler-api-examples.md")
 HARNESS = os.path.join(HERE, "helpers", "profiler_examples.py")
 TORCH_PYTHON = "/usr/bin/python3"
 
-MIB = 1 << 20
 GIB = 1 << 30
 GPU_BYTES = 73 * GIB  # of the stand-in device's 80 GiB: 91% of it
 GPU_SM = 55
@@ -128,7 +127,7 @@ def test_profile_and_get_metrics(ran):
     assert near(m["memory"]["peak_ram_mb"], fit["work"][0]["hwm_mib"], 0, 0.03), (m["memory"], fit["work"])
     assert m["memory"]["peak_ram_mb"] > m["memory"]["initial_ram_mb"] + 140
     assert got["out"] == f"Peak RAM: {m['memory']['peak_ram_mb']} MB\n"
-    assert m["memory"]["peak_gpu_mb"] == GPU_BYTES / MIB
+    assert m["memory"]["peak_gpu_mb"] == GPU_BYTES / MiB
     assert m["compute"]["gpu_utilization_percent"] == GPU_SM
     assert m["compute"]["estimated_flops"] is None  # not asked for
 
@@ -173,8 +172,8 @@ def test_gpu_memory_monitoring(ran):
     # 73 of the stand-in device's 80 GiB: over 90%, at every batch
     assert r["out"].count("Warning: High GPU memory usage\n") == 5, r["out"]
     m = r["values"]["gpu_metrics"]
-    assert m["memory"]["peak_gpu_mb"] == GPU_BYTES / MIB
-    assert r["out"].endswith(f"Peak GPU memory: {GPU_BYTES / MIB} MB\n")
+    assert m["memory"]["peak_gpu_mb"] == GPU_BYTES / MiB
+    assert r["out"].endswith(f"Peak GPU memory: {GPU_BYTES / MiB} MB\n")
     check_block(m, r["work"], r)
 
 

@@ -11,9 +11,8 @@ import sys
 
 import pytest
 
-from conftest import Helper, needs, now_ms, proc_io, read_proc, schedstat_ns
+from conftest import Helper, MiB, needs, now_ms, proc_io, read_proc, schedstat_ns
 
-MiB = 1 << 20
 
 # A process driven over a pipe: "write N" writes N MiB to its file and
 # fsyncs it, "burn S" spends S s of CPU, "send N" sends N UDP datagrams of

@@ -8,9 +8,8 @@ import os
 
 import pytest
 
-from conftest import cpu_pct_between, now_ms, proc_io, read_proc, record_cpu, statm_rss_bytes
+from conftest import cpu_pct_between, MiB, now_ms, proc_io, read_proc, record_cpu, statm_rss_bytes
 
-MiB = 1 << 20
 
 
 def daemon_cpu_over(mlmond, run_id, records):

@@ -17,9 +17,8 @@ import sys
 
 import pytest
 
-from conftest import strict_json
+from conftest import MiB, strict_json
 
-MiB = 1 << 20
 
 
 def children_cpu_s():

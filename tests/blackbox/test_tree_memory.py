@@ -25,9 +25,8 @@ import time
 
 import pytest
 
-from conftest import Helper, needs, wait_for
+from conftest import Helper, MiB, needs, wait_for
 
-MiB = 1 << 20
 CONFIG = "[daemon]\npss_interval = 1s\n"
 
 

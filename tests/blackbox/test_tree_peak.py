@@ -6,9 +6,8 @@ current RSS, in the samples, the summary, and mlmonctl's show and report."""
 import re
 import sys
 
-from conftest import Helper, now_ms, read_proc, statm_rss_bytes
+from conftest import Helper, MiB, now_ms, read_proc, statm_rss_bytes
 
-MiB = 1 << 20
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 

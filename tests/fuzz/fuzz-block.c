@@ -4,7 +4,9 @@
  *    decodes to the same samples;
  *  - the input as the samples themselves (the bytes laid over struct
  *    sample, flags made booleans, a rate whose flag is off 0): they encode,
- *    and decode back bit for bit.
+ *    and decode back bit for bit;
+ *  - the input as a packed row of the minute or hour tier (store/tier.c):
+ *    if it unpacks, its figures pack again and unpack to the same.
  *
  *   tools/fuzz.sh 60 block */
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "store/block.h"
+#include "store/tier.h"
 
 #include "fuzz/fuzz-assert.h"
 
@@ -98,9 +101,21 @@ static bool as_bool(bool *b) {
         return c & 1;
 }
 
+static void tier_row(const uint8_t *data, size_t size) {
+        struct sample_agg a, b;
+        if (sample_agg_unpack(data, size, &a) < 0)
+                return;
+        uint8_t buf[SAMPLE_AGG_PACKED_MAX], again[SAMPLE_AGG_PACKED_MAX];
+        size_t n = sample_agg_pack(&a, buf);
+        fuzz_assert(n <= SAMPLE_AGG_PACKED_MAX && sample_agg_unpack(buf, n, &b) == 0);
+        /* compared as packed: the structs' padding is no figure */
+        fuzz_assert(sample_agg_pack(&b, again) == n && memcmp(buf, again, n) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct sample *v = NULL;
         size_t n = 0;
+        tier_row(data, size);
         if (block_decode(data, size, &v, &n) == 0) {
                 round_trip(v, n);
                 free(v);

@@ -3,7 +3,10 @@
  *  - the input as an encoded histogram: if it decodes, it re-encodes to the
  *    same bytes (the same count, zero bucket and extremes when it was the
  *    older version 1), decodes again to an equal histogram, and its
- *    quantiles lie within [min, max];
+ *    quantiles lie within [min, max]; merged as it is encoded
+ *    (hist_merge_encoded) into a histogram of its own, it is what merging
+ *    the decoded one is, and what does not decode leaves that one as it
+ *    was;
  *  - the input as little-endian doubles to add: count, min and max as
  *    tracked here, the buckets add up, a histogram of the first half merged
  *    with one of the second equals the histogram of all, and it round-trips.
@@ -76,14 +79,45 @@ static void round_trip(const struct hist *h) {
         hist_done(&d);
 }
 
+/* The input merged as it is encoded into a histogram holding some values
+ * already: the same as merging it decoded (h, NULL: it did not decode, and
+ * the target stays as it was). */
+static void merge_encoded(const uint8_t *data, size_t size, const struct hist *h) {
+        struct hist a, b;
+        hist_init(&a);
+        hist_init(&b);
+        fuzz_assert(hist_add(&a, 12.5, 3) == 0 && hist_add(&a, 0.25, 1) == 0);
+        fuzz_assert(hist_merge(&b, &a) == 0);
+        int r = hist_merge_encoded(&a, data, size);
+        if (!h)
+                fuzz_assert(r == -EINVAL);
+        else if (hist_merge(&b, h) < 0)
+                fuzz_assert(r < 0);
+        if (r < 0) {
+                /* untouched: still b's values before any merge */
+                struct hist c;
+                hist_init(&c);
+                fuzz_assert(hist_add(&c, 12.5, 3) == 0 && hist_add(&c, 0.25, 1) == 0);
+                fuzz_assert(same_buckets(&a, &c) && same_bits(a.sum, c.sum) && same_bits(a.max, c.max));
+                hist_done(&c);
+        } else {
+                fuzz_assert(same_buckets(&a, &b) && same_bits(a.sum, b.sum) && same_bits(a.sum_sq, b.sum_sq));
+                fuzz_assert(same_bits(a.min, b.min) && same_bits(a.max, b.max));
+        }
+        hist_done(&a);
+        hist_done(&b);
+}
+
 static void fuzz_decode(const uint8_t *data, size_t size) {
         struct hist h;
         hist_init(&h);
         if (hist_decode(&h, data, size) < 0) {
                 fuzz_assert(h.count == 0 && h.zero_count == 0 && isnan(hist_quantile(&h, 0.5)));
+                merge_encoded(data, size, NULL);
                 hist_done(&h);
                 return;
         }
+        merge_encoded(data, size, &h);
         check_consistent(&h);
 
         /* canonical: the same bytes again; version 1 comes back as the

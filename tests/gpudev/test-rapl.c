@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "collect/accel/rapl.h"
+#include "collect/procfs-host.h"
 #include "collect/procfs.h"
 #include "sysfs-tree.h"
 

@@ -10,8 +10,14 @@ def _fmt(v, unit="", digits=1):
     return f"{v:.{digits}f}{unit}"
 
 
-def _mib(b):
-    return None if b is None else b / 1048576.0
+# MiB, the package's one unit of memory for people: the report's, and the
+# profiler's "MB" (which its API reference computes as bytes / 1024 / 1024)
+MIB = 1048576.0
+
+
+def mib(b):
+    """Bytes in MiB; None stays None (a figure mlmond could not read)."""
+    return None if b is None else b / MIB
 
 
 def format_report(run, latency):
@@ -19,13 +25,13 @@ def format_report(run, latency):
     out = [f"run {run.get('id')}" + (f" ({run['name']})" if run.get("name") else "") + f": {run.get('state')}"]
     out.append(f"  pid: {run.get('pid')}  wall: {_fmt(s.get('wall_time_s'), ' s')}  "
                f"cpu: {_fmt(s.get('cpu_time_s'), ' s', 2)} ({_fmt(s.get('cpu_util_avg_pct'), '%')})")
-    out.append(f"  peak RSS: {_fmt(_mib(s.get('peak_rss_bytes')), ' MiB')}  "
-               f"final RSS: {_fmt(_mib(s.get('final_rss_bytes')), ' MiB')}  "
-               f"peak GPU memory: {_fmt(_mib(s.get('peak_gpu_mem_bytes')), ' MiB')}")
+    out.append(f"  peak RSS: {_fmt(mib(s.get('peak_rss_bytes')), ' MiB')}  "
+               f"final RSS: {_fmt(mib(s.get('final_rss_bytes')), ' MiB')}  "
+               f"peak GPU memory: {_fmt(mib(s.get('peak_gpu_mem_bytes')), ' MiB')}")
     if s.get("peak_pss_bytes") is not None:
         # a tree's footprint: each page its forked workers share counted once
-        out.append(f"  peak PSS: {_fmt(_mib(s.get('peak_pss_bytes')), ' MiB')}  "
-                   f"final PSS: {_fmt(_mib(s.get('final_pss_bytes')), ' MiB')}")
+        out.append(f"  peak PSS: {_fmt(mib(s.get('peak_pss_bytes')), ' MiB')}  "
+                   f"final PSS: {_fmt(mib(s.get('final_pss_bytes')), ' MiB')}")
     ops = latency.get("ops") or {}
     if not ops:
         out.append("No timed operations in this span.")

@@ -22,11 +22,11 @@ from typing import Optional
 
 from . import _host, _http, _run
 from ._http import ApiError, Unavailable
+from ._report import mib
 from ._statsd import _S, observe
 
 log = logging.getLogger("mlmon")
 
-MIB = 1048576.0
 MARK_LABEL_MAX = 64
 # How long a query waits for what was just sent to become visible
 # (a sample taken after a span's end).
@@ -175,8 +175,6 @@ def _label(name, suffix):
     return text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore") + suffix
 
 
-def _mib(b):
-    return None if b is None else b / MIB
 
 
 def _max(values):
@@ -381,8 +379,8 @@ class PerformanceProfiler:
             return next((s["pss_bytes"] for s in near if s.get("pss_bytes") is not None), None)
 
         m = metrics.memory
-        m.initial_ram_mb = _mib(ram(before[::-1]))
-        m.final_ram_mb = _mib(ram(after))
+        m.initial_ram_mb = mib(ram(before[::-1]))
+        m.final_ram_mb = mib(ram(after))
         peak = _max([span.get("peak_pss_bytes"), ram(before[::-1]), ram(after)]) if tree else None
         if not tree:
             peak = span.get("peak_rss_bytes")
@@ -392,9 +390,9 @@ class PerformanceProfiler:
             hwm_before = before[-1].get("peak_rss_bytes") if before else None
             if hwm_end is not None and (hwm_before is None or hwm_end > hwm_before):
                 peak = _max([peak, hwm_end])
-        m.peak_ram_mb = _mib(peak)
+        m.peak_ram_mb = mib(peak)
         if self.track_gpu:
-            m.peak_gpu_mb = _mib(span.get("peak_gpu_mem_bytes"))
+            m.peak_gpu_mb = mib(span.get("peak_gpu_mem_bytes"))
             metrics.compute.gpu_utilization_percent = span.get("gpu_util_avg_pct")
         if self.track_carbon:
             metrics.carbon = CarbonMetrics(span.get("energy_j"), span.get("co2_g"))
@@ -424,7 +422,7 @@ class PerformanceProfiler:
             cpu_percent=100.0 * busy / total if busy is not None and total else None,
             memory_percent=(100.0 * (end.mem_total - end.mem_available) / end.mem_total
                             if end.mem_total and end.mem_available is not None else None),
-            disk_io_percent=_disk_pct(spans, wall), network_io_mb=_mib(net))
+            disk_io_percent=_disk_pct(spans, wall), network_io_mb=mib(net))
         metrics = PerformanceMetrics(name, timing, MemoryMetrics(), compute, system, CarbonMetrics())
         try:
             self._from_daemon(spans, metrics)
@@ -484,7 +482,7 @@ class PerformanceProfiler:
             return None
         tree = run.info.get("children") and (latest.get("processes") or 0) > 1
         pss = latest.get("pss_bytes") if tree else None
-        return _mib(pss if pss is not None else latest.get("rss_bytes"))
+        return mib(pss if pss is not None else latest.get("rss_bytes"))
 
     def get_current_gpu_memory(self):
         """The share (0 to 1) of its GPU's memory that the run holds at its

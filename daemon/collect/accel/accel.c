@@ -10,7 +10,7 @@
 #include "collect/accel/drm.h"
 #include "collect/accel/gpudev.h"
 #include "collect/accel/nvml.h"
-#include "collect/procfs.h"
+#include "collect/procfs-host.h"
 #include "collect/accel/rapl.h"
 #include "collect/sample.h"
 #include "util.h"
