@@ -315,9 +315,13 @@ void print_report(FILE *f, json_object *doc) {
 
         /* the span the op figures cover: the latency answer's, else the run's */
         bool fknown, uknown;
-        if (latency_span(latency, &from, &until))
+        int64_t reg;
+        if (latency_span(latency, &from, &until)) {
                 fknown = uknown = true;
-        else {
+                /* a window longer than the run: the span is the run's */
+                if (json_get_int(run, "registered_ts", &reg) && from < reg && until > reg)
+                        from = reg;
+        } else {
                 fknown = json_get_int(run, "registered_ts", &from);
                 uknown = json_get_int(run, "ended_ts", &until);
         }

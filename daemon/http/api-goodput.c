@@ -144,13 +144,6 @@ static int feed_marks(struct request *rq, const struct run_info *ri, const struc
         return 0;
 }
 
-/* The end of the run's data: now while it runs. */
-static int64_t run_end(const struct run_info *ri, int64_t now_ms) {
-        if (ri->state == RUN_RUNNING)
-                return now_ms;
-        return ri->ended_ts_ms ? ri->ended_ts_ms : ri->totals.last_ts_ms ? ri->totals.last_ts_ms : now_ms;
-}
-
 /* The ledger of one run over [from, until) (within the run's life), its
  * progress lost from lost_from on; the step op's timings merged into
  * *steps; cells into series (may be NULL). */
@@ -311,7 +304,7 @@ void h_run_goodput(struct request *rq, const char *const *parts, size_t nparts) 
         struct run_info ri;
         if (!check_args(rq, allowed) || !load_run(rq, parts[2], &ri))
                 return;
-        int64_t from, until, end = run_end(&ri, now_realtime_ms()), lost = INT64_MAX;
+        int64_t from, until, lost = INT64_MAX;
         double window_s;
         json_object *mark = NULL;
         struct series series = {};
@@ -320,8 +313,7 @@ void h_run_goodput(struct request *rq, const char *const *parts, size_t nparts) 
         hist_init(&steps);
         bool ok = parse_run_span(rq, &ri, true, &from, &until, &window_s, &mark);
         if (ok) {
-                from = from < ri.registered_ts_ms ? ri.registered_ts_ms : from;
-                until = until > end ? end : until < from ? from : until;
+                span_within_run(&ri, now_realtime_ms(), &from, &until);
                 ok = parse_series_step(rq, from, until, &series);
         }
         int r = 0;

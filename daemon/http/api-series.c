@@ -285,6 +285,18 @@ bool parse_run_span(struct request *rq, const struct run_info *ri, bool whole_ru
         return true;
 }
 
+int64_t run_end(const struct run_info *ri, int64_t now_ms) {
+        if (ri->state == RUN_RUNNING)
+                return now_ms;
+        return ri->ended_ts_ms ? ri->ended_ts_ms : ri->totals.last_ts_ms ? ri->totals.last_ts_ms : now_ms;
+}
+
+void span_within_run(const struct run_info *ri, int64_t now_ms, int64_t *from, int64_t *until) {
+        int64_t end = run_end(ri, now_ms);
+        *from = *from < ri->registered_ts_ms ? ri->registered_ts_ms : *from;
+        *until = *until > end ? end : *until < *from ? *from : *until;
+}
+
 /* "inference:50ms@95,load:200ms@99" -> objectives. */
 static bool parse_slos(struct request *rq, const char *spec, struct slo *v, size_t *ret_n) {
         char buf[2048], err[128];
@@ -475,6 +487,8 @@ void h_run_summary(struct request *rq, const char *const *parts, size_t nparts) 
         double window_s;
         json_object *mark = NULL;
         bool ok = parse_run_span(rq, &ri, false, &from, &until, &window_s, &mark);
+        if (ok && until > ri.registered_ts_ms) /* a window longer than the run: its wall time is the run's */
+                span_within_run(&ri, now_realtime_ms(), &from, &until);
         int64_t id = ri.id;
         run_info_done(&ri);
         if (!ok)

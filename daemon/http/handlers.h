@@ -65,6 +65,10 @@ bool parse_quantiles(struct request *rq, const char *spec, double *qs, size_t *r
  * from/until, or since_mark (*ret_mark: {label, ts}). False: answered. */
 bool parse_run_span(struct request *rq, const struct run_info *ri, bool whole_run, int64_t *ret_from,
                     int64_t *ret_until, double *ret_window_s, json_object **ret_mark);
+/* The end of the run's data: now while it runs. */
+int64_t run_end(const struct run_info *ri, int64_t now_ms);
+/* [*from, *until) cut to the run's life, registration to run_end(). */
+void span_within_run(const struct run_info *ri, int64_t now_ms, int64_t *from, int64_t *until);
 /* Looks the run up; on failure the response is already set. */
 bool load_run(struct request *rq, const char *idtext, struct run_info *ri);
 /* A running run's totals are kept in memory and written at intervals. */
