@@ -345,11 +345,13 @@ void table_print(FILE *f, const struct table *t, const char *indent, int max_wid
                 }
         }
         for (size_t r = 0; r <= nrows; r++) {
+                const char *const *row = r == 0 ? t->titles : (const char *const *)&t->cells[(r - 1) * t->ncols];
+                size_t last = t->ncols - 1; /* empty cells at the end leave no spaces behind */
+                while (last > 0 && text_width(row[last]) == 0)
+                        last--;
                 fputs(indent ? indent : "", f);
-                for (size_t c = 0; c < t->ncols; c++) {
-                        const char *s = r == 0 ? t->titles[c] : t->cells[(r - 1) * t->ncols + c];
-                        print_cell(f, s, width[c], t->right[c], c + 1 == t->ncols);
-                }
+                for (size_t c = 0; c <= last; c++)
+                        print_cell(f, row[c], width[c], t->right[c], c == last);
         }
 }
 
