@@ -461,7 +461,9 @@ def test_report_is_mlmonctls_table(mlmond):
         run = mlmon.attach(name="rep")
         for v in (3.0, 4.0, 5.0):
             mlmon.observe("inference", v, category="model_inference")
-        while run.latency(op="inference")["ops"].get("inference", {}).get("count") != 3:
+        mlmon.observe("load", 4.0, category="data")
+        while run.latency(op="inference")["ops"].get("inference", {}).get("count") != 3 or \
+                "load" not in run.latency()["ops"]:
             time.sleep(0.1)
         print(json.dumps({"run": run.id, "text": run.report()}))
     """
@@ -476,6 +478,10 @@ def test_report_is_mlmonctls_table(mlmond):
     assert with_ctl["text"].startswith(f"run {with_ctl['run']} (rep)")
     alone, _ = run_script(mlmond, code, PATH="/usr/bin:/bin")
     assert "category model_inference" in alone["text"] and "inference" in alone["text"]
+    # without mlmonctl too, a share is of all the ops' time: 12 and 4 of 16 ms
+    shares = {line.split()[0]: line.split()[-1] for line in alone["text"].splitlines()
+              if line.startswith(("  inference ", "  load "))}
+    assert shares == {"inference": "75.0%", "load": "25.0%"}, alone["text"]
 
 
 def test_the_examples_in_the_python_doc_run(mlmond):

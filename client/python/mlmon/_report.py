@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The report as text, from the JSON answers, for where mlmonctl is not
 installed: the run's summary, then one table of ops per category (count,
-total, avg, min, max, p50, p90, p99, share of the category's total)."""
+total, avg, min, max, p50, p90, p99, and share of all the ops' total, as
+mlmonctl report prints it)."""
 
 
 def _fmt(v, unit="", digits=1):
@@ -40,9 +41,9 @@ def format_report(run, latency):
     for name, o in ops.items():
         by_cat.setdefault(o.get("category") or "-", []).append((name, o))
     cols = ("op", "count", "total_ms", "avg_ms", "min_ms", "max_ms", "p50_ms", "p90_ms", "p99_ms", "share")
+    total = sum(o.get("total_ms") or 0 for o in ops.values()) or None
     for cat in sorted(by_cat):
         rows = sorted(by_cat[cat], key=lambda x: -(x[1].get("total_ms") or 0))
-        total = sum(o.get("total_ms") or 0 for _, o in rows) or None
         out.append(f"\ncategory {cat}")
         table = [cols]
         for name, o in rows:
