@@ -406,7 +406,8 @@ void manager_verdicts_end(struct manager *m, struct run *r, bool exited, int64_t
                 rep->has_gpu_idle = true;
                 log_notice("run %lld (pid %d): %s", (long long)r->info.id, r->info.pid, rep->gpu_idle.reason);
         }
-        /* an ended run has no time left: the last forecast is said, not kept as one */
+        /* an ended run has no time left: the last forecast is said, not kept as
+         * one; where there was none, the leak watch's last word says why */
         for (int k = 0; k < _OOM_METRIC_MAX; k++)
                 if (rep->has_oom[k] && rep->oom[k].known) {
                         char was[VERDICT_REASON_MAX - 64];
@@ -414,6 +415,11 @@ void manager_verdicts_end(struct manager *m, struct run *r, bool exited, int64_t
                         rep->oom[k].known = false;
                         snprintf(rep->oom[k].reason, sizeof rep->oom[k].reason, "the run ended; the last forecast: %s",
                                  was);
+                } else if (rep->has_oom[k]) {
+                        const struct leakwatch *w = k == OOM_RSS ? &r->leak : &r->leak_gpu;
+                        struct oom_limit lim = rep->oom[k].limit;
+                        if (w->pts)
+                                oom_forecast_make(&lim, 0, w->v.reason, &rep->oom[k]);
                 }
         r->v.dirty = true;
         manager_verdicts_store(m, r);
