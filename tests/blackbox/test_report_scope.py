@@ -67,10 +67,19 @@ def test_report_since_mark_summarises_the_span(mlmond):
         assert span["cpu_time_s"] < 0.3, span
         assert 3 <= span["samples"] < whole["samples"], (span, whole)
         assert span["peak_rss_bytes"] > 0 and span["threads_max"] >= 1, span
-        # a span before any sample: counts known, figures unknown (null)
+        # a span before the run: counts known, figures unknown (null)
         st, empty = mlmond.get(f"/v1/runs/{rid}/summary?from=1000&until=2000")
         assert st == 200 and empty["samples"] == 0 and empty["cpu_time_s"] is None, empty
         assert empty["peak_rss_bytes"] is None and empty["wall_time_s"] == 1.0, empty
+        # a window longer than the run is the run: its wall time, not the window's
+        registered = mlmond.run(rid)["registered_ts"]
+        st, young = mlmond.get(f"/v1/runs/{rid}/summary?window=1h")
+        assert st == 200 and young["from"] == registered, (young, registered)
+        assert young["wall_time_s"] == (young["until"] - registered) / 1000.0 < 60, young
+        text = out(mlmond.ctl("report", rid, "--window", "1h"))
+        wall = next(line.split() for line in text.splitlines() if line.strip().startswith("wall time:"))
+        assert wall[3] == "s" and float(wall[2]) < 60, text
+        assert next(line for line in text.splitlines() if line.strip().startswith("span:")).endswith(" s)"), text
 
         r = mlmond.ctl("--json", "report", rid, "--since-mark", "warm")
         assert r.returncode == 0, err(r)
@@ -141,6 +150,9 @@ def test_a_short_run_ends_without_a_verdict(mlmond):
     assert "judged in" not in leak["reason"] and "still filling" not in leak["reason"], leak
     assert leak["reason"].startswith("the run ended after"), leak
     assert "before a verdict was possible" in leak["reason"], leak
+    # the time to OOM says the same, not "not judged yet"
+    assert leak["oom"]["eta_s"] is None and leak["oom_eta_s"] is None, leak
+    assert leak["oom"]["reason"] == f"no forecast: no steady growth ({leak['reason']})", leak
 
     q = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
