@@ -2,7 +2,7 @@
 /* The leak verdict: a pure function over a series of (time, bytes) that
  * says whether memory grows steadily, and why it decided. No I/O, no state,
  * no globals: safe to call from any thread. etc/mlmond.conf [leak] says why
- * each default; tests/test-leak*.c and tests/bench/leak-sim.c measure them.
+ * each default; tests/analyze/test-leak*.c and tests/bench/leak-sim.c measure them.
  *
  * Method, per window of the look-back (windows_s: 30s,1m,2m,5m,15m):
  *  - Judged only on samples after the warm-up grace (grace_s after the

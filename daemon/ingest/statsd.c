@@ -5,7 +5,7 @@
  * ever sees a NUL-terminated stack copy of at most STATSD_NUMBER_MAX bytes
  * from [0-9.eE+-].
  *
- * Choices where statsd.h is silent (tests/test-statsd.c pins each one):
+ * Choices where statsd.h is silent (tests/ingest/test-statsd.c pins each one):
  *  - numbers (value and @rate) are decimal only: an optional sign, digits,
  *    an optional '.', an optional exponent ("1e-05", as Python prints small
  *    floats). Hex ("0x10"), "inf", "nan", blanks, a ',' decimal separator

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Simulation of daemon/analyze/leak.c over thousands of generated series; prints a
- * table, checks nothing (tests/test-leak.c checks).
+ * table, checks nothing (tests/analyze/test-leak.c checks).
  *
  *   meson compile -C build leak-sim && build/tests/leak-sim [options]
  *   gcc -std=gnu11 -O2 -D_GNU_SOURCE -Ilib -Idaemon tests/bench/leak-sim.c daemon/analyze/leak*.c -lm -o leak-sim

@@ -3,7 +3,7 @@
  * thousands of generated workloads, judged as the daemon judges them; prints
  * each verdict's false-positive rate on quiet workloads (0 expected) and, as
  * a control, how often it fires where it should. Checks nothing
- * (tests/test-verdict.c and the black-box tests do).
+ * (tests/analyze/test-verdict.c and the black-box tests do).
  *
  *   meson compile -C build verdict-sim && build/tests/verdict-sim [-n SCALE]
  *
@@ -23,7 +23,7 @@
  *   least a minute of work; or holding under 1 GiB and idle. Judged with the
  *   defaults (1 GiB, 5%, 10 min). Control: a pause of 11 to 20 min.
  * - oom_eta: memory that does not grow steadily (flat with noise, one step,
- *   a ramp that levels off, a GC sawtooth; tests/leak-series.c's generator),
+ *   a ramp that levels off, a GC sawtooth; tests/analyze/leak-series.c's generator),
  *   fed to a leak watch as the daemon feeds it: a forecast (a positive lower
  *   bound of the slope) at any evaluation is a false one. Control: linear
  *   leaks of 0.5 to 8 MiB/s. */

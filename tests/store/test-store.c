@@ -576,9 +576,6 @@ int main(int argc, char **argv) {
         test_baseline();
         test_sample_batches();
         test_prune_ended_runs();
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-        if (system(cmd) != 0)
-                fprintf(stderr, "cannot remove %s\n", tmpdir);
+        test_scratch_remove(tmpdir);
         TEST_DONE();
 }

@@ -14,6 +14,7 @@
 #include "store/store.h"
 #include "store/wal.h"
 #include "store/walcheck.h"
+#include "store-util.h"
 #include "tap.h"
 #include "util.h"
 
@@ -446,9 +447,6 @@ int main(void) {
         test_real_logs();
         test_before_open();
         test_recorded();
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-        if (system(cmd) != 0)
-                fprintf(stderr, "cannot remove %s\n", tmpdir);
+        test_scratch_remove(tmpdir);
         TEST_DONE();
 }

@@ -2,6 +2,7 @@
 #include "store-util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 int64_t db_scalar(sqlite3 *db, const char *sql) {
         sqlite3_stmt *st = NULL;
@@ -33,4 +34,11 @@ int64_t test_store_add_run(struct store *s, int pid, int64_t registered_ts_ms) {
                 return -1;
         }
         return ri.id;
+}
+
+void test_scratch_remove(const char *dir) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cannot remove %s\n", dir);
 }

@@ -530,9 +530,6 @@ int main(void) {
         test_ops();
         test_pack();
         test_migrate_packs();
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0)
-                perror("rm");
+        test_scratch_remove(tmpdir);
         TEST_DONE();
 }
