@@ -180,7 +180,7 @@ static char **op_names(json_object *base, json_object *current, size_t *ret_n) {
                         names[n++] = k;
                 }
         }
-        qsort(names, n, sizeof(char *), str_cmp);
+        sort_array(names, n, sizeof(char *), str_cmp);
         size_t u = 0;
         for (size_t i = 0; i < n; i++)
                 if (u == 0 || !streq(names[u - 1], names[i]))

@@ -82,7 +82,7 @@ static struct op *collect_ops(json_object *latency, size_t *ret_n) {
                 v[k].total_known = json_get_number(o, "total_ms", &v[k].total_ms);
                 k++;
         }
-        qsort(v, k, sizeof *v, op_cmp);
+        sort_array(v, k, sizeof *v, op_cmp);
         *ret_n = k;
         return v;
 }
@@ -215,7 +215,7 @@ void print_throughput(FILE *f, json_object *window, json_object *latency) {
                         continue;
                 names[k++] = name;
         }
-        qsort(names, k, sizeof(char *), name_cmp);
+        sort_array(names, k, sizeof(char *), name_cmp);
         for (size_t i = 0; i < k; i++) {
                 char b[FMT_MAX];
                 double per_s, count;

@@ -128,7 +128,7 @@ void print_top(FILE *f, json_object *health, struct top_run *runs, size_t n, con
                 fputs("No running runs.\n", f);
                 return;
         }
-        qsort(runs, n, sizeof *runs, top_cmp);
+        sort_array(runs, n, sizeof *runs, top_cmp);
         for (size_t i = 0; i < n; i++) {
                 json_object *run = runs[i].run, *latest = json_get_object(run, "latest");
                 char b[FMT_MAX];

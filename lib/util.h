@@ -139,6 +139,13 @@ static inline uint64_t sat_sub_u64(uint64_t a, uint64_t b) {
         return a > b ? a - b : 0;
 }
 
+/* qsort() that takes n = 0 with base NULL (an empty array never
+ * allocated), which qsort() itself may not be given. */
+static inline void sort_array(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+        if (n > 1)
+                qsort(base, n, size, cmp);
+}
+
 /* The first i in [0, n) for which below(i, ctx) is false, below being true
  * on a prefix of [0, n) (a sorted array's elements less than a key): n if
  * none is. A binary search. */

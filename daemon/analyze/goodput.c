@@ -260,7 +260,7 @@ double goodput_ideal_step_ms(const struct hist *h, uint64_t *ret_n) {
         for (uint32_t i = 0; i < h->n; i++)
                 if (h->counts[i] > 0)
                         v[m++] = (struct dev){ fabs(hist_bucket_rep_ms(h, i) - med), h->counts[i] };
-        qsort(v, m, sizeof *v, dev_cmp);
+        sort_array(v, m, sizeof *v, dev_cmp);
         uint64_t rank = (h->count - 1) / 2, seen = 0;
         double mad = 0;
         for (size_t i = 0; i < m; i++) {

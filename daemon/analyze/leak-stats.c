@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* The noise estimate looks at the last 256 samples (2 min at 500 ms): the
  * lower quartile of 256 deviations is within ~11% (one standard error) of
  * the noise, and two selections on them cost ~0.5 us. */
@@ -131,7 +133,7 @@ double mann_kendall_s(const double *y, size_t n, double *sorted, double *var_ret
                         sorted[j] = v;
                 }
         else
-                qsort(sorted, n, sizeof(double), cmp_double);
+                sort_array(sorted, n, sizeof(double), cmp_double);
         double nn = (double)n;
         double var = nn * (nn - 1) * (2 * nn + 5);
         for (size_t i = 0; i < n;) {

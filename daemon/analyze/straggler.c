@@ -52,7 +52,7 @@ static int others_median(const struct hist *ranks, size_t n, size_t i, int two_s
         for (size_t j = 0; j < n; j++)
                 if (j != i && ranks[j].count >= STRAGGLER_MIN_COUNT)
                         m[k++] = hist_quantile(&ranks[j], 0.5);
-        qsort(m, k, sizeof *m, double_cmp);
+        sort_array(m, k, sizeof *m, double_cmp);
         *ret = k == 0 ? NAN : k % 2 ? m[k / 2] : (m[k / 2 - 1] + m[k / 2]) / 2;
         if (k == 2 && two_side != 0)
                 *ret = two_side > 0 ? m[1] : m[0];

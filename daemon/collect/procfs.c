@@ -525,7 +525,7 @@ static int read_thread_children(int taskdir, const char *prefix, int tid, int **
 static void children_done(int *pids, size_t n, int **ret_pids, size_t *ret_n) {
         size_t m = 0;
         if (n > 1)
-                qsort(pids, n, sizeof(int), cmp_int);
+                sort_array(pids, n, sizeof(int), cmp_int);
         for (size_t i = 0; i < n; i++)
                 if (m == 0 || pids[m - 1] != pids[i])
                         pids[m++] = pids[i];

@@ -110,7 +110,7 @@ static bool check_categories(struct request *rq, const struct run_ref *r, struct
         for (size_t i = 0; i < n; i++)
                 if (v[i].kind != OP_GAUGE)
                         order[k++] = &v[i];
-        qsort(order, k, sizeof *order, by_op);
+        sort_array(order, k, sizeof *order, by_op);
         for (size_t i = 0; i < k; i++) {
                 const char *have = NULL;
                 bool known = i > 0 && streq(order[i - 1]->op, order[i]->op);

@@ -482,7 +482,7 @@ static int job_goodput(struct request *rq, const char *job_id, unsigned attempt,
         }
         if (sp->mark && !any)
                 return -ENOENT;
-        qsort(m, n, sizeof *m, member_by_rank_then_time);
+        sort_array(m, n, sizeof *m, member_by_rank_then_time);
         _cleanup_free_ struct slot *sl = calloc(n ? n : 1, sizeof *sl);
         struct run_info *all = calloc(n ? n : 1, sizeof *all);
         if (!sl || !all) {

@@ -73,7 +73,7 @@ int job_load_members(struct request *rq, const char *job_id, struct run_info **r
                 const char *role = tag_of(m[i].tags, "role", NULL);
                 m[i].launcher = role && streq(role, "launcher");
         }
-        qsort(m, n, sizeof *m, member_cmp);
+        sort_array(m, n, sizeof *m, member_cmp);
         *ret = m;
         return 0;
 }

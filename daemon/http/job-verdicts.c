@@ -267,7 +267,7 @@ static int render_findings(struct request *rq, const struct comparison *c, const
         int r = straggler_judge(c->ops, c->nops, c->n, api_of(rq)->config->jobs_straggler_pct, &f, &nf);
         if (r < 0)
                 return r;
-        qsort(f, nf, sizeof *f, finding_cmp);
+        sort_array(f, nf, sizeof *f, finding_cmp);
         for (size_t i = 0; i < nf; i++) {
                 const struct job_member *x = &m[c->idx[f[i].rank]];
                 const char *op = merged->v[f[i].op].op;
@@ -531,7 +531,7 @@ char *job_end_reason(const struct job_member *m, size_t n, unsigned attempt) {
         }
         if (k == 0)
                 return NULL;
-        qsort(v, k, sizeof *v, ended_cmp);
+        sort_array(v, k, sizeof *v, ended_cmp);
         char *text = NULL, tail[96], first[64];
         bool alike = true;
         exit_text(v[0]->ri, first, sizeof first);

@@ -127,7 +127,7 @@ int metrics_ledger_export(struct metrics_op_ledger *l, const struct op_aggs *ope
         }
         /* by name: a stable order from scrape to scrape */
         if (l->n > 1)
-                qsort(l->v, l->n, sizeof *l->v, op_total_cmp);
+                sort_array(l->v, l->n, sizeof *l->v, op_total_cmp);
         return 0;
 }
 

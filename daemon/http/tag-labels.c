@@ -34,7 +34,7 @@ size_t tag_labels(json_object *tags, struct tag_label out[static TAGS_MAX]) {
                 if (len > 0 && len <= TAG_KEY_MAX && json_object_is_type(v, json_type_string))
                         keys[nkeys++] = k;
         }
-        qsort(keys, nkeys, sizeof *keys, key_cmp);
+        sort_array(keys, nkeys, sizeof *keys, key_cmp);
         size_t n = 0;
         for (size_t i = 0; i < nkeys && n < TAGS_MAX; i++) {
                 label_name(keys[i], out[n].name);

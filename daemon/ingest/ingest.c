@@ -163,7 +163,7 @@ static int index_rebuild(struct ingest *g, usec_t now) {
                         .port = socks[i].local_port, .v6 = socks[i].v6, .uid = socks[i].uid, .inode = socks[i].inode
                 };
         g->n_index = n_socks;
-        qsort(g->index, g->n_index, sizeof *g->index, entry_by_inode);
+        sort_array(g->index, g->n_index, sizeof *g->index, entry_by_inode);
 
         _cleanup_free_ struct run_pid *pids = NULL;
         size_t n_pids = 0;
@@ -171,7 +171,7 @@ static int index_rebuild(struct ingest *g, usec_t now) {
                 n_pids = 0;
         for (size_t i = 0; i < n_pids; i++)
                 index_claim(g, pids[i].pid, pids[i].run_id, &inodes, &n_inodes);
-        qsort(g->index, g->n_index, sizeof *g->index, entry_by_port);
+        sort_array(g->index, g->n_index, sizeof *g->index, entry_by_port);
         g->index_built = now;
         g->index_cost = now_usec(CLOCK_MONOTONIC) - now;
         return 0;

@@ -111,7 +111,7 @@ static int merge_old_block(struct compaction *c, int64_t run_id, int64_t minute,
                                 if (!dup)
                                         (*v)[(*n)++] = old[i];
                         }
-                        qsort(*v, *n, sizeof **v, by_ts);
+                        sort_array(*v, *n, sizeof **v, by_ts);
                 } else if (r == 0)
                         r = -ENOMEM;
                 free(old);

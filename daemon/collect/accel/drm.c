@@ -630,7 +630,7 @@ static int cache_list(int piddir, struct drm_proc_cache *c) {
         /* the owner rule takes a process's fds in order: readdir's is not
          * promised (a fixture tree's is the file system's) */
         if (c->n_fds > 1) /* (fds is NULL when none was ever kept) */
-                qsort(c->fds, c->n_fds, sizeof *c->fds, fd_cmp);
+                sort_array(c->fds, c->n_fds, sizeof *c->fds, fd_cmp);
         return (int)c->n_fds;
 }
 

@@ -787,7 +787,7 @@ int gpudev_sample(struct gpudev_set *s, usec_t now_usec) {
         }
         s->n_devs = k;
         if (s->n_devs > 1)
-                qsort(s->devs, s->n_devs, sizeof *s->devs, cmp_dev);
+                sort_array(s->devs, s->n_devs, sizeof *s->devs, cmp_dev);
 
         /* render nodes name their card's device */
         for (size_t i = 0; i < s->n_nodes; i++) {

@@ -706,8 +706,7 @@ static int read_list(struct nvml *n, size_t i, int l, bool *ret_ok) {
  * context's), so the largest known value is kept, never the sum. */
 static size_t merge_pids(struct nvml_proc *p, size_t n) {
         size_t w = 0;
-        if (n > 1) /* qsort wants a non-NULL base even for 0 items */
-                qsort(p, n, sizeof *p, cmp_proc_pid);
+        sort_array(p, n, sizeof *p, cmp_proc_pid);
         for (size_t r = 0; r < n; r++) {
                 if (w > 0 && p[w - 1].pid == p[r].pid) {
                         struct nvml_proc *a = &p[w - 1];
@@ -756,7 +755,7 @@ static int read_proc_util(struct nvml *n, struct nvml_dev *d, const struct gpu_d
                 procs[i].sm_util_pct = procs[i].enc_util_pct = procs[i].dec_util_pct = 0;
         }
         nvmlProcessUtilizationSample_t *s = n->buf;
-        qsort(s, count, sizeof *s, cmp_sample); /* by pid, then oldest first */
+        sort_array(s, count, sizeof *s, cmp_sample); /* by pid, then oldest first */
         unsigned long long newest = d->util_seen_usec;
         size_t b;
         for (size_t a = 0; a < count; a = b) {

@@ -178,7 +178,7 @@ static int zones_scan(struct rapl *r) {
                         r->zones[k++] = r->zones[i];
         r->n = k;
         if (r->n > 1)
-                qsort(r->zones, r->n, sizeof *r->zones, cmp_zone);
+                sort_array(r->zones, r->n, sizeof *r->zones, cmp_zone);
 
         fd = dup(dirfd(dir));
         return fd < 0 ? -errno : fd;
