@@ -24,6 +24,20 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MLMOND = os.environ.get("MLMOND") or os.path.join(ROOT, "build", "daemon", "mlmond")
 MLMONCTL = os.environ.get("MLMONCTL") or os.path.join(ROOT, "build", "client", "mlmonctl")
+
+
+def _asan_built(path):
+    try:
+        with open(path, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
+# The daemon under test is an AddressSanitizer build: its allocator keeps freed
+# blocks in a quarantine (256 MiB by default) and shadows every byte, so its
+# RSS says nothing of what a release build would hold.
+ASAN = _asan_built(MLMOND)
 HELPERS = os.environ.get("HELPERS") or os.path.join(ROOT, "build", "tests")
 
 # the tests' one unit of memory, as mlmond's sentences and mlmonctl's tables have it

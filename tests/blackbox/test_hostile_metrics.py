@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from conftest import as_user, wait_for
+from conftest import ASAN, as_user, wait_for
 
 NOBODY = 65534
 RUNS = 256
@@ -130,7 +130,10 @@ def test_one_user_at_every_limit(make_mlmond):
               f"peak {peak[0] / MB:.1f} MB; health p100 {max(h[1] for h in health):.3f} s over {len(health)}")
         assert head.startswith(b"HTTP/1.1 200"), head[:200]
         assert size <= 64 * MB, size
-        assert peak[0] - idle <= 64 * MB, (idle, peak[0])
+        if ASAN:  # its quarantine holds the answer's freed buffers: what RSS measures is not mlmond's
+            print(f"RSS bound not checked: an AddressSanitizer build (+{(peak[0] - idle) / MB:.1f} MB)")
+        else:
+            assert peak[0] - idle <= 64 * MB, (idle, peak[0])
         assert health and all(st == 200 for st, _ in health)
         lat = sorted(h[1] for h in health)
         assert lat[len(lat) * 95 // 100] <= 0.5, lat
