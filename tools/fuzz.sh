@@ -4,7 +4,8 @@
 # Builds every fuzz target of tests/fuzz/meson.build as a libFuzzer program
 # (clang, ASan + UBSan, in build-fuzz/) and runs each for SECONDS (default
 # 20) on a scratch copy of its seed corpus, so the repository's corpus is
-# never written. Prints one line per target with libFuzzer's execution
+# never written; as many targets at a time as there are CPUs (FUZZ_JOBS=N
+# sets it). Prints one line per target with libFuzzer's execution
 # count, then "N passed, N failed" (a crash, a leak or a sanitizer report
 # fails its target; the reproducer is kept in build-fuzz/crashes/).
 # Exit status: 0 only when no target failed.
@@ -36,14 +37,34 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$builddir/crashes"
 passed=0 failed=0
-for t in "${targets[@]}"; do
+# fuzz_one TARGET: fuzzes it on a scratch copy of its corpus; its exit status goes to
+# $scratch/TARGET.rc, its log to $scratch/TARGET.log
+fuzz_one() {
+    local t=$1 rc=0
     mkdir -p "$scratch/$t"
     if [ -d "tests/fuzz/corpus/$t" ]; then
         cp "tests/fuzz/corpus/$t"/* "$scratch/$t/" 2>/dev/null || true
     fi
+    "$builddir/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
+        -artifact_prefix="$builddir/crashes/$t-" "$scratch/$t" >"$scratch/$t.log" 2>&1 || rc=$?
+    echo "$rc" >"$scratch/$t.rc"
+}
+
+# as many targets at a time as there are CPUs (FUZZ_JOBS), each on its own
+jobs=${FUZZ_JOBS:-$(nproc)}
+running=0
+for t in "${targets[@]}"; do
+    fuzz_one "$t" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+done
+wait
+for t in "${targets[@]}"; do
     log="$scratch/$t.log"
-    if "$builddir/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
-        -artifact_prefix="$builddir/crashes/$t-" "$scratch/$t" >"$log" 2>&1; then
+    if [ "$(cat "$scratch/$t.rc" 2>/dev/null)" = 0 ]; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
         echo "fuzz: $t: ${runs:-?} executions in ${seconds} s, no crash"
         passed=$((passed + 1))
