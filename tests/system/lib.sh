@@ -167,10 +167,12 @@ boot() {
         tail -n 20 "$run/console.log" | sed 's/^/# nspawn: /'
         skip "systemd-nspawn could not boot the container on this machine"
     fi
-    # Until PID 1 listens on its private socket, systemctl fails at once: ask again.
-    while [ -z "$state" ] && [ $((SECONDS - t_boot)) -lt 90 ] && kill -0 "$nspawn_pid" 2>/dev/null; do
+    # Until PID 1 listens on its private socket, systemctl fails at once, and until it has made
+    # /run/systemd/system it says "offline" (no systemd running): ask again.
+    while { [ -z "$state" ] || [ "$state" = offline ]; } && [ $((SECONDS - t_boot)) -lt 90 ] &&
+        kill -0 "$nspawn_pid" 2>/dev/null; do
         state=$(ct timeout $((90 - (SECONDS - t_boot))) systemctl is-system-running --wait 2>/dev/null)
-        [ -n "$state" ] || sleep 0.2
+        case $state in '' | offline) sleep 0.2 ;; esac
     done
     if [ "$state" = running ] || [ "$state" = degraded ]; then
         ok "the container booted ($state) in $(elapsed "$t_boot") s"
