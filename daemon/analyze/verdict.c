@@ -209,8 +209,6 @@ bool gpu_idle_step(struct gpu_idle_watch *w, const struct gpu_idle_params *p, in
         char mem[32], dur[32], need[32], forx[32];
         bool was = w->flagged;
         *ret = (struct gpu_idle_verdict){ .evaluated_ms = ts_ms };
-        verdict_fmt_bytes(need, sizeof need, p->min_mem_bytes);
-        verdict_fmt_duration(forx, sizeof forx, p->for_s);
         bool seen[GPU_IDLE_DEVICES] = { false };
         /* the device that decides: flagged first, then the longest idle
          * stretch, then the most memory */
@@ -255,10 +253,13 @@ bool gpu_idle_step(struct gpu_idle_watch *w, const struct gpu_idle_params *p, in
                         w->dev[k].since_ms = 0;
         if (!best) {
                 w->flagged = false;
-                if (!has_gpu)
+                if (!has_gpu) { /* most runs: no figure to format, and this runs every sample */
                         snprintf(ret->reason, sizeof ret->reason,
                                  "not judged: the run's GPU memory is not known (no GPU, or NVML off)");
-                else if (unknown_util)
+                        return was != w->flagged;
+                }
+                verdict_fmt_bytes(need, sizeof need, p->min_mem_bytes);
+                if (unknown_util)
                         snprintf(ret->reason, sizeof ret->reason,
                                  "not judged: the run holds %s or more of GPU memory, but the GPU's utilisation is not "
                                  "known",
@@ -292,10 +293,12 @@ bool gpu_idle_step(struct gpu_idle_watch *w, const struct gpu_idle_params *p, in
         if (ret->flagged)
                 snprintf(ret->reason, sizeof ret->reason, "GPU held but idle: holds %s on GPU %s, %.1f%% busy for %s",
                          mem, best->device, ret->util_pct, dur);
-        else
+        else {
+                verdict_fmt_duration(forx, sizeof forx, p->for_s);
                 snprintf(ret->reason, sizeof ret->reason,
                          "holds %s on GPU %s, %.1f%% busy for %s (idle once that lasts %s)", mem, best->device,
                          ret->util_pct, dur, forx);
+        }
         return was != w->flagged;
 }
 
