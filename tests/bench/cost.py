@@ -178,9 +178,13 @@ def wrk_start(daemon, tmp, duration):
 def sample_times(sock, t0, t1):
     """{run id: [ts, ...]} of the samples of [t0, t1), through the API: the
     head's rows and the blocks the compaction made of them alike."""
-    st, runs = benchlib.call(sock, "GET", "/v1/runs?state=all")
+    listed, path = [], "/v1/runs?state=all"
+    while path:  # a page holds 500 runs: follow "next"
+        st, runs = benchlib.call(sock, "GET", path)
+        listed += runs["runs"]
+        path = runs.get("next")
     out = {}
-    for r in runs["runs"]:
+    for r in listed:
         st, got = benchlib.call(sock, "GET", f"/v1/runs/{r['id']}/samples?from={int(t0 * 1000)}"
                                 f"&until={int(t1 * 1000) - 1}&limit=100000")
         out[r["id"]] = [x["ts"] for x in got["samples"]] if st == 200 else []
