@@ -260,10 +260,12 @@ def test_two_ranks(ddp_job):
     assert named(doc) == {"compute": {("1", "slower")}, "backward": {("1", "waited_for")}}, doc["stragglers"]
     slow = next(s for s in doc["stragglers"] if s["op"] == "compute")
     assert "of 2 ranks, named since the other waits for it" in slow["reason"], slow
-    # the report's column is the verdict's figure, for each of the two
+    # the report's column is the verdict's figure, for each of the two (the ranks still run: the
+    # medians move a little between the two questions)
     text = d.ctl("report", "--job", "ddp-two").stdout.decode()
     rows = {line.split()[0]: line.split() for line in text.split("Ranks, compute:")[1].splitlines()[2:4]}
-    assert rows["1"][5] == "%+.1f%%" % slow["slower_pct"] and rows["0"][5].startswith("-"), text
+    assert rows["1"][5].startswith("+") and rows["0"][5].startswith("-"), text
+    assert float(rows["1"][5][:-1]) == pytest.approx(slow["slower_pct"], rel=0.1), (text, slow)
     # told that no op holds a collective: two ranks that differ, and nothing to
     # say which is slow; never the one that waits
     doc = job.doc("?collective=")
