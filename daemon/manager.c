@@ -329,6 +329,12 @@ void manager_record_sample(struct manager *m, struct run *r, const struct sample
 
 /* One tick: sample every due run, store all of it in one transaction. */
 static int manager_tick(struct manager *m) {
+        /* The StatsD lines waiting on the sockets first: a process that sent
+         * its last ones and exited since the last tick is found gone below,
+         * and its run ends; read after that, they would count for no run
+         * (on_pidfd reads first for the same reason). Outside the tick's
+         * transaction: a mark among them writes its own. */
+        ingest_drain(m->ingest);
         usec_t start = now_usec(CLOCK_MONOTONIC);
         m->in_tick = true;
         int64_t now_ms = now_realtime_ms();
