@@ -135,14 +135,19 @@ class Browser:
         return self.next_id
 
     def pump(self, timeout):
-        """Reads what chromium says within timeout seconds: replies are kept
-        for call(), events go to their page."""
+        """Reads what chromium says, until a whole message came or timeout
+        seconds passed: replies are kept for call(), events go to their
+        page. (Reading on to the deadline made every call last it.)"""
         deadline = time.monotonic() + timeout
         while True:
+            came = False
             while b"\0" in self.buf:
                 raw, self.buf = self.buf.split(b"\0", 1)
                 self.dispatch(json.loads(raw))
+                came = True
             left = deadline - time.monotonic()
+            if came:
+                return
             if left <= 0 or not select.select([self.from_r], [], [], left)[0]:
                 return
             data = os.read(self.from_r, 1 << 16)
