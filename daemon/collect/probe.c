@@ -624,11 +624,14 @@ static void resume_net_deltas(const struct probe *r, struct deltas *d) {
  * VmHWM when that is higher (its own peak, which the tree's sum at that
  * moment was at least), so never below the current RSS. */
 static void peak_update(struct probe *r, const struct reading *main, const struct sample *s) {
-        /* (and right after an exec); a process that has not run since kept its peak */
-        if (!main->reused_st)
-                r->ran_since_peak = true;
-        if ((r->ticks % PEAK_REFRESH_TICKS == 0 && r->ran_since_peak) || r->ticks < 3) {
-                r->ran_since_peak = false;
+        /* VmHWM rises only by the process's own page faults: a process
+         * whose CPU clock has not moved since it was read kept its peak (a
+         * clock that cannot be read counts as moved; so does an exec, whose
+         * first ticks read it anyway) */
+        bool ran = !main->has_cpu || !r->has_peak_cpu || main->cpu_ns != r->peak_cpu_ns;
+        if ((r->ticks % PEAK_REFRESH_TICKS == 0 && ran) || r->ticks < 3) {
+                r->has_peak_cpu = main->has_cpu;
+                r->peak_cpu_ns = main->cpu_ns;
                 struct proc_status status;
                 if (proc_read_status(r->dirfd, &status) == 0 && status.has_vmhwm &&
                     (!r->has_peak || status.vmhwm_bytes > r->peak_rss_bytes)) {

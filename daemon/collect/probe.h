@@ -80,7 +80,8 @@ struct probe {
         struct netns_counter *netns;
         size_t n_netns;
         bool has_peak;
-        bool ran_since_peak;     /* the main process ran since VmHWM was read */
+        bool has_peak_cpu;       /* peak_cpu_ns holds the main process's CPU clock when VmHWM was read */
+        uint64_t peak_cpu_ns;
         uint64_t peak_rss_bytes; /* the tree's highest sampled RSS, or VmHWM if higher */
         /* What members that left used since registration (their counters
          * when last seen less their baseline); left_changed: store it. */
