@@ -3,7 +3,7 @@
 each with the tests that must catch it. Prints one line per mutant,
 caught, MISSED, STALE or BROKEN, and a last line with the catch rate.
 
-Usage: tools/mutants.py [--dir DIR] [--baseline] [--each] [-v [LINES]] [--list] [NAME...]
+Usage: tools/mutants.py [--dir DIR] [-j JOBS] [--baseline] [--each] [-v [LINES]] [--list] [NAME...]
 
 A mutant is a file tests/mutants/NAME.mutant:
 
@@ -28,7 +28,11 @@ the working tree) is copied once to DIR/src (default build-mutants/, kept
 between runs: only files that changed are copied again) and built in
 DIR/build; each mutant is applied there, the targets its tests need are
 built (incrementally), the tests run, and the file is put back. So the
-working tree is never touched, and a run is quick after the first.
+working tree is never touched, and a run is quick after the first. With
+-j JOBS (default 2, or $MUTANTS_JOBS) that many mutants are judged at a
+time, each worker in a copy of its own (DIR/src and DIR/build, then
+DIR/src2 and DIR/build2, ...): their tests mostly wait, as the black-box
+files that run beside each other in the suite do.
 
 A mutant whose find text no longer occurs exactly once is STALE: the code
 it breaks has moved or changed, and the mutant must follow it. One that
@@ -44,6 +48,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -201,6 +206,8 @@ class Runner:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=os.environ.get("MUTANTS_DIR", os.path.join(ROOT, "build-mutants")))
+    ap.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("MUTANTS_JOBS", "2")),
+                    help="mutants judged at a time, each in a tree of its own (default 2)")
     ap.add_argument("--baseline", action="store_true", help="first run every named test on the unbroken tree")
     ap.add_argument("--each", action="store_true", help="run every test of a mutant, not only until one fails")
     ap.add_argument("--list", action="store_true", help="list the mutants and their tests, run nothing")
@@ -222,40 +229,52 @@ def main():
         return 0
 
     t_start = time.monotonic()
-    src, build = os.path.join(args.dir, "src"), os.path.join(args.dir, "build")
-    os.makedirs(src, exist_ok=True)
-    copied, removed = sync_tree(src)
-    log(f"mutants: {len(mutants)} mutants; the tree in {src} ({copied} files copied, {removed} removed)")
-    if not os.path.exists(os.path.join(build, "meson-private", "coredata.dat")):
-        r = subprocess.run(["meson", "setup", "--werror", build, src], capture_output=True, text=True)
-        if r.returncode != 0:
-            log(r.stdout + r.stderr)
-            log("mutants: meson setup failed")
+    jobs = max(1, min(args.jobs, len(mutants)))
+    trees = [(os.path.join(args.dir, "src" + (str(k + 1) if k else "")),
+              os.path.join(args.dir, "build" + (str(k + 1) if k else ""))) for k in range(jobs)]
+    setups = [None] * jobs
+
+    def set_up(k):
+        src, build = trees[k]
+        os.makedirs(src, exist_ok=True)
+        copied, removed = sync_tree(src)
+        if not os.path.exists(os.path.join(build, "meson-private", "coredata.dat")):
+            r = subprocess.run(["meson", "setup", "--werror", build, src], capture_output=True, text=True)
+            if r.returncode != 0:
+                setups[k] = (copied, removed, None, r.stdout + r.stderr + "\nmutants: meson setup failed")
+                return
+        else:  # a meson.build may have changed: the introspection below must see it
+            subprocess.run(["ninja", "-C", build, "build.ninja"], capture_output=True, text=True)
+        runner = Runner(src, build)
+        for m in mutants:
+            for ref in m.tests:
+                try:
+                    runner.resolve(ref)
+                except KeyError as e:
+                    setups[k] = (copied, removed, None, f"mutants: {m.name}: {e}\n"
+                                 f"mutants: 0 caught, {len(mutants)} not run: fix the tests the mutants name")
+                    return
+        ok, out = runner.build_targets(runner.targets([r for m in mutants for r in m.tests]))
+        setups[k] = (copied, removed, runner, None if ok else out[-3000:] + "\nmutants: the unbroken tree does not build")
+
+    threads = [threading.Thread(target=set_up, args=(k,)) for k in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    copied, removed = setups[0][0], setups[0][1]
+    log(f"mutants: {len(mutants)} mutants, {jobs} at a time; the tree in {trees[0][0]} "
+        f"({copied} files copied, {removed} removed)")
+    for _, _, _, err in setups:
+        if err:
+            log(err)
             return 1
-    else:  # a meson.build may have changed: the introspection below must see it
-        subprocess.run(["ninja", "-C", build, "build.ninja"], capture_output=True, text=True)
-    runner = Runner(src, build)
-    errors = []
-    for m in mutants:
-        for ref in m.tests:
-            try:
-                runner.resolve(ref)
-            except KeyError as e:
-                errors.append(f"{m.name}: {e}")
-    if errors:
-        log("\n".join(f"mutants: {e}" for e in errors))
-        log(f"mutants: 0 caught, {len(mutants)} not run: fix the tests the mutants name")
-        return 1
-    ok, out = runner.build_targets(runner.targets([r for m in mutants for r in m.tests]))
-    if not ok:
-        log(out[-3000:])
-        log("mutants: the unbroken tree does not build")
-        return 1
+    runners = [x[2] for x in setups]
     log(f"mutants: built in {time.monotonic() - t_start:.0f} s")
 
     if args.baseline:
         for ref in sorted({r for m in mutants for r in m.tests}):
-            passed, out, skipped = runner.run(ref)
+            passed, out, skipped = runners[0].run(ref)
             if not passed or skipped:
                 log(out[-3000:])
                 log(f"mutants: {ref} {'skips' if passed else 'fails'} without any mutant: no mutant is judged")
@@ -263,9 +282,13 @@ def main():
         log(f"mutants: every test passes on the unbroken tree ({time.monotonic() - t_start:.0f} s)")
 
     counts = {"caught": 0, "MISSED": 0, "STALE": 0, "BROKEN": 0}
-    for m in mutants:
+    # the black-box ones first: they take longest, and the short ones fill in behind them
+    queue = sorted(mutants, key=lambda m: not any("::" in t or t.startswith("blackbox-") for t in m.tests))
+    lock = threading.Lock()
+
+    def judge(runner, m):
         t0 = time.monotonic()
-        path = os.path.join(src, m.file)
+        path = os.path.join(runner.src, m.file)
         try:
             with open(path, encoding="utf-8") as f:
                 original = f.read()
@@ -273,11 +296,9 @@ def main():
             original = ""
         n = original.count(m.find)
         if n != 1:
-            counts["STALE"] += 1
             where = "is gone" if not original else f"holds its find text {n} times, not once"
-            log(f"mutants: STALE   {m.name}: {m.file} {where}: update tests/mutants/{m.name}.mutant")
-            continue
-        status, note = None, ""
+            return "STALE", [f"mutants: STALE   {m.name}: {m.file} {where}: update tests/mutants/{m.name}.mutant"]
+        status, note, lines = None, "", []
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(original.replace(m.find, m.replace))
@@ -292,7 +313,7 @@ def main():
                     passed, out, skipped = runner.run(ref)
                     (passed_by if passed else caught_by).append(ref)
                     if args.verbose and not passed:
-                        log("\n".join("         | " + x for x in out.rstrip().splitlines()[-args.verbose:]))
+                        lines.append("\n".join("         | " + x for x in out.rstrip().splitlines()[-args.verbose:]))
                     if passed and skipped:
                         skips.append(f"{ref} skipped: {skipped}")
                     if caught_by and not args.each:
@@ -306,10 +327,27 @@ def main():
         finally:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(original)
-        counts[status] += 1
-        log(f"mutants: {status:7} {m.name} ({time.monotonic() - t0:.0f} s): {note}")
+        lines.append(f"mutants: {status:7} {m.name} ({time.monotonic() - t0:.0f} s): {note}")
         if status != "caught":
-            log("         " + " ".join(m.what))
+            lines.append("         " + " ".join(m.what))
+        return status, lines
+
+    def worker(runner):
+        while True:
+            with lock:
+                if not queue:
+                    return
+                m = queue.pop(0)
+            status, lines = judge(runner, m)
+            with lock:
+                counts[status] += 1
+                log("\n".join(lines))
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     total = len(mutants)
     rate = 100.0 * counts["caught"] / total if total else 0.0
     log(f"mutants: {counts['caught']} caught, {counts['MISSED']} missed, {counts['STALE']} stale, "
