@@ -98,9 +98,9 @@ fi
 testlog="$builddir/meson-logs/testlog.json"
 rm -f "$testlog"
 test_rc=0
-# three at a time: the unit tests, and the black-box files that mostly wait (tests/meson.build,
-# bb_waiting); every other black-box file runs alone
-meson test -C "$builddir" --print-errorlogs --num-processes 3 || test_rc=$?
+# four at a time: the unit tests, the container test and the black-box files that mostly wait
+# (tests/meson.build, bb_waiting); every other black-box file runs alone
+meson test -C "$builddir" --print-errorlogs --num-processes 4 || test_rc=$?
 
 passed=0 failed=0 skipped=0
 if [ -f "$testlog" ]; then
