@@ -12,14 +12,16 @@ headers says so)."""
 import http.server
 import json
 import os
+import shutil
+import subprocess
 import tempfile
 import threading
 
 import pytest
 
-from conftest import UnixHTTPConnection
+from conftest import UnixHTTPConnection, needs
 from test_config import check_config
-from test_web import chromium
+from test_web import Dom
 
 PAGE_ORIGIN_HOST = "127.0.0.1"
 
@@ -162,6 +164,26 @@ class Pages:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def chromium(url, budget_ms, extra=()):
+    """The DOM of url after budget_ms of virtual time, and the console
+    messages chromium logged meanwhile: a chromium of its own, started with
+    extra flags (its net log)."""
+    exe = shutil.which("chromium")
+    if not exe:
+        needs("chromium", "it is not installed (Debian package chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        r = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                            f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                            f"--virtual-time-budget={budget_ms}", *extra, "--dump-dom", url],
+                           capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace")
+    if r.returncode != 0 or not r.stdout.strip():
+        needs("chromium", f"it cannot start: {err[-500:]}")
+    console = [line for line in err.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    return Dom(r.stdout.decode()), console
 
 
 def poll_in_chromium(pages):

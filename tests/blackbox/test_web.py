@@ -6,11 +6,9 @@ dumps the DOM the page's scripts built. The pages load without a console
 message, show the runs by name, the figures of the JSON API, drawn plots and
 the leak flag, and the hostile name as text only."""
 
+import atexit
 import html.parser
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,7 +16,8 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import Helper, UnixHTTPConnection, needs, wait_for
+from browser import Browser
+from conftest import Helper, UnixHTTPConnection, wait_for
 from test_jobs import start_job
 from test_statsd import agents  # noqa: F401
 
@@ -75,23 +74,21 @@ class Dom(html.parser.HTMLParser):
         return found[0][2]
 
 
-def chromium(url, budget_ms=6000, extra=()):
-    """The DOM of url after budget_ms of virtual time, and the console
-    messages chromium logged meanwhile; extra: more of chromium's flags."""
-    exe = shutil.which("chromium")
-    if not exe:
-        needs("chromium", "it is not installed (Debian package chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        r = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                            f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                            f"--virtual-time-budget={budget_ms}", *extra, "--dump-dom", url],
-                           capture_output=True, timeout=120)
-    err = r.stderr.decode(errors="replace")
-    if r.returncode != 0 or not r.stdout.strip():
-        needs("chromium", f"it cannot start: {err[-500:]}")
-    console = [line for line in err.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-    return Dom(r.stdout.decode()), console
+_browser = None
+
+
+def chromium(url):
+    """The DOM of url once the page has drawn what it loaded first (its
+    body data-ready="1"), and the messages it logged meanwhile: one headless
+    chromium for the file (browser.py), a tab per page. The browser's own
+    request for /favicon.ico (404: mlmond has none) is not the page's."""
+    global _browser
+    if _browser is None:
+        _browser = Browser()
+        atexit.register(_browser.close)
+    page = _browser.open(url)
+    console = [line for line in page.console if not line.endswith("/favicon.ico")]
+    return Dom(page.eval("document.documentElement.outerHTML")), console
 
 
 def fmt_ms(ms):
