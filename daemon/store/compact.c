@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* A pass of compaction, in one transaction:
  *
- *   1. each run's head rows of the completed minutes, read a run at a time
- *      in time order (samples_run), become one block per minute and one
- *      row of the minute tier; a late row (the wall clock stepped back
- *      into a minute compacted already) is merged into its block;
- *   2. those head rows are deleted;
+ *   1. each run's head rows of the completed minutes, read for a batch of
+ *      runs at a time in the head's own order, become one block per minute
+ *      and one row of the minute tier; a late row (the wall clock stepped
+ *      back into a minute compacted already) is merged into its block;
+ *   2. those head rows are deleted, and their times from head_ticks;
  *   3. the op slices of the same minutes are merged per run and op into
  *      the minute tier (the raw slices stay: they are the 1-second tier);
  *
@@ -146,40 +146,127 @@ static int put_minute(struct compaction *c, int64_t run_id, int64_t minute, stru
         return r;
 }
 
-/* The head rows of run_id before until, a minute at a time. */
-static int compact_run(struct compaction *c, sqlite3_stmt *rows, int64_t run_id, int64_t until) {
-        _cleanup_free_ struct sample *v = NULL;
-        size_t n = 0;
-        int64_t minute = INT64_MIN;
-        int rc, r = 0;
-        bind_params(rows, PARAMS(p_int(run_id), p_int(until)));
-        while (r == 0 && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
-                struct sample m;
-                store_row_to_sample(rows, 0, &m);
-                int64_t mm = m.ts_ms >= 0 ? m.ts_ms / MINUTE_MS * MINUTE_MS : m.ts_ms;
-                if (n > 0 && mm != minute)
-                        r = put_minute(c, run_id, minute, &v, &n);
-                minute = mm;
-                if (r == 0 && !GREEDY_REALLOC(v, n + 1))
-                        r = -ENOMEM;
-                if (r == 0)
-                        v[n++] = m;
+/* The head rows of a batch of runs, a run's in time order from at[k]
+ * (the runs ascending in id, n_rows[k] rows each). */
+struct head_batch {
+        const int64_t *ids;
+        const size_t *n_rows;
+        size_t n_runs;
+        struct sample *v;
+        size_t *at, *got;
+};
+
+static ssize_t batch_find(const struct head_batch *b, int64_t run_id) {
+        size_t lo = 0, hi = b->n_runs;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (b->ids[mid] < run_id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        if (r == 0 && rc != SQLITE_DONE)
-                r = -EIO;
-        if (r == 0 && n > 0)
-                r = put_minute(c, run_id, minute, &v, &n);
-        sqlite3_reset(rows);
+        return lo < b->n_runs && b->ids[lo] == run_id ? (ssize_t)lo : -1;
+}
+
+static int64_t minute_of(int64_t ts) {
+        return ts >= 0 ? ts / MINUTE_MS * MINUTE_MS : ts;
+}
+
+/* Each run's rows of the batch, a minute at a time, into blocks. */
+static int put_batch(struct compaction *c, struct head_batch *b) {
+        int r = 0;
+        for (size_t k = 0; r == 0 && k < b->n_runs; k++) {
+                struct sample *v = b->v + b->at[k];
+                for (size_t first = 0, end; r == 0 && first < b->got[k]; first = end) {
+                        int64_t minute = minute_of(v[first].ts_ms);
+                        for (end = first + 1; end < b->got[k] && minute_of(v[end].ts_ms) == minute;)
+                                end++;
+                        size_t n = end - first;
+                        if (minute >= c->from) {
+                                struct sample *m = v + first;
+                                r = put_minute(c, b->ids[k], minute, &m, &n);
+                        } else {
+                                /* an old block's samples join them: a copy that can grow */
+                                _cleanup_free_ struct sample *m = malloc(n * sizeof *m);
+                                if (m)
+                                        memcpy(m, v + first, n * sizeof *m);
+                                r = m ? put_minute(c, b->ids[k], minute, &m, &n) : -ENOMEM;
+                        }
+                }
+        }
         return r;
 }
 
-static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
-        _cleanup_stmt_ sqlite3_stmt *runs = NULL, *rows = NULL, *del = NULL;
-        struct compaction c = { .db = db, .from = from };
-        int r = prepare(db, "SELECT DISTINCT run_id FROM samples WHERE ts < ?", &runs);
+/* One batch: the head read once in its own order (time, then run), which
+ * reads each page once. */
+static int compact_batch(struct compaction *c, sqlite3_stmt *scan, struct head_batch *b, int64_t until) {
+        size_t total = 0;
+        for (size_t k = 0; k < b->n_runs; k++) {
+                b->at[k] = total;
+                b->got[k] = 0;
+                total += b->n_rows[k];
+        }
+        _cleanup_free_ struct sample *v = calloc(total ? total : 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        b->v = v;
+        bind_params(scan, PARAMS(p_int(until), p_int(b->ids[0]), p_int(b->ids[b->n_runs - 1])));
+        int rc, r = 0;
+        while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
+                ssize_t k = batch_find(b, sqlite3_column_int64(scan, 0));
+                if (k < 0 || b->got[k] == b->n_rows[k])
+                        continue; /* cannot be: counted in the same transaction */
+                store_row_to_sample(scan, 1, &v[b->at[k] + b->got[k]++]);
+        }
+        if (rc != SQLITE_DONE)
+                r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(c->db));
+        sqlite3_reset(scan);
         if (r == 0)
-                r = prepare(db, "SELECT " STORE_SAMPLE_COLUMNS " FROM samples WHERE run_id=? AND ts<? ORDER BY ts",
-                            &rows);
+                r = put_batch(c, b);
+        b->v = NULL;
+        return r;
+}
+
+/* Runs are compacted in batches of about this many rows (struct sample's
+ * 280 bytes each in memory): each batch reads the head once. */
+#define COMPACT_BATCH_ROWS 16384
+
+/* The runs with head rows before until, ascending, and how many each. */
+static int head_runs(sqlite3 *db, int64_t until, int64_t **ret_ids, size_t **ret_rows, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(db, "SELECT run_id, count(*) FROM samples WHERE ts < ? GROUP BY run_id ORDER BY run_id", &st) < 0)
+                return -EIO;
+        bind_params(st, PARAMS(p_int(until)));
+        _cleanup_free_ int64_t *ids = NULL;
+        _cleanup_free_ size_t *rows = NULL;
+        size_t n = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (!GREEDY_REALLOC(ids, n + 1) || !GREEDY_REALLOC(rows, n + 1))
+                        return -ENOMEM;
+                ids[n] = sqlite3_column_int64(st, 0);
+                rows[n++] = (size_t)sqlite3_column_int64(st, 1);
+        }
+        if (rc != SQLITE_DONE)
+                return log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+        *ret_ids = TAKE_PTR(ids);
+        *ret_rows = TAKE_PTR(rows);
+        *ret_n = n;
+        return 0;
+}
+
+static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
+        _cleanup_stmt_ sqlite3_stmt *scan = NULL, *del = NULL, *del_ticks = NULL;
+        struct compaction c = { .db = db, .from = from };
+        _cleanup_free_ int64_t *ids = NULL;
+        _cleanup_free_ size_t *n_rows = NULL, *at = NULL, *got = NULL;
+        size_t n = 0;
+        int r = head_runs(db, until, &ids, &n_rows, &n);
+        if (r == 0)
+                r = prepare(db,
+                            "SELECT run_id, " STORE_SAMPLE_COLUMNS
+                            " FROM samples WHERE ts < ?1 AND run_id BETWEEN ?2 AND ?3 ORDER BY ts",
+                            &scan);
         if (r == 0)
                 r = prepare(db, "SELECT data FROM sample_blocks WHERE run_id=? AND ts=?", &c.block_get);
         if (r == 0)
@@ -190,15 +277,31 @@ static int compact_samples(sqlite3 *db, int64_t from, int64_t until) {
         if (r == 0)
                 r = prepare(db, "DELETE FROM samples WHERE ts < ?", &del);
         if (r == 0)
-                bind_params(runs, PARAMS(p_int(until)));
-        int rc = SQLITE_DONE;
-        while (r == 0 && (rc = sqlite3_step(runs)) == SQLITE_ROW)
-                r = compact_run(&c, rows, sqlite3_column_int64(runs, 0), until);
-        if (r == 0 && rc != SQLITE_DONE)
-                r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(db));
+                r = prepare(db, "DELETE FROM head_ticks WHERE ts < ?", &del_ticks);
+        if (r == 0 && n > 0) {
+                at = calloc(n, sizeof *at);
+                got = calloc(n, sizeof *got);
+                if (!at || !got)
+                        r = -ENOMEM;
+        }
+        for (size_t first = 0, end; r == 0 && first < n; first = end) {
+                size_t rows = 0;
+                end = first;
+                do
+                        rows += n_rows[end++];
+                while (end < n && rows + n_rows[end] <= COMPACT_BATCH_ROWS);
+                struct head_batch b = {
+                        .ids = ids + first, .n_rows = n_rows + first, .n_runs = end - first, .at = at, .got = got
+                };
+                r = compact_batch(&c, scan, &b, until);
+        }
         if (r == 0) {
                 bind_params(del, PARAMS(p_int(until)));
                 r = done_step(db, del);
+        }
+        if (r == 0) {
+                bind_params(del_ticks, PARAMS(p_int(until)));
+                r = done_step(db, del_ticks);
         }
         sqlite3_finalize(c.block_get);
         sqlite3_finalize(c.block_put);

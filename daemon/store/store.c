@@ -34,6 +34,9 @@ struct store {
         sqlite3 *w, *r;
         sqlite3_stmt *insert_sample, *update_totals, *update_state, *insert_run, *insert_op_slice, *insert_gauge;
         sqlite3_stmt *insert_samples[ELEMENTSOF(batch_rows)]; /* batch_rows[i] rows */
+        sqlite3_stmt *insert_tick;                             /* a time the head holds rows of */
+        int64_t last_tick;                                     /* the last one noted in this transaction */
+        bool has_last_tick;
         struct pending_sample {
                 int64_t run_id;
                 struct sample m;
@@ -214,6 +217,7 @@ int store_open(const char *path, bool sync_full, struct store **ret, char *errbu
                          "final_uss_bytes=? WHERE id=?",
                          &s->update_totals)) < 0 ||
             (r = prepare(s->w, "UPDATE runs SET state=?, ended_ts=? WHERE id=?", &s->update_state)) < 0 ||
+            (r = prepare(s->w, "INSERT OR IGNORE INTO head_ticks (ts) VALUES (?)", &s->insert_tick)) < 0 ||
             (r = prepare(s->w,
                          "INSERT INTO runs (pid, start_time_ticks, boot_id, uid, name, comm, cmdline, tags, "
                          "interval_ms, children, state, registered_ts, step_op) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -243,6 +247,7 @@ void store_close(struct store *s) {
                 sqlite3_finalize(s->insert_samples[i]);
         sqlite3_finalize(s->update_totals);
         sqlite3_finalize(s->update_state);
+        sqlite3_finalize(s->insert_tick);
         sqlite3_finalize(s->insert_run);
         sqlite3_finalize(s->insert_op_slice);
         for (size_t i = 0; i < ELEMENTSOF(s->reader_cache); i++)
@@ -287,6 +292,7 @@ int store_begin(struct store *s) {
                 return log_warning_errno(EIO, "database: cannot begin transaction: %s", sqlite3_errmsg(s->w));
         }
         s->in_txn = true;
+        s->has_last_tick = false;
         return 0;
 }
 
@@ -307,6 +313,7 @@ int store_commit(struct store *s) {
 
 void store_rollback(struct store *s) {
         drop_samples(s);
+        s->has_last_tick = false;
         if (sqlite3_get_autocommit(s->w) == 0)
                 exec(s->w, "ROLLBACK", NULL, 0);
         s->in_txn = false;
@@ -511,7 +518,20 @@ static void drop_samples(struct store *s) {
         s->n_pending = 0;
 }
 
+/* The time of a head row, in head_ticks (sql/013): a run's rows are found
+ * through it. A tick's rows share one time: noted once. */
+static int note_tick(struct store *s, int64_t ts) {
+        if (s->in_txn && s->has_last_tick && s->last_tick == ts)
+                return 0;
+        int r = step_params(s, s->insert_tick, PARAMS(p_int(ts)));
+        s->has_last_tick = r == 0 && s->in_txn;
+        s->last_tick = ts;
+        return r;
+}
+
 static int insert_one(struct store *s, int64_t run_id, const struct sample *m) {
+        if (note_tick(s, m->ts_ms) < 0)
+                return -EIO;
         struct param v[SAMPLE_PARAMS + 1];
         sample_params(v, run_id, m);
         v[SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
@@ -526,8 +546,11 @@ static int flush_samples(struct store *s) {
         int r = 0;
         for (size_t b = 0; b < ELEMENTSOF(batch_rows); b++)
                 for (size_t n = batch_rows[b]; s->n_pending - done >= n; done += n) {
-                        for (size_t i = 0; i < n; i++)
+                        for (size_t i = 0; i < n; i++) {
+                                if (note_tick(s, p[done + i].m.ts_ms) < 0)
+                                        r = -EIO;
                                 sample_params(v + i * SAMPLE_PARAMS, p[done + i].run_id, &p[done + i].m);
+                        }
                         v[n * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
                         if (step_all_params(s, s->insert_samples[b], v) < 0)
                                 r = -EIO;

@@ -227,6 +227,57 @@ static void check_steps(struct store *s, int64_t run, int64_t from, int64_t unti
         free(v);
 }
 
+/* More runs than one batch of the compaction holds (it reads the head
+ * once per batch of runs, COMPACT_BATCH_ROWS): every run's samples come back
+ * from the head before (through head_ticks, sql/013) and from its blocks
+ * after, wherever the batches were cut. */
+#define BATCH_RUNS 70
+#define BATCH_N 300 /* five minutes at 1 s: one pass, 21 000 rows */
+static struct sample bv[BATCH_RUNS][BATCH_N];
+
+static size_t batch_mismatches(struct store *s, const int64_t *ids, bool newest_first) {
+        size_t bad = 0;
+        for (int k = 0; k < BATCH_RUNS; k++) {
+                struct collected c = {};
+                CHECK_EQ_INT(raw_samples(s, store_reader(s), ids[k], T0, T0 + HOUR, newest_first, collect, &c), 0);
+                bad += c.n != BATCH_N;
+                for (size_t i = 0; i < c.n && i < BATCH_N; i++)
+                        bad += !same_sample(&c.v[i], &bv[k][newest_first ? BATCH_N - 1 - i : i]);
+                free(c.v);
+        }
+        return bad;
+}
+
+static void test_compaction_batches(void) {
+        struct store *s = open_db("batches.db");
+        if (!s)
+                return;
+        int64_t ids[BATCH_RUNS];
+        uint64_t seed = 5;
+        CHECK_EQ_INT(store_begin(s), 0);
+        for (int k = 0; k < BATCH_RUNS; k++) {
+                ids[k] = add_run(s, 1000 + k);
+                sample_series(bv[k], BATCH_N, (uint64_t)k * 1000000, (uint64_t)(k + 1) << 20, k % 2, &seed);
+        }
+        for (size_t i = 0; i < BATCH_N; i++) /* a tick's rows: every run's sample of one time */
+                for (int k = 0; k < BATCH_RUNS; k++)
+                        CHECK_EQ_INT(store_insert_sample(s, ids[k], &bv[k][i]), 0);
+        CHECK_EQ_INT(store_commit(s), 0);
+        sqlite3 *db = store_writer(s);
+        /* each time once (a tick's rows share one; these series' times jitter by up to 2 ms) */
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM head_ticks"),
+                     db_scalar(db, "SELECT count(DISTINCT ts) FROM samples"));
+        CHECK_EQ_INT(batch_mismatches(s, ids, false), 0);
+        CHECK_EQ_INT(batch_mismatches(s, ids, true), 0);
+        compact_all(s, T0 + 6 * MIN);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM samples"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM head_ticks"), 0);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_blocks"), BATCH_RUNS * 5);
+        CHECK_EQ_INT(db_scalar(db, "SELECT sum(n) FROM sample_blocks"), BATCH_RUNS * BATCH_N);
+        CHECK_EQ_INT(batch_mismatches(s, ids, false), 0);
+        store_close(s);
+}
+
 static void test_answers_equal_sql(void) {
         struct store *s = open_db("answers.db");
         if (!s)
@@ -525,6 +576,7 @@ int main(void) {
                 return 1;
         }
         test_compaction();
+        test_compaction_batches();
         test_answers_equal_sql();
         test_sparks();
         test_ops();
