@@ -356,6 +356,13 @@ static void oom_sample(struct manager *m, struct run *r, int metric, const struc
         struct verdict_report *rep = &r->v.report;
         bool judged = w->pts && w->evaluated_ms != 0 && w->v.evaluated;
         double slope_lo = judged ? w->v.slope_lo_bytes_per_s : 0;
+        /* no growth to forecast from, and the leak verdict that says why is
+         * the one the forecast was made from: it would say the same */
+        if (!(slope_lo > 0) && rep->has_oom[metric] && r->v.oom_leak_ms[metric] == w->evaluated_ms) {
+                rep->oom_evaluated_ms[metric] = ts_ms;
+                return;
+        }
+        r->v.oom_leak_ms[metric] = w->evaluated_ms;
         struct oom_limit lim = { .source = OOM_NONE };
         if (slope_lo > 0 && metric == OOM_RSS) {
                 if (!r->v.limit_read_ms || ts_ms - r->v.limit_read_ms >= LIMIT_EVERY_MS) {

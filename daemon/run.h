@@ -50,6 +50,7 @@ struct run_verdicts {
         struct gpu_idle_watch gpu_watch;
         int64_t limit_read_ms; /* when the memory limit was last read */
         struct oom_limit limit;
+        int64_t oom_leak_ms[_OOM_METRIC_MAX]; /* the leak verdict each forecast was made from (its evaluated_ms) */
         struct verdict_report report; /* the latest verdicts */
         bool dirty;                   /* to store at the next tick */
 };

@@ -47,7 +47,9 @@ static void push(struct leakwatch *w, int64_t i, double bytes) {
                 for (int64_t j = w->last + 1; j < i && j <= w->last + (int64_t)w->cap; j++)
                         *slot(w, j) = LEAKWATCH_NO_FLOOR;
         double kib = round(bytes / 1024.0);
-        *slot(w, i) = kib <= 0 ? 0 : kib >= LEAKWATCH_NO_FLOOR ? LEAKWATCH_NO_FLOOR - 1 : (uint32_t)kib;
+        uint32_t floor = kib <= 0 ? 0 : kib >= LEAKWATCH_NO_FLOOR ? LEAKWATCH_NO_FLOOR - 1 : (uint32_t)kib;
+        w->same_floor = w->has_last && w->last == i - 1 && *slot(w, i - 1) == floor;
+        *slot(w, i) = floor;
         w->last = i;
         w->has_last = true;
 }
@@ -91,7 +93,12 @@ int leakwatch_evaluate(struct leakwatch *w, const struct leak_params *p, struct 
 enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
                                     double bytes, int64_t clear_after_ms) {
         struct leak_verdict v;
-        if (!leakwatch_feed(w, t_s, bytes) || leakwatch_evaluate(w, p, &v) < 0)
+        if (!leakwatch_feed(w, t_s, bytes))
+                return LEAKWATCH_NONE;
+        if (w->same_floor && !w->suspected && w->evaluated_ms != 0 && ++w->unjudged < LEAKWATCH_REJUDGE)
+                return LEAKWATCH_NONE;
+        w->unjudged = 0;
+        if (leakwatch_evaluate(w, p, &v) < 0)
                 return LEAKWATCH_NONE;
         /* while suspected, the verdict shown stays the one that found growth
          * until the verdict clears */

@@ -26,6 +26,8 @@ struct leakwatch {
         double cur_min; /* in bytes */
         bool cur_valid;
         double grace_from_t; /* registration, or the last mark */
+        bool same_floor;     /* the newest floor equals the one of the bucket before it */
+        unsigned unjudged;   /* such floors since the last evaluation */
         /* the verdict */
         struct leak_verdict v;
         bool suspected;
@@ -43,8 +45,13 @@ enum leakwatch_change { LEAKWATCH_NONE, LEAKWATCH_SUSPECTED, LEAKWATCH_CLEARED }
 int leakwatch_init(struct leakwatch *w, const struct leak_params *p);
 void leakwatch_done(struct leakwatch *w);
 /* A sample at t_s (seconds since registration) and ts_ms (realtime); the
- * detector runs whenever a floor completes. clear_after_ms: a suspected
+ * detector runs whenever a floor completes, but for a floor equal to the one
+ * before it while nothing is suspected: one floor more at the same level
+ * hardly moves the verdict, which is judged again at every
+ * LEAKWATCH_REJUDGE-th such floor (a run whose memory is flat, most of a
+ * fleet, pays a fourth of the detector's cost). clear_after_ms: a suspected
  * verdict clears only after that long without any window finding growth. */
+#define LEAKWATCH_REJUDGE 4
 enum leakwatch_change leakwatch_add(struct leakwatch *w, const struct leak_params *p, double t_s, int64_t ts_ms,
                                     double bytes, int64_t clear_after_ms);
 /* The two steps of leakwatch_add(), for tests and benchmarks that judge

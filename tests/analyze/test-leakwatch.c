@@ -172,11 +172,50 @@ static void test_peaks_rise_floor_flat(void) {
         leakwatch_done(&r.w);
 }
 
+/* A floor equal to the one before is judged only at every
+ * LEAKWATCH_REJUDGE-th such floor, while nothing is suspected; a floor that
+ * moved is judged at once. */
+static double constant(double t) {
+        (void)t;
+        return 300 * MIB;
+}
+
+static void test_same_floor_judged_less_often(void) {
+        struct run r = { .t0_ms = 1700000000000, .suspected_at = -1, .cleared_at = -1 };
+        leak_params_default(&r.p);
+        CHECK_EQ_INT(leakwatch_init(&r.w, &r.p), 0);
+        int judged = 0, floors = 0;
+        int64_t last_judged = 0, last_floor = INT64_MIN;
+        for (; r.t < 100; r.t += 0.5) {
+                leakwatch_add(&r.w, &r.p, r.t, r.t0_ms + (int64_t)(r.t * 1000), constant(r.t), 60000);
+                floors += r.w.has_last && r.w.last != last_floor;
+                last_floor = r.w.has_last ? r.w.last : INT64_MIN;
+                judged += r.w.evaluated_ms != last_judged;
+                last_judged = r.w.evaluated_ms;
+        }
+        /* 39 floors in 100 s: the first judged, then every fourth */
+        CHECK(floors >= 38 && floors <= 40);
+        CHECK(judged >= floors / LEAKWATCH_REJUDGE && judged <= floors / LEAKWATCH_REJUDGE + 2);
+        CHECK(r.w.v.evaluated && !r.w.suspected);
+        /* a floor 1 MiB higher: judged as it completes */
+        int64_t completed = 0;
+        for (double until = r.t + 2 * r.w.res_s; r.t < until; r.t += 0.5) {
+                leakwatch_add(&r.w, &r.p, r.t, r.t0_ms + (int64_t)(r.t * 1000), 301 * MIB, 60000);
+                if (r.w.last != last_floor && completed == 0 && r.w.same_floor == false)
+                        completed = r.t0_ms + (int64_t)(r.t * 1000);
+                last_floor = r.w.last;
+        }
+        CHECK(completed > 0);
+        CHECK_EQ_INT(r.w.evaluated_ms, completed);
+        leakwatch_done(&r.w);
+}
+
 int main(void) {
         test_suspect_then_clear();
         test_flat_and_mark();
         test_end();
         test_compact_sparse();
         test_peaks_rise_floor_flat();
+        test_same_floor_judged_less_often();
         TEST_DONE();
 }
