@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]
+#        tools/fuzz.sh --build            # only build the targets (.ci/run, ahead of time)
 #
 # Builds every fuzz target of tests/fuzz/meson.build as a libFuzzer program
 # (clang, ASan + UBSan, in build-fuzz/) and runs each for SECONDS (default
@@ -15,6 +16,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=false
+if [ "${1:-}" = --build ]; then
+    build_only=true
+    shift
+fi
 seconds=${1:-20}
 if [ "$#" -gt 0 ]; then
     shift
@@ -32,6 +38,9 @@ if [ ! -f "$builddir/meson-private/coredata.dat" ]; then
         -Dc_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
 ninja -C "$builddir" $(printf 'tests/fuzz/fuzz-%s ' "${targets[@]}") >/dev/null
+if $build_only; then
+    exit 0
+fi
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
