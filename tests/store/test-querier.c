@@ -231,8 +231,8 @@ static void check_steps(struct store *s, int64_t run, int64_t from, int64_t unti
  * once per batch of runs, COMPACT_BATCH_ROWS): every run's samples come back
  * from the head before (through head_ticks, sql/013) and from its blocks
  * after, wherever the batches were cut. */
-#define BATCH_RUNS 70
-#define BATCH_N 300 /* five minutes at 1 s: one pass, 21 000 rows */
+#define BATCH_RUNS 120
+#define BATCH_N 300 /* five minutes at 1 s: one pass, 36 000 rows */
 static struct sample bv[BATCH_RUNS][BATCH_N];
 
 static size_t batch_mismatches(struct store *s, const int64_t *ids, bool newest_first) {
