@@ -156,16 +156,20 @@ struct head_batch {
         size_t *at, *got;
 };
 
+struct id_key {
+        const int64_t *ids;
+        int64_t id;
+};
+
+static bool id_below(size_t i, const void *ctx) {
+        const struct id_key *k = ctx;
+        return k->ids[i] < k->id;
+}
+
+/* The index of run_id in the batch, or -1. */
 static ssize_t batch_find(const struct head_batch *b, int64_t run_id) {
-        size_t lo = 0, hi = b->n_runs;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (b->ids[mid] < run_id)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return lo < b->n_runs && b->ids[lo] == run_id ? (ssize_t)lo : -1;
+        size_t i = lower_bound(b->n_runs, id_below, &(struct id_key){ .ids = b->ids, .id = run_id });
+        return i < b->n_runs && b->ids[i] == run_id ? (ssize_t)i : -1;
 }
 
 static int64_t minute_of(int64_t ts) {

@@ -106,6 +106,12 @@ static void test_migrate_from_v1(const char *fixtures) {
         store_close(s);
 }
 
+static int count_sample(const struct sample *m, void *userdata) {
+        (void)m;
+        ++*(unsigned *)userdata;
+        return 0;
+}
+
 /* A database of version 6 kept the leak verdict and each sample's GPU use as
  * JSON text: version 7 turns them into typed rows. */
 static void test_migrate_json_to_rows(void) {
@@ -147,6 +153,9 @@ static void test_migrate_json_to_rows(void) {
                                "mem_bytes = 4096 AND util_pct = 12.5"),
                      1);
         CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu"), 1);
+        /* version 13: the head's times in head_ticks, its index by run gone */
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM head_ticks WHERE ts IN (2000, 3000, 4000)"), 3);
+        CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'samples_run'"), 0);
         CHECK_EQ_INT(db_scalar(db, "SELECT count(*) FROM sample_gpu_parts WHERE kind = 'engine' AND "
                                    "((name = 'gfx' AND value = 12.5) OR (name = 'compute' AND value IS NULL))"),
                      2);
@@ -169,6 +178,10 @@ static void test_migrate_json_to_rows(void) {
         CHECK_EQ_INT(query_run(s, &lim, 2, &ri), 0);
         CHECK(ri.leak == NULL);
         run_info_done(&ri);
+        /* the run's head rows, found through head_ticks */
+        unsigned n = 0;
+        CHECK_EQ_INT(raw_samples(s, store_reader(s), 1, 0, 10000, false, count_sample, &n), 0);
+        CHECK_EQ_INT(n, 3);
         store_close(s);
 }
 
