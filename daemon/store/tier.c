@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "store/pack.h"
 #include "util.h"
 
 static uint64_t umax(uint64_t a, uint64_t b) {
@@ -189,141 +190,70 @@ void sample_agg_point(const struct sample_agg *a, int64_t ts, struct sample *ret
 
 /* ---- a tier row, packed -------------------------------------------------------- */
 
-#define PACK_VERSION 1
+#define AGG_PACK_VERSION 1
 
-enum agg_type { AGG_U64, AGG_U32, AGG_DOUBLE };
 /* The figures of a row, in the order of the columns of version 9's rows. */
-static const struct agg_field {
-        size_t off;
-        enum agg_type type;
-} agg_fields[] = {
-        { offsetof(struct sample_agg, samples), AGG_U64 },
-        { offsetof(struct sample_agg, cpu_pct_n), AGG_U64 },
-        { offsetof(struct sample_agg, cpu_pct_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, cpu_pct_max), AGG_DOUBLE },
-        { offsetof(struct sample_agg, cpu_time_ns), AGG_U64 },
-        { offsetof(struct sample_agg, user_time_ns), AGG_U64 },
-        { offsetof(struct sample_agg, system_time_ns), AGG_U64 },
-        { offsetof(struct sample_agg, rss_n), AGG_U64 },
-        { offsetof(struct sample_agg, rss_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, rss_max), AGG_U64 },
-        { offsetof(struct sample_agg, rss_anon_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, rss_anon_max), AGG_U64 },
-        { offsetof(struct sample_agg, peak_rss_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, threads_max), AGG_U32 },
-        { offsetof(struct sample_agg, processes_max), AGG_U32 },
-        { offsetof(struct sample_agg, read_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, write_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, rchar_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, wchar_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, io_rate_n), AGG_U64 },
-        { offsetof(struct sample_agg, read_rate_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, write_rate_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, netns_rx_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, netns_tx_bytes), AGG_U64 },
-        { offsetof(struct sample_agg, net_rate_n), AGG_U64 },
-        { offsetof(struct sample_agg, rx_rate_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, tx_rate_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, gpu_mem_max), AGG_U64 },
-        { offsetof(struct sample_agg, gpu_util_n), AGG_U64 },
-        { offsetof(struct sample_agg, gpu_util_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, energy_j), AGG_DOUBLE },
-        { offsetof(struct sample_agg, pss_n), AGG_U64 },
-        { offsetof(struct sample_agg, pss_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, pss_max), AGG_U64 },
-        { offsetof(struct sample_agg, uss_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, uss_max), AGG_U64 },
-        { offsetof(struct sample_agg, pss_anon_n), AGG_U64 },
-        { offsetof(struct sample_agg, pss_anon_sum), AGG_DOUBLE },
-        { offsetof(struct sample_agg, pss_anon_max), AGG_U64 },
+static const struct pack_field agg_fields[] = {
+        { offsetof(struct sample_agg, samples), PACK_U64 },
+        { offsetof(struct sample_agg, cpu_pct_n), PACK_U64 },
+        { offsetof(struct sample_agg, cpu_pct_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, cpu_pct_max), PACK_DOUBLE },
+        { offsetof(struct sample_agg, cpu_time_ns), PACK_U64 },
+        { offsetof(struct sample_agg, user_time_ns), PACK_U64 },
+        { offsetof(struct sample_agg, system_time_ns), PACK_U64 },
+        { offsetof(struct sample_agg, rss_n), PACK_U64 },
+        { offsetof(struct sample_agg, rss_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, rss_max), PACK_U64 },
+        { offsetof(struct sample_agg, rss_anon_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, rss_anon_max), PACK_U64 },
+        { offsetof(struct sample_agg, peak_rss_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, threads_max), PACK_U32 },
+        { offsetof(struct sample_agg, processes_max), PACK_U32 },
+        { offsetof(struct sample_agg, read_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, write_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, rchar_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, wchar_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, io_rate_n), PACK_U64 },
+        { offsetof(struct sample_agg, read_rate_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, write_rate_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, netns_rx_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, netns_tx_bytes), PACK_U64 },
+        { offsetof(struct sample_agg, net_rate_n), PACK_U64 },
+        { offsetof(struct sample_agg, rx_rate_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, tx_rate_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, gpu_mem_max), PACK_U64 },
+        { offsetof(struct sample_agg, gpu_util_n), PACK_U64 },
+        { offsetof(struct sample_agg, gpu_util_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, energy_j), PACK_DOUBLE },
+        { offsetof(struct sample_agg, pss_n), PACK_U64 },
+        { offsetof(struct sample_agg, pss_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, pss_max), PACK_U64 },
+        { offsetof(struct sample_agg, uss_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, uss_max), PACK_U64 },
+        { offsetof(struct sample_agg, pss_anon_n), PACK_U64 },
+        { offsetof(struct sample_agg, pss_anon_sum), PACK_DOUBLE },
+        { offsetof(struct sample_agg, pss_anon_max), PACK_U64 },
 };
 /* The figures known only where a sample had them, as flags. */
 static const size_t agg_flags[] = { offsetof(struct sample_agg, has_peak), offsetof(struct sample_agg, has_io),
                                     offsetof(struct sample_agg, has_net), offsetof(struct sample_agg, has_gpu_mem),
                                     offsetof(struct sample_agg, has_energy) };
 
-static uint8_t *put_varint(uint8_t *p, uint64_t v) {
-        while (v >= 0x80) {
-                *p++ = (uint8_t)(v | 0x80);
-                v >>= 7;
-        }
-        *p++ = (uint8_t)v;
-        return p;
-}
+_Static_assert(PACK_MAX(ELEMENTSOF(agg_fields)) <= SAMPLE_AGG_PACKED_MAX, "a packed tier row fits its buffer");
 
-static const uint8_t *get_varint(const uint8_t *p, const uint8_t *end, uint64_t *ret) {
-        uint64_t v = 0;
-        for (unsigned shift = 0; p < end && shift < 64; shift += 7) {
-                uint8_t b = *p++;
-                v |= (uint64_t)(b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return p;
-                }
-        }
-        return NULL;
-}
-
-static uint64_t field_u64(const struct sample_agg *a, const struct agg_field *f) {
-        const char *p = (const char *)a + f->off;
-        if (f->type == AGG_U32)
-                return *(const uint32_t *)p;
-        uint64_t u;
-        memcpy(&u, p, sizeof u); /* a double's bits */
-        return u;
-}
+static const struct pack_layout agg_layout = { .version = AGG_PACK_VERSION,
+                                               .fields = agg_fields,
+                                               .n_fields = ELEMENTSOF(agg_fields),
+                                               .flags = agg_flags,
+                                               .n_flags = ELEMENTSOF(agg_flags) };
 
 size_t sample_agg_pack(const struct sample_agg *a, uint8_t buf[static SAMPLE_AGG_PACKED_MAX]) {
-        uint64_t flags = 0, present = 0;
-        for (size_t i = 0; i < ELEMENTSOF(agg_flags); i++)
-                flags |= (uint64_t) * (const bool *)((const char *)a + agg_flags[i]) << i;
-        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++)
-                present |= (uint64_t)(field_u64(a, &agg_fields[i]) != 0) << i;
-        uint8_t *p = buf;
-        *p++ = PACK_VERSION;
-        p = put_varint(p, flags);
-        p = put_varint(p, present);
-        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++) {
-                uint64_t v = field_u64(a, &agg_fields[i]);
-                if (v == 0)
-                        continue;
-                if (agg_fields[i].type != AGG_DOUBLE)
-                        p = put_varint(p, v);
-                else
-                        for (int k = 0; k < 8; k++)
-                                *p++ = (uint8_t)(v >> (8 * k));
-        }
-        return (size_t)(p - buf);
+        return pack_struct(&agg_layout, a, buf);
 }
 
 int sample_agg_unpack(const void *data, size_t len, struct sample_agg *ret) {
-        const uint8_t *p = data, *end = p + len;
         struct sample_agg a = {};
-        uint64_t flags, present;
-        if (!p || len < 1 || *p++ != PACK_VERSION || !(p = get_varint(p, end, &flags)) ||
-            !(p = get_varint(p, end, &present)) || flags >> ELEMENTSOF(agg_flags) || present >> ELEMENTSOF(agg_fields))
-                return -EBADMSG;
-        for (size_t i = 0; i < ELEMENTSOF(agg_flags); i++)
-                *(bool *)((char *)&a + agg_flags[i]) = (flags >> i) & 1;
-        for (size_t i = 0; i < ELEMENTSOF(agg_fields); i++) {
-                if (!((present >> i) & 1))
-                        continue;
-                char *f = (char *)&a + agg_fields[i].off;
-                uint64_t v = 0;
-                if (agg_fields[i].type == AGG_DOUBLE) {
-                        if (end - p < 8)
-                                return -EBADMSG;
-                        for (int k = 0; k < 8; k++)
-                                v |= (uint64_t)*p++ << (8 * k);
-                        memcpy(f, &v, sizeof v);
-                } else if (!(p = get_varint(p, end, &v)) || (agg_fields[i].type == AGG_U32 && v > UINT32_MAX))
-                        return -EBADMSG;
-                else if (agg_fields[i].type == AGG_U32)
-                        *(uint32_t *)f = (uint32_t)v;
-                else
-                        memcpy(f, &v, sizeof v);
-        }
-        if (p != end)
+        if (unpack_struct(&agg_layout, data, len, &a) < 0)
                 return -EBADMSG;
         *ret = a;
         return 0;
@@ -336,14 +266,14 @@ static void tier_pack_sql(sqlite3_context *c, int argc, sqlite3_value **v) {
         struct sample_agg a = {};
         for (int i = 0; i < argc && (size_t)i < ELEMENTSOF(agg_fields); i++) {
                 char *f = (char *)&a + agg_fields[i].off;
-                if (agg_fields[i].type == AGG_DOUBLE) {
+                if (agg_fields[i].type == PACK_DOUBLE) {
                         double d = sqlite3_value_double(v[i]); /* NULL reads 0 */
                         memcpy(f, &d, sizeof d);
                         continue;
                 }
                 int64_t x = sqlite3_value_int64(v[i]);
                 uint64_t u = x < 0 ? 0 : (uint64_t)x;
-                if (agg_fields[i].type == AGG_U32)
+                if (agg_fields[i].type == PACK_U32)
                         *(uint32_t *)f = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
                 else
                         memcpy(f, &u, sizeof u);
