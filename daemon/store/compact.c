@@ -220,7 +220,11 @@ static int compact_batch(struct compaction *c, sqlite3_stmt *scan, struct head_b
                 ssize_t k = batch_find(b, sqlite3_column_int64(scan, 0));
                 if (k < 0 || b->got[k] == b->n_rows[k])
                         continue; /* cannot be: counted in the same transaction */
-                store_row_to_sample(scan, 1, &v[b->at[k] + b->got[k]++]);
+                if (store_row_to_sample(scan, 1, &v[b->at[k] + b->got[k]]) == 0)
+                        b->got[k]++;
+                else /* it goes with the rest of the minute: nothing can be made of it */
+                        log_warning("compact: run %lld: the head row of %lld does not unpack; it is dropped",
+                                    (long long)b->ids[k], (long long)sqlite3_column_int64(scan, 1));
         }
         if (rc != SQLITE_DONE)
                 r = log_warning_errno(EIO, "compact: %s", sqlite3_errmsg(c->db));

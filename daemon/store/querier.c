@@ -550,13 +550,12 @@ static ssize_t id_index(const int64_t *ids, size_t n, int64_t id) {
 
 int querier_sparks(struct store *s, const struct query_limits *l, const int64_t *ids, size_t n, int64_t from,
                    int64_t until, bool head, size_t stride, struct spark_point *ret) {
-        /* the minute tier, and the head's rows grouped by minute: a minute
+        /* the minute tier, and the head's rows added up by minute: a minute
          * is in one or the other (the compaction moves it in one
          * transaction), save late rows, which add up */
         static const char *const sql[] = {
                 "SELECT run_id, ts, agg FROM samples_1m WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3",
-                "SELECT run_id, ts / 60000 * 60000 AS m, count(cpu_pct), sum(cpu_pct), count(rss_bytes), "
-                "sum(rss_bytes) FROM samples WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3 GROUP BY run_id, m",
+                "SELECT run_id, " STORE_SAMPLE_COLUMNS " FROM samples WHERE " IN_IDS " AND ts >= ?2 AND ts < ?3",
         };
         if (n == 0 || until <= from)
                 return 0;
@@ -583,11 +582,12 @@ int querier_sparks(struct store *s, const struct query_limits *l, const int64_t 
                                 if (sample_agg_unpack(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
                                                       &a) < 0)
                                         continue;
-                        } else
-                                a = (struct sample_agg){ .cpu_pct_n = (uint64_t)sqlite3_column_int64(st, 2),
-                                                         .cpu_pct_sum = sqlite3_column_double(st, 3),
-                                                         .rss_n = (uint64_t)sqlite3_column_int64(st, 4),
-                                                         .rss_sum = sqlite3_column_double(st, 5) };
+                        } else { /* a head row: one that does not unpack is left out */
+                                struct sample m;
+                                if (store_row_to_sample(st, 1, &m) < 0)
+                                        continue;
+                                sample_agg_add(&a, &m);
+                        }
                         p->cpu_n += a.cpu_pct_n;
                         p->cpu_sum += a.cpu_pct_sum;
                         p->rss_n += a.rss_n;

@@ -88,7 +88,11 @@ static int walk_blocks(struct store *s, sqlite3 *db, int64_t run_id, struct walk
 
 static int head_row(sqlite3_stmt *st, int64_t run_id, struct walk *w) {
         struct sample m;
-        store_row_to_sample(st, 0, &m);
+        if (store_row_to_sample(st, 0, &m) < 0) {
+                log_warning("store: run %lld: the head row of %lld does not unpack; it is left out", (long long)run_id,
+                            (long long)sqlite3_column_int64(st, 0));
+                return 0;
+        }
         return walk_one(w, &m);
 }
 

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/store.h"
 
-#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include "analyze/leak.h"
 #include "analyze/leakwatch.h"
 #include "analyze/ops.h"
+#include "store/head.h"
 #include "store/param.h"
 #include "store/tier.h"
 #include "store/walcheck.h"
@@ -27,8 +27,8 @@ extern const size_t sql_migrations_count;
 /* The statements a flush uses, largest first: the rest of a tick (1 000
  * runs: 15 x 64 + 40) goes in 16 and 4 rows, then one by one. */
 static const size_t batch_rows[] = { SAMPLE_BATCH, 16, 4, 1 };
-/* ts, the sample's columns, run_id */
-#define SAMPLE_PARAMS 28
+/* ts, run_id, data */
+#define SAMPLE_PARAMS 3
 
 struct store {
         sqlite3 *w, *r;
@@ -38,8 +38,9 @@ struct store {
         int64_t last_tick;                                     /* the last one noted in this transaction */
         bool has_last_tick;
         struct pending_sample {
-                int64_t run_id;
-                struct sample m;
+                int64_t run_id, ts;
+                size_t len;
+                uint8_t data[HEAD_PACKED_MAX];
         } pending[SAMPLE_BATCH];
         size_t n_pending;
         bool in_txn;
@@ -110,7 +111,8 @@ int store_migrate(sqlite3 *db, unsigned target, char *errbuf, size_t errlen) {
                          sql_migrations_count);
                 return -EPROTO;
         }
-        if (v < target && tier_register_pack(db) < 0) { /* sql/012 packs the tiers' rows with it */
+        /* sql/012 packs the tiers' rows, sql/014 the head's, with these */
+        if (v < target && (tier_register_pack(db) < 0 || head_register_pack(db) < 0)) {
                 snprintf(errbuf, errlen, "cannot set up the migrations: %s", sqlite3_errmsg(db));
                 return -EIO;
         }
@@ -136,7 +138,7 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
 
 /* INSERT into samples with n rows of parameters. */
 static int prepare_sample_insert(sqlite3 *db, size_t n, sqlite3_stmt **st) {
-        static const char head[] = "INSERT OR REPLACE INTO samples (" STORE_SAMPLE_COLUMNS ", run_id) VALUES ";
+        static const char head[] = "INSERT OR REPLACE INTO samples (ts, run_id, data) VALUES ";
         char sql[sizeof head + SAMPLE_BATCH * (2 * SAMPLE_PARAMS + 2)];
         size_t k = strlen(head);
         memcpy(sql, head, k);
@@ -375,73 +377,6 @@ static bool col_double(sqlite3_stmt *st, int i, double *v) {
         return true;
 }
 
-/* STORE_SAMPLE_COLUMNS after ts, in its order, grouped by the flag that says whether they are known
- * (else they are stored as NULL; read back, the group's first column sets the flag): their type and
- * where they lie in struct sample. */
-#define FIELD(f) offsetof(struct sample, f)
-#define ALWAYS 0
-static const struct sample_group {
-        enum { COL_U64, COL_U32, COL_DOUBLE } type;
-        size_t known;     /* the flag's offset; ALWAYS: always known */
-        size_t fields[4]; /* offsets; 0 ends the list (ts_ms lies there) */
-} sample_groups[] = {
-        { COL_DOUBLE, FIELD(has_cpu_pct), { FIELD(cpu_pct) } },
-        { COL_U64, ALWAYS, { FIELD(cpu_time_ns), FIELD(user_time_ns), FIELD(system_time_ns) } },
-        { COL_U64, FIELD(has_rss), { FIELD(rss_bytes), FIELD(rss_anon_bytes) } },
-        { COL_U64, FIELD(has_peak_rss), { FIELD(peak_rss_bytes) } },
-        { COL_U32, ALWAYS, { FIELD(threads), FIELD(processes) } },
-        { COL_U64, FIELD(has_io), { FIELD(read_bytes), FIELD(write_bytes), FIELD(rchar_bytes), FIELD(wchar_bytes) } },
-        { COL_DOUBLE, FIELD(has_io_rate), { FIELD(read_bytes_per_s), FIELD(write_bytes_per_s) } },
-        { COL_U64, FIELD(has_net), { FIELD(netns_rx_bytes), FIELD(netns_tx_bytes) } },
-        { COL_DOUBLE, FIELD(has_net_rate), { FIELD(netns_rx_bytes_per_s), FIELD(netns_tx_bytes_per_s) } },
-        { COL_U64, FIELD(has_gpu_mem), { FIELD(gpu_mem_bytes) } },
-        { COL_DOUBLE, FIELD(has_gpu_util), { FIELD(gpu_util_pct) } },
-        { COL_DOUBLE, FIELD(has_energy), { FIELD(energy_j) } },
-        { COL_U64, ALWAYS, { FIELD(interval_us) } },
-        { COL_U64, FIELD(has_pss), { FIELD(pss_bytes), FIELD(uss_bytes) } },
-        { COL_U64, FIELD(has_pss_anon), { FIELD(pss_anon_bytes) } },
-};
-#undef ALWAYS
-#undef FIELD
-
-static struct param sample_param(const struct sample *m, const struct sample_group *g, size_t field) {
-        const char *base = (const char *)m;
-        bool known = g->known == 0 || *(const bool *)(base + g->known);
-        switch (g->type) {
-        case COL_U64:
-                return p_u64(known, *(const uint64_t *)(base + field));
-        case COL_U32:
-                return p_u64(known, *(const uint32_t *)(base + field));
-        case COL_DOUBLE: {
-                /* A whole number (0 % of an idle process's CPU) goes in as
-                 * an integer: SQLite writes it so in a REAL column anyway
-                 * and reads it back as the same double. */
-                double d = *(const double *)(base + field);
-                if (known && d >= -0x1p47 && d <= 0x1p47 && d == (double)(int64_t)d)
-                        return p_int((int64_t)d);
-                return p_double(known, d);
-        }
-        }
-        return p_null();
-}
-
-/* Reads column k into the field; whether it was not NULL. */
-static bool sample_read(sqlite3_stmt *st, int k, const struct sample_group *g, char *field) {
-        uint64_t u;
-        switch (g->type) {
-        case COL_U64:
-                return col_u64(st, k, (uint64_t *)field);
-        case COL_U32:
-                if (!col_u64(st, k, &u))
-                        return false;
-                *(uint32_t *)field = (uint32_t)u;
-                return true;
-        case COL_DOUBLE:
-                return col_double(st, k, (double *)field);
-        }
-        return false;
-}
-
 int store_insert_run(struct store *s, struct run_info *ri) {
         int r = step_params(s, s->insert_run,
                             PARAMS(p_int(ri->pid), p_u64(true, ri->start_time_ticks), p_text(ri->boot_id),
@@ -503,15 +438,17 @@ int store_apply_rusage(struct store *s, int64_t id, uint64_t max_rss_bytes, bool
                                   p_u64(true, system_ns)));
 }
 
-/* The SAMPLE_PARAMS parameters of a sample row into v. */
-static void sample_params(struct param *v, int64_t run_id, const struct sample *m) {
-        size_t n = 0;
-        v[n++] = p_int(m->ts_ms);
-        for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++)
-                for (size_t j = 0; j < ELEMENTSOF(sample_groups[i].fields) && sample_groups[i].fields[j]; j++)
-                        v[n++] = sample_param(m, &sample_groups[i], sample_groups[i].fields[j]);
-        v[n++] = p_int(run_id);
-        assert(n == SAMPLE_PARAMS);
+/* The SAMPLE_PARAMS parameters of a head row into v. */
+static void sample_params(struct param *v, const struct pending_sample *p) {
+        v[0] = p_int(p->ts);
+        v[1] = p_int(p->run_id);
+        v[2] = p_blob(p->data, p->len);
+}
+
+static void pending_set(struct pending_sample *p, int64_t run_id, const struct sample *m) {
+        p->run_id = run_id;
+        p->ts = m->ts_ms;
+        p->len = head_pack(m, p->data);
 }
 
 static void drop_samples(struct store *s) {
@@ -532,8 +469,10 @@ static int note_tick(struct store *s, int64_t ts) {
 static int insert_one(struct store *s, int64_t run_id, const struct sample *m) {
         if (note_tick(s, m->ts_ms) < 0)
                 return -EIO;
+        struct pending_sample p;
+        pending_set(&p, run_id, m);
         struct param v[SAMPLE_PARAMS + 1];
-        sample_params(v, run_id, m);
+        sample_params(v, &p);
         v[SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
         return step_all_params(s, s->insert_sample, v);
 }
@@ -547,9 +486,9 @@ static int flush_samples(struct store *s) {
         for (size_t b = 0; b < ELEMENTSOF(batch_rows); b++)
                 for (size_t n = batch_rows[b]; s->n_pending - done >= n; done += n) {
                         for (size_t i = 0; i < n; i++) {
-                                if (note_tick(s, p[done + i].m.ts_ms) < 0)
+                                if (note_tick(s, p[done + i].ts) < 0)
                                         r = -EIO;
-                                sample_params(v + i * SAMPLE_PARAMS, p[done + i].run_id, &p[done + i].m);
+                                sample_params(v + i * SAMPLE_PARAMS, &p[done + i]);
                         }
                         v[n * SAMPLE_PARAMS] = (struct param){ .type = PARAM_END };
                         if (step_all_params(s, s->insert_samples[b], v) < 0)
@@ -562,7 +501,7 @@ static int flush_samples(struct store *s) {
 int store_insert_sample(struct store *s, int64_t run_id, const struct sample *m) {
         if (!s->in_txn)
                 return insert_one(s, run_id, m);
-        s->pending[s->n_pending++] = (struct pending_sample){ .run_id = run_id, .m = *m };
+        pending_set(&s->pending[s->n_pending++], run_id, m);
         return s->n_pending == SAMPLE_BATCH ? flush_samples(s) : 0;
 }
 
@@ -675,19 +614,9 @@ int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri) {
         return 0;
 }
 
-void store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
-        char *base = (char *)m;
-        int k = c;
-        memset(m, 0, sizeof *m);
-        m->ts_ms = sqlite3_column_int64(st, k++);
-        for (size_t i = 0; i < ELEMENTSOF(sample_groups); i++) {
-                const struct sample_group *g = &sample_groups[i];
-                for (size_t j = 0; j < ELEMENTSOF(g->fields) && g->fields[j]; j++) {
-                        bool known = sample_read(st, k++, g, base + g->fields[j]);
-                        if (j == 0 && g->known)
-                                *(bool *)(base + g->known) = known;
-                }
-        }
+int store_row_to_sample(sqlite3_stmt *st, int c, struct sample *m) {
+        return head_unpack(sqlite3_column_int64(st, c), sqlite3_column_blob(st, c + 1),
+                           (size_t)sqlite3_column_bytes(st, c + 1), m);
 }
 
 int store_load_running(struct store *s, struct run_info **ret, size_t *ret_n) {

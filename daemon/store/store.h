@@ -117,13 +117,10 @@ static inline void sqlite3_resetp(sqlite3_stmt **s) {
         "final_uss_bytes, exit_code, exit_signal, step_op, first_step_ts, first_step_ms"
 int store_row_to_run_info(sqlite3_stmt *st, struct run_info *ri);
 
-#define STORE_SAMPLE_COLUMNS                                                                               \
-        "ts, cpu_pct, cpu_time_ns, user_time_ns, system_time_ns, rss_bytes, rss_anon_bytes, "              \
-        "peak_rss_bytes, threads, processes, read_bytes, write_bytes, rchar_bytes, wchar_bytes, "          \
-        "read_bytes_per_s, write_bytes_per_s, netns_rx_bytes, netns_tx_bytes, netns_rx_bytes_per_s, "      \
-        "netns_tx_bytes_per_s, gpu_mem_bytes, gpu_util_pct, energy_j, interval_us, pss_bytes, uss_bytes, " \
-        "pss_anon_bytes"
-void store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
+/* A head row's columns (store/head.h), and its sample from them at first_col:
+ * -EBADMSG for data that does not unpack. */
+#define STORE_SAMPLE_COLUMNS "ts, data"
+int store_row_to_sample(sqlite3_stmt *st, int first_col, struct sample *smp);
 
 /* Loads every run in state 'running' (daemon start). Caller frees with
  * run_info_done on each and free(). */

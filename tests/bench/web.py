@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 
+import headrow
 from benchlib import SRC, call, free_port, timed_get
 
 DAY_MS = 86400 * 1000
@@ -164,9 +165,9 @@ def grow_day(db, rid):
     c = sqlite3.connect(db)
     t1 = (int(time.time() * 1000) // 1000 - 120) * 1000
     t0 = t1 - DAY_MS
-    cols = [r[1] for r in c.execute("PRAGMA table_info(samples)")]
-    sample = dict(zip(cols, c.execute("SELECT * FROM samples WHERE run_id = ? AND cpu_pct IS NOT NULL "
-                                      "ORDER BY ts DESC LIMIT 1", (rid,)).fetchone()))
+    rows = [headrow.unpack(d) for (d,) in c.execute("SELECT data FROM samples WHERE run_id = ? ORDER BY ts DESC",
+                                                       (rid,))]
+    sample = next(r for r in rows if r["has_cpu_pct"])
     slices = c.execute("SELECT op, category, count, timings, hist FROM op_slices WHERE run_id = ? AND timings > 0 "
                        "GROUP BY op HAVING ts = MAX(ts)", (rid,)).fetchall()
     c.execute("DELETE FROM samples WHERE run_id = ?", (rid,))
@@ -174,17 +175,17 @@ def grow_day(db, rid):
     marks = [(rid, t0 + 600_000, "warmup-done"), (rid, t0 + 12 * 3600_000, "eval")]
     c.execute("DELETE FROM marks WHERE run_id = ?", (rid,))
     c.executemany("INSERT INTO marks (run_id, ts, label) VALUES (?, ?, ?)", marks)
-    ph = ",".join("?" * len(cols))
     rows = []
     for i in range(86400):
         s = dict(sample)
-        s["ts"] = t0 + i * 1000
-        s["rss_bytes"] = (s["rss_bytes"] or 0) + i * 1024
-        s["rss_anon_bytes"] = (s["rss_anon_bytes"] or 0) + i * 1024
+        s["has_rss"] = True
+        s["rss_bytes"] += i * 1024
+        s["rss_anon_bytes"] += i * 1024
         s["cpu_pct"] = 40 + 20 * ((i // 600) % 2)
         s["cpu_time_ns"] = i * 500_000_000
-        rows.append(tuple(s[k] for k in cols))
-    c.executemany(f"INSERT INTO samples ({','.join(cols)}) VALUES ({ph})", rows)
+        rows.append((t0 + i * 1000, rid, headrow.pack(s)))
+    c.executemany("INSERT INTO samples (ts, run_id, data) VALUES (?, ?, ?)", rows)
+    c.executemany("INSERT OR IGNORE INTO head_ticks (ts) VALUES (?)", [(r[0],) for r in rows])
     c.executemany("INSERT INTO op_slices (ts, run_id, op, category, count, timings, hist) VALUES (?, ?, ?, ?, ?, ?, ?)",
                   [(t0 + i * 1000, rid, *sl) for i in range(86400) for sl in slices])
     c.execute("UPDATE runs SET state = 'exited', registered_ts = ?, ended_ts = ?, last_ts = ?, samples = 86400 "

@@ -5,8 +5,10 @@
  *  - the input as the samples themselves (the bytes laid over struct
  *    sample, flags made booleans, a rate whose flag is off 0): they encode,
  *    and decode back bit for bit;
- *  - the input as a packed row of the minute or hour tier (store/tier.c):
- *    if it unpacks, its figures pack again and unpack to the same.
+ *  - the input as a packed row of the minute or hour tier (store/tier.c)
+ *    and as a packed head row (store/head.c): if it unpacks, its figures
+ *    pack again and unpack to the same;
+ *  - the samples above as head rows: each packs, and unpacks bit for bit.
  *
  *   tools/fuzz.sh 60 block */
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "store/block.h"
+#include "store/head.h"
 #include "store/tier.h"
 
 #include "fuzz/fuzz-assert.h"
@@ -112,10 +115,31 @@ static void tier_row(const uint8_t *data, size_t size) {
         fuzz_assert(sample_agg_pack(&b, again) == n && memcmp(buf, again, n) == 0);
 }
 
+static void head_row(const uint8_t *data, size_t size) {
+        struct sample a, b;
+        if (head_unpack(1, data, size, &a) < 0)
+                return;
+        uint8_t buf[HEAD_PACKED_MAX], again[HEAD_PACKED_MAX];
+        size_t n = head_pack(&a, buf);
+        fuzz_assert(head_unpack(1, buf, n, &b) == 0);
+        fuzz_assert(head_pack(&b, again) == n && memcmp(buf, again, n) == 0);
+}
+
+/* A sample as a head row: it keeps every figure (rates whatever their flags). */
+static void head_round_trip(const struct sample *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                uint8_t buf[HEAD_PACKED_MAX];
+                struct sample back;
+                fuzz_assert(head_unpack(v[i].ts_ms, buf, head_pack(&v[i], buf), &back) == 0);
+                fuzz_assert(same(&v[i], &back));
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct sample *v = NULL;
         size_t n = 0;
         tier_row(data, size);
+        head_row(data, size);
         if (block_decode(data, size, &v, &n) == 0) {
                 round_trip(v, n);
                 free(v);
@@ -141,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (!s->has_net_rate)
                         s->netns_rx_bytes_per_s = s->netns_tx_bytes_per_s = 0;
         }
+        head_round_trip(v, n);
         round_trip(v, n);
         free(v);
         return 0;
