@@ -37,9 +37,11 @@ struct member {
         /* its children's CPU (stat's cutime and cstime) at the previous
          * sample: what grew since is the children it reaped meanwhile */
         uint64_t prev_cutime_ticks, prev_cstime_ticks;
-        /* its stat when last read, and how many samples since reused it */
-        bool has_st;
-        uint8_t st_reused;
+        /* its stat when last read, and how many samples since reused it;
+         * the same for its statm */
+        bool has_st, has_statm;
+        uint8_t st_reused, statm_reused;
+        struct proc_statm statm;
         /* its CPU clock and resident pages when the tree's smaps_rollup was
          * last read (has_smaps: it was read then) */
         bool has_smaps;
@@ -223,6 +225,7 @@ struct reading {
         uint64_t netns;
         bool has_netns;
         bool reused_st;        /* st and io are the previous sample's */
+        bool reused_statm;     /* and so is statm */
         int dirfd;             /* the run's, or fds.dir */
         struct member_fds fds; /* owned */
 };

@@ -3,12 +3,14 @@
 process over the same span: CPU %, bytes written, RSS, process trees, and
 null (not 0) for what cannot be known."""
 
+import ctypes
 import math
 import os
+import sys
 
 import pytest
 
-from conftest import cpu_pct_between, MiB, now_ms, proc_io, read_proc, record_cpu, statm_rss_bytes
+from conftest import cpu_pct_between, Helper, MiB, now_ms, proc_io, read_proc, record_cpu, statm_rss_bytes
 
 
 
@@ -156,3 +158,73 @@ def test_unknown_is_null_never_zero(mlmond, helpers):
     assert w["samples"] == 0
     for k in ("cpu_pct", "read_bytes_per_s", "write_bytes_per_s", "netns_rx_bytes_per_s", "netns_tx_bytes_per_s"):
         assert w[k] is None, (k, w)
+
+
+# A process that maps a file, reads every page of it, says "ready", then
+# waits on its stdin without running.
+MAPPER = r"""
+import mmap, sys
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+n = len(m)
+sum(m[i] for i in range(0, n, mmap.PAGESIZE))
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def page_out(pid, start, length):
+    """process_madvise(MADV_PAGEOUT) of [start, start + length) of pid: the
+    kernel reclaims those pages while pid does not run."""
+
+    class Iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.pidfd_open(pid)
+    try:
+        iov = Iovec(start, length)
+        n = libc.syscall(440, fd, ctypes.byref(iov), 1, 21, 0)  # SYS_process_madvise, MADV_PAGEOUT
+        assert n >= 0, f"process_madvise: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(fd)
+
+
+def test_rss_drop_of_idle_process(mlmond, data_dir):
+    """A process that does not run is not read again at every sample, but its
+    statm is at every 4th (doc/figures.md): pages reclaimed from it
+    meanwhile show within 4 samples."""
+    path = os.path.join(data_dir, "mapped")
+    with open(path, "wb") as f:
+        f.write(os.urandom(1 << 20) * 64)
+        f.flush()
+        os.fsync(f.fileno())  # clean pages: reclaim drops them at once
+    h = Helper([sys.executable, "-c", MAPPER, path])
+    try:
+        idle_rss_drop(mlmond, h, path)
+    finally:
+        h.close()
+
+
+def idle_rss_drop(mlmond, h, path):
+    h.expect("ready")
+    maps = read_proc(h.pid, "maps").decode().splitlines()
+    start, end = next(line.split()[0] for line in maps if line.endswith(path)).split("-")
+    start, end = int(start, 16), int(end, 16)
+    run = mlmond.register(h.pid, interval="250ms")
+    before = statm_rss_bytes(h.pid)
+    assert before >= 64 * MiB, before
+    # samples enough that its stat and statm are reused (the clock stands still)
+    ts = mlmond.wait_sample_after(run["id"], now_ms() + 2000, timeout=6.0)["latest"]["ts"]
+    clock = read_proc(h.pid, "schedstat").split()[0]
+    page_out(h.pid, start, end - start)
+    t = now_ms()
+    after = statm_rss_bytes(h.pid)
+    assert after <= before - 48 * MiB, f"the kernel reclaimed only {(before - after) / MiB:.0f} MiB"
+    mlmond.wait_sample_after(run["id"], t + 2000, timeout=6.0)
+    assert read_proc(h.pid, "schedstat").split()[0] == clock, "the process ran: nothing was reused"
+    s = [x for x in mlmond.samples(run["id"], f"?from={ts}") if x["ts"] > t]
+    assert len(s) >= 4, s
+    seen = [i for i, x in enumerate(s) if x["rss_bytes"] <= after + 4 * MiB]
+    assert seen and seen[0] < 4, [(x["ts"] - t, x["rss_bytes"]) for x in s]
+    assert all(x["rss_bytes"] <= after + 4 * MiB for x in s[seen[0]:]), s
