@@ -161,6 +161,43 @@ static void run_record_exit(struct manager *m, struct run *r) {
                 m->tick_errors++;
 }
 
+/* What ending a run stores, in the caller's transaction: its last sample
+ * (last, if any), its totals, its op slices still open, its leak and other
+ * verdicts, the reason as a mark, how it exited, its state. */
+static int end_run_stored(struct manager *m, struct run *r, enum run_state state, int64_t now_ms,
+                          const struct sample *last, const char *reason) {
+        if (last) {
+                run_totals_add(&r->info.totals, last);
+                if (manager_store_sample(m, r, last) < 0)
+                        m->tick_errors++;
+        }
+        if (store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
+                m->tick_errors++;
+        ops_rotate(&r->ops, INT64_MAX);
+        store_run_ops(m, r);
+        double t_end_s = (double)(now_ms - r->info.registered_ts_ms) / 1000.0;
+        leakwatch_end(&r->leak, &m->leak_params, t_end_s);
+        if (r->leak_gpu.pts)
+                leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
+        manager_store_leak(m, r);
+        manager_verdicts_end(m, r, state == RUN_EXITED, now_ms);
+        if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
+                m->tick_errors++;
+        if (state == RUN_EXITED)
+                run_record_exit(m, r);
+        return store_update_run_state(m->store, r->info.id, state, now_ms);
+}
+
+/* An ended run out of the active set (its fds closed). */
+static void drop_ended_run(struct manager *m, struct run *r, enum run_state state) {
+        log_debug("run %lld (pid %d) %s", (long long)r->info.id, r->info.pid, run_state_to_string(state));
+        m->data_generation++;
+        manager_forget_senders(m);
+        size_t i = run_index(m, r);
+        if (i != SIZE_MAX)
+                manager_drop_run(m, i);
+}
+
 /* Ends a run: a last sample where the exited process can still be read (a
  * zombie shows its final CPU time and I/O: a job shorter than one interval
  * is then still measured), the state change stored, fds closed, dropped
@@ -175,26 +212,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
         }
         int q = store_begin(m->store);
         if (q == 0) {
-                if (have) {
-                        run_totals_add(&r->info.totals, &s);
-                        if (manager_store_sample(m, r, &s) < 0)
-                                m->tick_errors++;
-                }
-                if (store_update_run_totals(m->store, r->info.id, &r->info.totals) < 0)
-                        m->tick_errors++;
-                ops_rotate(&r->ops, INT64_MAX);
-                store_run_ops(m, r);
-                double t_end_s = (double)(now_ms - r->info.registered_ts_ms) / 1000.0;
-                leakwatch_end(&r->leak, &m->leak_params, t_end_s);
-                if (r->leak_gpu.pts)
-                        leakwatch_end(&r->leak_gpu, &m->leak_params, t_end_s);
-                manager_store_leak(m, r);
-                manager_verdicts_end(m, r, state == RUN_EXITED, now_ms);
-                if (reason && store_insert_mark(m->store, r->info.id, now_ms, reason) < 0)
-                        m->tick_errors++;
-                if (state == RUN_EXITED)
-                        run_record_exit(m, r);
-                q = store_update_run_state(m->store, r->info.id, state, now_ms);
+                q = end_run_stored(m, r, state, now_ms, have ? &s : NULL, reason);
                 if (q == 0)
                         q = store_commit(m->store);
                 else
@@ -202,12 +220,7 @@ int manager_end_run(struct manager *m, struct run *r, enum run_state state, bool
         }
         if (q < 0)
                 m->tick_errors++;
-        log_debug("run %lld (pid %d) %s", (long long)r->info.id, r->info.pid, run_state_to_string(state));
-        m->data_generation++;
-        manager_forget_senders(m);
-        size_t i = run_index(m, r);
-        if (i != SIZE_MAX)
-                manager_drop_run(m, i);
+        drop_ended_run(m, r, state);
         return q;
 }
 
@@ -366,17 +379,16 @@ static int manager_tick(struct manager *m) {
                 struct sample s;
                 int q = probe_sample(&m->collect, r->probe, start, now_ms, false, &s);
                 if (q == -ESRCH) {
-                        if (in_txn) {
-                                manager_verdicts_end(m, r, true, now_ms);
-                                run_record_exit(m, r);
-                        }
-                        if (in_txn && store_update_run_state(m->store, r->info.id, RUN_EXITED, now_ms) < 0)
-                                m->tick_errors++;
+                        /* gone before its pidfd's event was handled: it
+                         * ends here, in the tick's transaction if one is
+                         * open, storing all that manager_end_run() does */
                         if (!in_txn) {
                                 manager_end_run(m, r, RUN_EXITED, false, NULL);
                                 continue;
                         }
-                        manager_drop_run(m, i);
+                        if (end_run_stored(m, r, RUN_EXITED, now_ms, NULL, NULL) < 0)
+                                m->tick_errors++;
+                        drop_ended_run(m, r, RUN_EXITED);
                         continue;
                 }
                 if (q == -EPERM) {

@@ -7,12 +7,14 @@ of rank floor(q * (n - 1)) in sorted order)."""
 
 import json
 import math
+import os
 import random
+import signal
 import time
 
 import pytest
 
-from conftest import MLMONCTL, wait_for
+from conftest import MLMONCTL, now_ms, wait_for
 from test_statsd import (agents, cmd, counters, delta, latency, lines, op_count, registered,  # noqa: F401
                          settle, throughput_ops)
 
@@ -450,3 +452,27 @@ def test_latency_survives_a_restart(mlmond, agents):
     mlmond.restart()
     assert latency(mlmond, rid, q)["ops"]["lat"]["count"] == 8000
     assert latency(mlmond, rid, q)["ops"]["lat"]["p99_ms"] == o["p99_ms"]
+
+
+def test_timings_of_a_process_found_gone_by_a_tick(mlmond, agents):
+    """A run's process may be found gone by a tick before its pidfd's event
+    is handled (the tick's timer goes first): that run ends inside the
+    tick's transaction, and what it timed since the last tick is stored
+    all the same, as when the pidfd's event ends it."""
+    # a run sampled before it in the same tick opens the tick's transaction
+    registered(mlmond, agents())
+    a = agents()
+    rid = registered(mlmond, a)
+    mlmond.wait_sample_after(rid, now_ms())
+    send_timings(a, mlmond.statsd_path, "step", [2.0] * 30)
+    # mlmond stopped: the agent exits and a tick comes due meanwhile, so
+    # both are pending when it goes on
+    os.kill(mlmond.proc.pid, signal.SIGSTOP)
+    try:
+        a.close()
+        time.sleep(0.6)
+    finally:
+        os.kill(mlmond.proc.pid, signal.SIGCONT)
+    wait_for(lambda: mlmond.run(rid)["state"] == "exited", 5.0, what="the run ended")
+    o = latency(mlmond, rid, "window=5m")["ops"].get("step")
+    assert o is not None and o["count"] == 30 and o["total_ms"] == 60.0, o
