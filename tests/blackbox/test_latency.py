@@ -10,6 +10,7 @@ import math
 import os
 import random
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -452,6 +453,39 @@ def test_latency_survives_a_restart(mlmond, agents):
     mlmond.restart()
     assert latency(mlmond, rid, q)["ops"]["lat"]["count"] == 8000
     assert latency(mlmond, rid, q)["ops"]["lat"]["p99_ms"] == o["p99_ms"]
+
+
+def test_timings_across_a_minute_boundary_all_counted(make_mlmond, agents):
+    """A second's timings are stored at the first tick after it, and ticks
+    here are 10 s apart: the maintenance pass that compacts a minute into
+    the minute tier waits for the tick after the minute's end, or the
+    timings of its last seconds would be missing from every answer that
+    reads the minute tier (a window past the minute's end)."""
+    d = make_mlmond(interval="10s")
+    a = agents()
+    rid = registered(d, a, interval="10s")
+    # 12 s of timings across a minute's end
+    now = time.time()
+    s = now % 60
+    start = now if 46 <= s <= 54 else now + (52 - s) % 60
+    time.sleep(start - now)
+    sent = 0
+    while time.time() < start + 12:
+        send_timings(a, d.statsd_path, "step", [1.0] * 5)
+        sent += 5
+        time.sleep(0.1)
+    minute = math.floor(start / 60) * 60 * 1000
+    # the minute compacted (compact_until past it), then the answer: the
+    # minute tier holds its seconds, the raw slices the rest
+    wait_for(lambda: compacted_past(d, minute + 60000), 40.0, what="the minute compacted")
+    got = op_count(d, rid, "step", "window=5m")
+    assert got == sent, f"{sent - got} of {sent} timings missing from the minute tier"
+
+
+def compacted_past(d, ts_ms):
+    with sqlite3.connect(f"file:{d.db_path}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'compact_until'").fetchone()
+    return row is not None and int(row[0]) >= ts_ms
 
 
 def test_timings_of_a_process_found_gone_by_a_tick(mlmond, agents):
