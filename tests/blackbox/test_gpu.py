@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 
@@ -168,9 +169,11 @@ def test_live_fixture(make_mlmond, live):
     db = sqlite3.connect(d.db_path)
     rows = dict(db.execute("SELECT device, count(*) FROM device_samples GROUP BY device").fetchall())
     assert set(rows) == {AMD, XE, NPU, "package"} and min(rows.values()) >= 3, rows
-    kind, power = db.execute("SELECT kind, power_w FROM device_samples WHERE device = 'package' "
-                             "AND power_w IS NOT NULL ORDER BY ts DESC LIMIT 1").fetchone()
-    assert kind == "cpu" and near(power, 15.0, 1.5), power
+    # a read's power is over one interval, and the fixture's writer thread
+    # lags the clock under load (by 0.1 s once, in CI: 13.4 W): the median
+    kinds, powers = zip(*db.execute("SELECT kind, power_w FROM device_samples WHERE device = 'package' "
+                                    "AND power_w IS NOT NULL").fetchall())
+    assert set(kinds) == {"cpu"} and near(statistics.median(powers), 15.0, 1.5), powers
     db.close()
 
 
