@@ -38,13 +38,16 @@ report() {
 
 # count_results TESTLOG SKIPDIR SKIPLIST: meson writes one JSON object per test to testlog.json,
 # with a "result" field; the black-box files write their skips to SKIPDIR. Prints the skips to
-# stderr and into SKIPLIST, and "PASSED FAILED SKIPPED" on stdout.
+# stderr and into SKIPLIST, "PASSED FAILED SKIPPED" on stdout, and writes FAILLIST: a line per
+# failed test, its name and the FAILED lines of pytest's summary ("WHAT: HOW"), which .ci/run
+# repeats at its end, where a log cut to its last lines still shows them.
 count_results() {
     "$python" - "$@" <<'PY'
 import glob, json, os, sys
-testlog, skipdir, skiplist = sys.argv[1:4]
+testlog, skipdir, skiplist, faillist = sys.argv[1:5]
 passed = failed = skipped = 0
 skips = []  # (where, kind, reason)
+failures = []  # "test: result[: pytest's FAILED lines]"
 with open(testlog, encoding="utf-8") as log:
     for line in log:
         if not line.strip():
@@ -60,6 +63,10 @@ with open(testlog, encoding="utf-8") as log:
             skips.append((test["name"].split(" / ")[-1], "skip", why.removeprefix("SKIP:").strip() or "(no reason)"))
         else:  # FAIL, UNEXPECTEDPASS, TIMEOUT, ERROR, INTERRUPT, ...
             failed += 1
+            said = (test.get("stdout") or "").splitlines()
+            why = [x.removeprefix("FAILED ../tests/").removeprefix("ERROR ../tests/")
+                   for x in said if x.startswith(("FAILED ", "ERROR "))]
+            failures.append(f"{test['name'].split(' / ')[-1]}: {result}" + "".join(f"; {x}" for x in why))
 for path in sorted(glob.glob(os.path.join(skipdir, "*.txt"))):
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -70,16 +77,19 @@ with open(skiplist, "w", encoding="utf-8") as out:
     for where, kind, reason in skips:
         out.write(f"{where}\t{kind}\t{reason}\n")
         print(f"test: {'skipped' if kind == 'skip' else 'expected to fail'}: {where}: {reason}", file=sys.stderr)
+with open(faillist, "w", encoding="utf-8") as out:
+    out.writelines(f"{x}\n" for x in failures)
 print(passed, failed, skipped)
 PY
 }
 
-rm -f "$builddir/test-counts.txt" "$builddir/test-skips.txt"
+rm -f "$builddir/test-counts.txt" "$builddir/test-skips.txt" "$builddir/test-failures.txt"
 rm -rf "$builddir/test-skips"
 
 if ! tools/setup.sh; then
     echo "test: tools/setup.sh failed" >&2
     report 0 1 0
+    echo "tools/setup.sh failed" >"$builddir/test-failures.txt"
     exit 1
 fi
 
@@ -92,6 +102,7 @@ fi
 if ! "${configure[@]}" || ! meson compile -C "$builddir"; then
     echo "test: the build in $builddir failed" >&2
     report 0 1 0
+    echo "the build failed" >"$builddir/test-failures.txt"
     exit 1
 fi
 
@@ -104,7 +115,8 @@ meson test -C "$builddir" --print-errorlogs --num-processes 4 || test_rc=$?
 
 passed=0 failed=0 skipped=0
 if [ -f "$testlog" ]; then
-    if ! counts=$(count_results "$testlog" "$builddir/test-skips" "$builddir/test-skips.txt"); then
+    if ! counts=$(count_results "$testlog" "$builddir/test-skips" "$builddir/test-skips.txt" \
+        "$builddir/test-failures.txt"); then
         echo "test: cannot read $testlog" >&2
         counts="0 1 0"
     fi
