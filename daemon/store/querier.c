@@ -311,8 +311,10 @@ int querier_window(struct store *s, const struct query_limits *l, int64_t run_id
 }
 
 /* What changed between two cumulative samples: the counters of z less
- * those of a (a may be z itself). */
-static void totals_between(const struct sample *a, const struct sample *z, struct run_totals *t) {
+ * those of a (a may be z itself). a_first: a is the run's first sample,
+ * which has no energy estimate yet; the estimate counts from 0 at the
+ * run's registration, so z's is all of the span's. */
+static void totals_between(const struct sample *a, const struct sample *z, bool a_first, struct run_totals *t) {
         t->last_ts_ms = z->ts_ms;
         t->cpu_time_ns = sat_sub_u64(z->cpu_time_ns, a->cpu_time_ns);
         t->user_time_ns = sat_sub_u64(z->user_time_ns, a->user_time_ns);
@@ -325,6 +327,11 @@ static void totals_between(const struct sample *a, const struct sample *z, struc
         t->has_net = a->has_net && z->has_net;
         t->netns_rx_bytes = sat_sub_u64(z->netns_rx_bytes, a->netns_rx_bytes);
         t->netns_tx_bytes = sat_sub_u64(z->netns_tx_bytes, a->netns_tx_bytes);
+        if (a_first && !a->has_energy) {
+                t->has_energy = z->has_energy;
+                t->energy_j = z->has_energy ? z->energy_j : 0;
+                return;
+        }
         t->has_energy = a->has_energy && z->has_energy && z->energy_j >= a->energy_j;
         t->energy_j = t->has_energy ? z->energy_j - a->energy_j : 0;
 }
@@ -336,6 +343,7 @@ int querier_span_totals(struct store *s, const struct query_limits *l, int64_t r
         struct run_totals t = {};
         struct sample a, z;
         struct sample_agg g;
+        bool a_first = false;
         int r = edge_sample(s, db, run_id, from, until, true, &z);
         if (r == 0) {
                 /* the counters at the span's start: the last sample at or
@@ -344,10 +352,18 @@ int querier_span_totals(struct store *s, const struct query_limits *l, int64_t r
                 if (r == -ENOENT)
                         r = edge_sample(s, db, run_id, from, until, false, &a);
         }
+        if (r == 0 && !a.has_energy && z.has_energy) {
+                /* is a the run's first sample (the estimate's start)? */
+                struct sample x;
+                r = edge_sample(s, db, run_id, INT64_MIN, a.ts_ms - 1, true, &x);
+                a_first = r == -ENOENT;
+                if (r == -ENOENT)
+                        r = 0;
+        }
         if (r == 0)
                 r = span_agg(s, db, run_id, from, until, &g);
         if (r == 0) {
-                totals_between(&a, &z, &t);
+                totals_between(&a, &z, a_first, &t);
                 t.samples = g.samples;
                 /* the sampled maximum: VmHWM would count peaks before the span */
                 t.peak_rss_bytes = g.rss_max;

@@ -354,6 +354,47 @@ static void test_answers_equal_sql(void) {
         store_close(s);
 }
 
+/* A run's energy estimate counts from 0 at its registration, and its first
+ * sample has none yet: a span from before the first sample holds all of
+ * the estimate at its end; a span from a later sample, the difference. */
+static void test_span_energy(void) {
+        struct store *s = open_db("energy.db");
+        if (!s)
+                return;
+        static const double joules[] = { NAN, 1.0, 2.5, 4.0 };
+        CHECK_EQ_INT(store_begin(s), 0);
+        int64_t id = add_run(s, 300), none = add_run(s, 301);
+        for (size_t i = 0; i < ELEMENTSOF(joules); i++) {
+                struct sample m = { .ts_ms = T0 + (int64_t)i * 1000, .interval_us = 1000000, .threads = 1 };
+                CHECK_EQ_INT(store_insert_sample(s, none, &m), 0);
+                m.has_energy = !isnan(joules[i]);
+                m.energy_j = m.has_energy ? joules[i] : 0;
+                CHECK_EQ_INT(store_insert_sample(s, id, &m), 0);
+        }
+        CHECK_EQ_INT(store_commit(s), 0);
+        static const struct {
+                int64_t from, until;
+                double want; /* NAN: unknown */
+        } spans[] = {
+                { T0 - 5000, T0 + 3000, 4.0 }, /* the whole run */
+                { T0 - 5000, T0 + 2000, 2.5 }, /* from its start, ending before its last sample */
+                { T0, T0 + 2500, 2.5 },        /* from its first sample */
+                { T0 + 1000, T0 + 3000, 3.0 }, /* from a sample with an estimate */
+                { T0 + 1500, T0 + 3000, 3.0 }, /* from between two: the one before */
+                { T0 - 5000, T0 + 500, NAN },  /* its first sample alone: none yet */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(spans); i++) {
+                struct run_totals t;
+                int64_t base;
+                CHECK_EQ_INT(querier_span_totals(s, &lim, id, spans[i].from, spans[i].until, &t, &base), 0);
+                CHECK(t.has_energy == !isnan(spans[i].want));
+                CHECK(!t.has_energy || t.energy_j == spans[i].want);
+                CHECK_EQ_INT(querier_span_totals(s, &lim, none, spans[i].from, spans[i].until, &t, &base), 0);
+                CHECK(!t.has_energy);
+        }
+        store_close(s);
+}
+
 /* The minutes of many runs at once (tier and head, one query each) equal
  * the averages SQL computes from the raw rows, minute by minute. */
 static void test_sparks(void) {
@@ -611,6 +652,7 @@ int main(void) {
         test_compaction();
         test_compaction_batches();
         test_answers_equal_sql();
+        test_span_energy();
         test_sparks();
         test_ops();
         test_pack();
