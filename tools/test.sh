@@ -36,10 +36,10 @@ report() {
     echo "$line"
 }
 
-# count_results TESTLOG SKIPDIR SKIPLIST: meson writes one JSON object per test to testlog.json,
-# with a "result" field; the black-box files write their skips to SKIPDIR. Prints the skips to
-# stderr and into SKIPLIST, "PASSED FAILED SKIPPED" on stdout, and writes FAILLIST: a line per
-# failed test, its name and the FAILED lines of pytest's summary ("WHAT: HOW"), which .ci/run
+# count_results TESTLOG SKIPDIR SKIPLIST FAILLIST: meson writes one JSON object per test to
+# testlog.json, with a "result" field; the black-box files write their skips to SKIPDIR. Prints
+# the skips to stderr and into SKIPLIST, "PASSED FAILED SKIPPED" on stdout, and writes FAILLIST:
+# a line per failed test, its name and the FAILED lines of pytest's summary, which .ci/run
 # repeats at its end, where a log cut to its last lines still shows them.
 count_results() {
     "$python" - "$@" <<'PY'
@@ -47,7 +47,7 @@ import glob, json, os, sys
 testlog, skipdir, skiplist, faillist = sys.argv[1:5]
 passed = failed = skipped = 0
 skips = []  # (where, kind, reason)
-failures = []  # "test: result[: pytest's FAILED lines]"
+failures = []  # "TEST: RESULT[; each FAILED or ERROR line of pytest's summary]"
 with open(testlog, encoding="utf-8") as log:
     for line in log:
         if not line.strip():
@@ -119,12 +119,14 @@ if [ -f "$testlog" ]; then
         "$builddir/test-failures.txt"); then
         echo "test: cannot read $testlog" >&2
         counts="0 1 0"
+        echo "cannot read $testlog" >"$builddir/test-failures.txt"
     fi
     read -r passed failed skipped <<<"$counts"
 fi
 if [ "$test_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
     echo "test: meson test exited $test_rc with no failed test in $testlog" >&2
     failed=1
+    echo "meson test exited $test_rc with no failed test in its log" >>"$builddir/test-failures.txt"
 fi
 
 report "$passed" "$failed" "$skipped"
